@@ -1,0 +1,93 @@
+// The compile stage: NVRTC, no GPU needed. Source rules, compile, ptxas resource usage,
+// PTX kernel signatures checked against the plan, and a content-addressed compile cache.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kharness/definition.hpp"
+#include "kharness/rules.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/status.hpp"
+
+namespace kharness {
+
+struct PtxParam {
+  std::string type;       // PTX type: "u64", "u32", "f32", "b8" (aggregates), ...
+  std::size_t size = 0;   // bytes
+  std::size_t align = 0;  // bytes
+};
+
+struct KernelInfo {
+  std::string name;     // the name a plan uses: extern "C" name, or demangled name without args
+  std::string mangled;  // the PTX .entry name
+  std::vector<PtxParam> params;
+  // From ptxas verbose output; -1 when not reported.
+  int registers = -1;
+  int barriers = -1;
+  std::int64_t shared_bytes = -1;  // static shared memory
+  std::int64_t const_bytes = -1;
+  std::int64_t stack_bytes = -1;
+  std::int64_t spill_store_bytes = -1;
+  std::int64_t spill_load_bytes = -1;
+};
+
+struct Diagnostic {
+  enum class Severity { kError, kWarning, kNote };
+  Severity severity = Severity::kError;
+  std::string file;  // the user's file name
+  int line = 0;
+  std::string message;
+};
+
+struct CompileOptions {
+  std::string arch = "sm_90a";  // normalised: "sm_90a", "sm_100a", ...
+  std::vector<std::string> extra_options;
+  std::filesystem::path cuda_include_dir;  // the toolkit's include/; empty: the built-in guess
+  std::filesystem::path cache_dir;         // empty: no cache
+  bool use_cache = true;
+  bool line_info = true;
+};
+
+struct CompileResult {
+  Status status = Status::kPassed;  // kPassed, kCompileError or kRejected
+  std::vector<RuleViolation> violations;  // why REJECTED
+  std::vector<Diagnostic> diagnostics;    // compiler errors and warnings
+  std::string log;                        // NVRTC log as printed, ptxas lines included
+  std::string ptx;
+  std::string cubin;                      // bytes
+  std::vector<KernelInfo> kernels;        // every .entry of the module
+  std::string arch;
+  std::string nvrtc_version;
+  std::string cache_key;
+  bool cache_hit = false;
+  double seconds = 0.0;
+
+  bool ok() const { return status == Status::kPassed; }
+  const KernelInfo* find_kernel(std::string_view name) const;
+};
+
+// Runs the source rules, NVRTC, ptxas info and the interface checks. Never throws for a bad
+// solution: the result's status says what happened. `definition`/`workloads` may be null
+// (compile without an operator: the plan checks that need them are skipped).
+CompileResult compile_solution(const Solution& solution, const Definition* definition,
+                               const std::vector<Workload>* workloads,
+                               const CompileOptions& options);
+
+// "sm_90a", "90a", "sm90a", "compute_90a" -> "sm_90a". Throws Error (exit 2) listing the
+// supported targets when NVRTC cannot build for it.
+std::string normalize_arch(std::string_view arch);
+std::vector<std::string> supported_archs();  // what this NVRTC can target, sm_XX[a|f]
+std::string nvrtc_version();
+std::filesystem::path default_cuda_include_dir();
+std::filesystem::path default_cache_dir();  // $KHARNESS_CACHE, else $XDG_CACHE_HOME/kharness, else ~/.cache/kharness
+
+// Parsers, exposed for tests.
+std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);
+void apply_ptxas_info(const std::string& log, std::vector<KernelInfo>& kernels);
+std::vector<Diagnostic> parse_nvrtc_diagnostics(const std::string& log);
+
+}  // namespace kharness

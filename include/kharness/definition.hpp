@@ -1,0 +1,115 @@
+// Operator definitions (FlashInfer-Bench Definition schema + a "kharness" section) and
+// workloads (FlashInfer-Bench Workload lines). DESIGN §2.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kharness/dtype.hpp"
+#include "kharness/expr.hpp"
+
+namespace kharness {
+
+struct Axis {
+  std::string name;
+  bool is_const = false;
+  std::int64_t value = 0;  // when is_const
+  std::string description;
+};
+
+struct TensorSpec {
+  std::string name;
+  std::optional<std::vector<std::string>> shape;  // nullopt: a scalar input
+  DType dtype = DType::kFloat32;
+  std::string description;
+
+  bool is_scalar() const { return !shape.has_value(); }
+};
+
+struct Tolerance {
+  double atol = 1e-2;
+  double rtol = 1e-2;
+  double required_matched_ratio = 1.0;
+};
+
+// How kharness generates one input (kharness.inputs.<name>). Distributions:
+// "normal" (mean, std), "uniform" (low, high), and integer roles ("range": low..high,
+// plus operator-specific roles such as "indptr" / "indices" read by the correctness stage).
+struct InputGenerator {
+  std::string distribution = "normal";
+  double mean = 0.0;
+  double std = 1.0;
+  double low = -1.0;
+  double high = 1.0;
+  nlohmann::json extra = nlohmann::json::object();  // role-specific parameters, kept verbatim
+};
+
+struct KharnessSpec {
+  std::string family;  // reference family; defaults to op_type
+  Tolerance tolerance;
+  std::map<std::string, InputGenerator> inputs;
+  std::optional<Expr> flops;  // floating-point operations of one call, over the axes
+  std::optional<Expr> bytes;  // minimum DRAM bytes moved by one call, over the axes
+  std::string baseline;       // folder of the baseline solution, relative to the operator folder
+  std::map<std::string, double> constants;  // named constants of the semantics (e.g. eps)
+  bool present = false;       // false for a plain FlashInfer-Bench definition
+};
+
+struct Definition {
+  std::string name;
+  std::string op_type;
+  std::string description;
+  std::vector<std::string> tags;
+  std::vector<Axis> axes;  // in file order
+  std::vector<std::string> constraints;
+  std::vector<TensorSpec> inputs;   // in file order
+  std::vector<TensorSpec> outputs;  // in file order
+  std::string reference_python;     // FlashInfer-Bench's PyTorch text, kept for export only
+  KharnessSpec kharness;
+
+  const Axis* find_axis(std::string_view name) const;
+  const TensorSpec* find_input(std::string_view name) const;
+  const TensorSpec* find_output(std::string_view name) const;
+  const TensorSpec* find_tensor(std::string_view name) const;  // input or output
+  std::string family() const { return kharness.family.empty() ? op_type : kharness.family; }
+};
+
+// Throws kharness::Error (exit 2) naming `source` and the offending field.
+Definition parse_definition(const nlohmann::json& json, const std::string& source);
+Definition load_definition(const std::filesystem::path& file);
+
+struct WorkloadInput {
+  enum class Kind { kRandom, kScalar, kSafetensors };
+  Kind kind = Kind::kRandom;
+  nlohmann::json value;  // kScalar
+  std::string path;      // kSafetensors
+  std::string tensor_key;
+};
+
+struct Workload {
+  std::string uuid;
+  std::map<std::string, std::int64_t> axes;  // the var axes as given
+  std::map<std::string, WorkloadInput> inputs;
+
+  // Every axis of the definition bound to its value (const axes and this workload's var axes).
+  Bindings bindings(const Definition& definition) const;
+};
+
+// One workload object (or a FlashInfer-Bench trace line holding one under "workload"),
+// checked against the definition: every var axis given, const axes agree, inputs exist.
+Workload parse_workload(const nlohmann::json& json, const Definition& definition,
+                        const std::string& source);
+// A .jsonl file; errors name the file and line.
+std::vector<Workload> load_workloads(const std::filesystem::path& file,
+                                     const Definition& definition);
+
+// Shape of a tensor for a workload (empty for a scalar); throws Error if an axis is unbound.
+std::vector<std::int64_t> tensor_shape(const TensorSpec& tensor, const Bindings& bindings);
+
+}  // namespace kharness

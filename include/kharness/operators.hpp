@@ -1,0 +1,61 @@
+// Finding and loading operators: built-in operators/, --operators-dir DIR (repeatable) and
+// KHARNESS_OPERATORS (colon-separated). A search directory may hold kharness operator folders
+// (<name>/definition.json), plain definition files (*.json), or a FlashInfer-Bench layout
+// (definitions/<op_type>/<name>.json with workloads/<op_type>/<name>.jsonl).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kharness/definition.hpp"
+
+namespace kharness {
+
+struct Operator {
+  Definition definition;
+  std::vector<Workload> workloads;
+  std::filesystem::path definition_file;
+  std::optional<std::filesystem::path> workloads_file;
+  std::optional<std::filesystem::path> reference;  // the operator's, else its family's
+  std::optional<std::filesystem::path> seed;
+  std::optional<std::filesystem::path> baseline;   // a solution file or folder
+  std::string origin;  // "builtin", "--operators-dir", "KHARNESS_OPERATORS", "file"
+};
+
+struct OperatorEntry {
+  std::string name;
+  std::string op_type;
+  std::string description;
+  std::filesystem::path definition_file;
+  std::string origin;
+};
+
+struct SearchDir {
+  std::filesystem::path path;
+  std::string origin;
+};
+
+class OperatorRegistry {
+ public:
+  explicit OperatorRegistry(std::vector<SearchDir> search_dirs);
+  // --operators-dir folders first, then KHARNESS_OPERATORS, then the built-in operators.
+  static OperatorRegistry from_environment(const std::vector<std::filesystem::path>& extra_dirs);
+  // The shipped operators/ folder (next to the binary once installed, else the source tree).
+  static std::filesystem::path builtin_dir();
+
+  // Every operator found, by name; the first search directory wins a name clash.
+  std::vector<OperatorEntry> list() const;
+  // By name, or by the path of a definition file or operator folder. Throws Error (exit 2)
+  // with close names suggested when there is no such operator.
+  Operator load(const std::string& name_or_path) const;
+  const std::vector<SearchDir>& search_dirs() const { return search_dirs_; }
+  std::vector<std::filesystem::path> family_dirs() const;
+
+ private:
+  Operator load_entry(const OperatorEntry& entry) const;
+  std::vector<SearchDir> search_dirs_;
+};
+
+}  // namespace kharness

@@ -1,0 +1,23 @@
+// Small text helpers shared by loaders and the CLI.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kharness {
+
+std::size_t edit_distance(std::string_view a, std::string_view b);
+// Up to `limit` candidates close to `name` (edit distance or substring), best first.
+std::vector<std::string> close_matches(std::string_view name,
+                                       const std::vector<std::string>& candidates,
+                                       std::size_t limit = 3);
+// 1-based line and column of a byte offset.
+std::pair<int, int> line_column(std::string_view text, std::size_t offset);
+std::string read_file(const std::string& path);  // throws Error (exit 2) if unreadable
+// Writes to a temporary file in the same folder, then renames it over `path`.
+void write_file_atomic(const std::string& path, std::string_view content);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+}  // namespace kharness
