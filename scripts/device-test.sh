@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The full check on a GPU machine: configure and build (Release, Ninja) into build-device-test,
+# then `kharness --version`, `kharness doctor`, the CPU tests, the GPU tests, and the compile
+# benchmark. Every step runs even when an earlier one failed; a summary table comes last, and
+# the exit status is non-zero when any step failed. Logs go to build-device-test/device-test-logs
+# and are copied to $OUT when that is set.
+#
+#   scripts/device-test.sh        BUILD_DIR (default build-device-test) and JOBS may be set.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUILD_DIR="${BUILD_DIR:-build-device-test}"
+JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
+LOGS="$BUILD_DIR/device-test-logs"
+mkdir -p "$LOGS"
+KHARNESS="$BUILD_DIR/kharness"
+
+if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+STEPS=()    # "name|status|seconds"
+FAILED=0
+
+# step NAME COMMAND... : runs COMMAND, output to the terminal and $LOGS/NAME.log.
+step() {
+  local name="$1"; shift
+  local log="$LOGS/$name.log" start end rc
+  echo
+  echo "=== $name: $*"
+  start=$(date +%s)
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  end=$(date +%s)
+  if ((rc == 0)); then
+    STEPS+=("$name|ok|$((end - start))")
+  else
+    STEPS+=("$name|FAILED (exit $rc)|$((end - start))")
+    FAILED=1
+    echo "=== $name failed with exit status $rc"
+  fi
+  return 0
+}
+
+need_binary() {
+  if [[ ! -x "$KHARNESS" ]]; then
+    echo "no binary at $KHARNESS (the build failed)"
+    return 1
+  fi
+  "$@"
+}
+
+# Counts "passed failed skipped" from a ctest JUnit file.
+count_tests() {
+  local junit="$1"
+  if [[ ! -s "$junit" ]]; then echo "- - -"; return; fi
+  python3 - "$junit" <<'PY' 2>/dev/null || echo "? ? ?"
+import sys, xml.etree.ElementTree as ET
+passed = failed = skipped = 0
+for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    status = case.get("status", "")
+    if case.find("skipped") is not None or status in ("notrun", "disabled", "skipped"):
+        skipped += 1
+    elif case.find("failure") is not None or case.find("error") is not None or status == "fail":
+        failed += 1
+    else:
+        passed += 1
+print(passed, failed, skipped)
+PY
+}
+
+GENERATOR=()
+command -v ninja >/dev/null 2>&1 && GENERATOR=(-G Ninja)
+step configure cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release
+step build cmake --build "$BUILD_DIR" --parallel "$JOBS"
+step version need_binary "$KHARNESS" --version
+step doctor need_binary "$KHARNESS" doctor
+step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOBS" \
+  --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
+step gpu-tests ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure \
+  --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests.xml"
+step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
+
+GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+[[ -n "$GPU" ]] || GPU="none found (nvidia-smi failed)"
+read -r CPU_P CPU_F CPU_S < <(count_tests "$LOGS/cpu-tests.xml")
+read -r GPU_P GPU_F GPU_S < <(count_tests "$LOGS/gpu-tests.xml")
+BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"
+bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
+
+{
+  echo
+  echo "================ device-test summary ================"
+  printf '%-14s %-20s %8s\n' "step" "status" "seconds"
+  for s in "${STEPS[@]}"; do
+    IFS='|' read -r n st sec <<<"$s"
+    printf '%-14s %-20s %8s\n' "$n" "$st" "$sec"
+  done
+  echo
+  printf '%-10s %7s %7s %8s\n' "tests" "passed" "failed" "skipped"
+  printf '%-10s %7s %7s %8s\n' "cpu" "$CPU_P" "$CPU_F" "$CPU_S"
+  printf '%-10s %7s %7s %8s\n' "gpu" "$GPU_P" "$GPU_F" "$GPU_S"
+  echo
+  if [[ -n "$BENCH" ]]; then
+    echo "compile (s): cold $(bench_field cold) [$(bench_field cold_result)]," \
+      "cache hit $(bench_field hit) [$(bench_field hit_result)]," \
+      "nvcc $(bench_field nvcc), nvcc/cold $(bench_field ratio)"
+  else
+    echo "compile bench: no figures (see $LOGS/bench-compile.log)"
+  fi
+  echo "GPU: $GPU"
+  echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
+} | tee "$LOGS/summary.txt"
+
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT/device-test-logs" && cp -r "$LOGS"/. "$OUT/device-test-logs/" 2>/dev/null || true
+fi
+exit "$FAILED"

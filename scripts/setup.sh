@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what kharness needs to build (distribution packages only), checks for the CUDA
+# toolkit, and builds build/kharness (Release; Ninja when available). Safe to run again: it
+# installs only missing packages and rebuilds only what changed.
+#
+#   scripts/setup.sh            BUILD_DIR (default build) and BUILD_TYPE (default Release) may be set.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+BUILD_TYPE="${BUILD_TYPE:-Release}"
+PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libspdlog-dev
+          libfmt-dev libgtest-dev libcurl4-openssl-dev libsqlite3-dev git)
+
+say() { echo "setup: $*"; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+# 1. Packages (Debian/Ubuntu), only those missing.
+if command -v dpkg-query >/dev/null 2>&1; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+    [[ "$status" == "install ok installed" ]] || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    if [[ $(id -u) -eq 0 ]]; then SUDO=();
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=(sudo -n);
+    else die "missing packages: ${missing[*]} (run as root, or install them: apt-get install ${missing[*]})"; fi
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update -qq
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+else
+  say "no dpkg here; assuming the packages (${PACKAGES[*]}) are installed"
+fi
+
+# 2. The CUDA toolkit (nvcc, NVRTC, CUPTI headers).
+NVCC="$(command -v nvcc || true)"
+if [[ -z "$NVCC" ]]; then
+  for dir in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-*; do
+    if [[ -n "$dir" && -x "$dir/bin/nvcc" ]]; then NVCC="$dir/bin/nvcc"; break; fi
+  done
+fi
+[[ -n "$NVCC" ]] || die "no CUDA toolkit found (nvcc not on PATH, not in \$CUDA_HOME or /usr/local/cuda).
+  Install the CUDA toolkit 12.x or 13.x (it provides NVRTC and CUPTI) and put its bin/ on PATH,
+  or set CUDA_HOME to its folder."
+CUDA_ROOT="$(cd "$(dirname "$NVCC")/.." && pwd)"
+[[ -f "$CUDA_ROOT/include/nvrtc.h" ]] || die "the CUDA toolkit at $CUDA_ROOT has no include/nvrtc.h"
+say "CUDA toolkit: $CUDA_ROOT ($("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+
+# 3. Configure (once) and build.
+GENERATOR=()
+if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
+if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  say "configuring $BUILD_DIR ($BUILD_TYPE)"
+  cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+    -DCUDAToolkit_ROOT="$CUDA_ROOT" >/dev/null
+fi
+say "building $BUILD_DIR"
+cmake --build "$BUILD_DIR" --parallel "${JOBS:-$(nproc 2>/dev/null || echo 2)}"
+say "done: $BUILD_DIR/kharness"
