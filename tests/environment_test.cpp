@@ -81,8 +81,7 @@ TEST(EnvironmentDriver, StickyErrors) {
 TEST(EnvironmentDriver, CudaErrorMessageNamesCallAndError) {
   const device::CudaError e("cuModuleLoadData", CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX",
                             "a PTX JIT compilation failed");
-  EXPECT_STREQ(e.what(),
-               "cuModuleLoadData: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)");
+  EXPECT_STREQ(e.what(), "cuModuleLoadData: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)");
   EXPECT_EQ(e.name(), "CUDA_ERROR_INVALID_PTX");
 }
 
@@ -115,16 +114,18 @@ TEST(EnvironmentVersions, CudaVersionString) {
 }
 
 TEST(EnvironmentParse, NvidiaVersionFile) {
-  EXPECT_EQ(device::parse_nvidia_version_file(
-                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  Wed Aug 27 "
-                "18:49:04 UTC 2025\nGCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n"),
-            "580.82.07");
+  EXPECT_EQ(
+      device::parse_nvidia_version_file(
+          "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  Wed Aug 27 "
+          "18:49:04 UTC 2025\nGCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n"),
+      "580.82.07");
   EXPECT_EQ(device::parse_nvidia_version_file(
                 "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release "
                 "Build  (dvs-builder@U16-I2-C03-12-4)  Thu Oct 2 2025\n"),
             "580.159.03");
-  EXPECT_EQ(device::parse_nvidia_version_file("NVRM version: NVIDIA UNIX Kernel Module  550.54  x\n"),
-            "550.54");
+  EXPECT_EQ(
+      device::parse_nvidia_version_file("NVRM version: NVIDIA UNIX Kernel Module  550.54  x\n"),
+      "550.54");
   EXPECT_EQ(device::parse_nvidia_version_file(""), "");
   EXPECT_EQ(device::parse_nvidia_version_file("garbage\n"), "");
 }

@@ -6,25 +6,25 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace kharness {
 
 struct GpuInfo {
-  int index = 0;        // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
-  std::string name;     // "NVIDIA H200"
-  int cc_major = 0;     // compute capability
+  int index = 0;     // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
+  std::string name;  // "NVIDIA H200"
+  int cc_major = 0;  // compute capability
   int cc_minor = 0;
-  std::string arch;     // default NVRTC target for this GPU: "sm_90a" (default_arch_for)
+  std::string arch;  // default NVRTC target for this GPU: "sm_90a" (default_arch_for)
   int sm_count = 0;
   std::uint64_t total_memory_bytes = 0;
   int l2_cache_bytes = 0;
   int max_persisting_l2_bytes = 0;
-  int shared_memory_per_block_optin_bytes = 0;  // the most dynamic+static shared one block may opt into
+  int shared_memory_per_block_optin_bytes =
+      0;  // the most dynamic+static shared one block may opt into
   int shared_memory_per_sm_bytes = 0;
   int max_threads_per_sm = 0;
   int registers_per_sm = 0;
@@ -89,7 +89,8 @@ std::string default_arch_for_device(int device = 0);
 
 // 13000 -> "13.0", 12080 -> "12.8"; 0 -> "".
 std::string cuda_version_string(int version);
-std::string_view profiling_permission_name(ProfilingPermission p);  // "permitted", "not_permitted", "unknown"
+std::string_view profiling_permission_name(
+    ProfilingPermission p);  // "permitted", "not_permitted", "unknown"
 
 // Stable snake_case fields; unknown values are null.
 nlohmann::json to_json(const GpuInfo& gpu);

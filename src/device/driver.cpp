@@ -97,7 +97,8 @@ Lookup lookup(const char* name, int version, void** fn, cudaError_t* err) {
 }  // namespace
 
 CudaError::CudaError(std::string call, CUresult code, std::string name, std::string description)
-    : std::runtime_error(call + ": " + name + (description.empty() ? "" : " (" + description + ")")),
+    : std::runtime_error(call + ": " + name +
+                         (description.empty() ? "" : " (" + description + ")")),
       call_(std::move(call)),
       code_(code),
       name_(std::move(name)),
@@ -133,22 +134,22 @@ void Driver::load() {
   // Resolve every entry point. The first query initialises the runtime, which loads libcuda;
   // without a driver it fails fast with cudaErrorInsufficientDriver.
   std::string missing;
-#define KHARNESS_CU_LOAD(name, version, required)                                      \
-  {                                                                                    \
-    void* fn = nullptr;                                                                \
-    cudaError_t err = cudaSuccess;                                                     \
-    switch (lookup(#name, version, &fn, &err)) {                                       \
-      case Lookup::kFound:                                                             \
-        name = reinterpret_cast<PFN_##name##_v##version>(fn);                          \
-        break;                                                                         \
-      case Lookup::kMissing:                                                           \
-        if (required) missing += (missing.empty() ? "" : ", ") + std::string(#name);   \
-        break;                                                                         \
-      case Lookup::kNoDriver:                                                          \
-        reason_ = explain_runtime_failure(err);                                        \
-        spdlog::debug("driver unavailable: {} ({})", reason_, cudaGetErrorName(err));  \
-        return;                                                                        \
-    }                                                                                  \
+#define KHARNESS_CU_LOAD(name, version, required)                                     \
+  {                                                                                   \
+    void* fn = nullptr;                                                               \
+    cudaError_t err = cudaSuccess;                                                    \
+    switch (lookup(#name, version, &fn, &err)) {                                      \
+      case Lookup::kFound:                                                            \
+        name = reinterpret_cast<PFN_##name##_v##version>(fn);                         \
+        break;                                                                        \
+      case Lookup::kMissing:                                                          \
+        if (required) missing += (missing.empty() ? "" : ", ") + std::string(#name);  \
+        break;                                                                        \
+      case Lookup::kNoDriver:                                                         \
+        reason_ = explain_runtime_failure(err);                                       \
+        spdlog::debug("driver unavailable: {} ({})", reason_, cudaGetErrorName(err)); \
+        return;                                                                       \
+    }                                                                                 \
   }
   KHARNESS_CU_FUNCTIONS(KHARNESS_CU_LOAD)
 #undef KHARNESS_CU_LOAD
@@ -232,7 +233,8 @@ PrimaryContext::PrimaryContext(int ordinal) {
 }
 
 PrimaryContext::~PrimaryContext() {
-  if (ctx_ != nullptr) debug_on_failure(cu().cuDevicePrimaryCtxRelease(dev_), "cuDevicePrimaryCtxRelease");
+  if (ctx_ != nullptr)
+    debug_on_failure(cu().cuDevicePrimaryCtxRelease(dev_), "cuDevicePrimaryCtxRelease");
 }
 
 PrimaryContext::PrimaryContext(PrimaryContext&& other) noexcept

@@ -28,81 +28,81 @@
 namespace kharness::device {
 
 // X(name, abi_version, required). Optional functions may be null on older drivers.
-#define KHARNESS_CU_FUNCTIONS(X)                           \
-  /* errors, init, versions */                             \
-  X(cuGetErrorName, 6000, true)                            \
-  X(cuGetErrorString, 6000, true)                          \
-  X(cuInit, 2000, true)                                    \
-  X(cuDriverGetVersion, 2020, true)                        \
-  /* devices */                                            \
-  X(cuDeviceGet, 2000, true)                               \
-  X(cuDeviceGetCount, 2000, true)                          \
-  X(cuDeviceGetName, 2000, true)                           \
-  X(cuDeviceGetAttribute, 2000, true)                      \
-  X(cuDeviceTotalMem, 3020, true)                          \
-  X(cuDeviceGetUuid, 11040, true)                          \
-  X(cuDeviceGetPCIBusId, 4010, true)                       \
-  /* contexts */                                           \
-  X(cuDevicePrimaryCtxRetain, 7000, true)                  \
-  X(cuDevicePrimaryCtxRelease, 11000, true)                \
-  X(cuDevicePrimaryCtxReset, 11000, true)                  \
-  X(cuDevicePrimaryCtxGetState, 7000, true)                \
-  X(cuCtxCreate, 3020, true)                               \
-  X(cuCtxDestroy, 4000, true)                              \
-  X(cuCtxSetCurrent, 4000, true)                           \
-  X(cuCtxGetCurrent, 4000, true)                           \
-  X(cuCtxPushCurrent, 4000, true)                          \
-  X(cuCtxPopCurrent, 4000, true)                           \
-  X(cuCtxGetDevice, 2000, true)                            \
-  X(cuCtxSynchronize, 2000, true)                          \
-  X(cuCtxSetLimit, 3010, true)                             \
-  X(cuCtxGetLimit, 3010, true)                             \
-  X(cuCtxResetPersistingL2Cache, 11000, true)              \
-  /* modules and functions */                              \
-  X(cuModuleLoadData, 2000, true)                          \
-  X(cuModuleLoadDataEx, 2010, true)                        \
-  X(cuModuleUnload, 2000, true)                            \
-  X(cuModuleGetFunction, 2000, true)                       \
-  X(cuModuleGetGlobal, 3020, true)                         \
-  X(cuFuncGetAttribute, 2020, true)                        \
-  X(cuFuncSetAttribute, 9000, true)                        \
-  X(cuFuncSetCacheConfig, 3000, true)                      \
-  X(cuFuncGetParamInfo, 12040, false)                      \
-  X(cuFuncGetName, 12030, false)                           \
+#define KHARNESS_CU_FUNCTIONS(X)                             \
+  /* errors, init, versions */                               \
+  X(cuGetErrorName, 6000, true)                              \
+  X(cuGetErrorString, 6000, true)                            \
+  X(cuInit, 2000, true)                                      \
+  X(cuDriverGetVersion, 2020, true)                          \
+  /* devices */                                              \
+  X(cuDeviceGet, 2000, true)                                 \
+  X(cuDeviceGetCount, 2000, true)                            \
+  X(cuDeviceGetName, 2000, true)                             \
+  X(cuDeviceGetAttribute, 2000, true)                        \
+  X(cuDeviceTotalMem, 3020, true)                            \
+  X(cuDeviceGetUuid, 11040, true)                            \
+  X(cuDeviceGetPCIBusId, 4010, true)                         \
+  /* contexts */                                             \
+  X(cuDevicePrimaryCtxRetain, 7000, true)                    \
+  X(cuDevicePrimaryCtxRelease, 11000, true)                  \
+  X(cuDevicePrimaryCtxReset, 11000, true)                    \
+  X(cuDevicePrimaryCtxGetState, 7000, true)                  \
+  X(cuCtxCreate, 3020, true)                                 \
+  X(cuCtxDestroy, 4000, true)                                \
+  X(cuCtxSetCurrent, 4000, true)                             \
+  X(cuCtxGetCurrent, 4000, true)                             \
+  X(cuCtxPushCurrent, 4000, true)                            \
+  X(cuCtxPopCurrent, 4000, true)                             \
+  X(cuCtxGetDevice, 2000, true)                              \
+  X(cuCtxSynchronize, 2000, true)                            \
+  X(cuCtxSetLimit, 3010, true)                               \
+  X(cuCtxGetLimit, 3010, true)                               \
+  X(cuCtxResetPersistingL2Cache, 11000, true)                \
+  /* modules and functions */                                \
+  X(cuModuleLoadData, 2000, true)                            \
+  X(cuModuleLoadDataEx, 2010, true)                          \
+  X(cuModuleUnload, 2000, true)                              \
+  X(cuModuleGetFunction, 2000, true)                         \
+  X(cuModuleGetGlobal, 3020, true)                           \
+  X(cuFuncGetAttribute, 2020, true)                          \
+  X(cuFuncSetAttribute, 9000, true)                          \
+  X(cuFuncSetCacheConfig, 3000, true)                        \
+  X(cuFuncGetParamInfo, 12040, false)                        \
+  X(cuFuncGetName, 12030, false)                             \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, true) \
-  X(cuOccupancyMaxActiveClusters, 11070, false)            \
-  /* launches */                                           \
-  X(cuLaunchKernel, 4000, true)                            \
-  X(cuLaunchKernelEx, 11060, true)                         \
-  /* memory */                                             \
-  X(cuMemGetInfo, 3020, true)                              \
-  X(cuMemAlloc, 3020, true)                                \
-  X(cuMemFree, 3020, true)                                 \
-  X(cuMemAllocHost, 3020, true)                            \
-  X(cuMemFreeHost, 2000, true)                             \
-  X(cuMemcpyHtoD, 3020, true)                              \
-  X(cuMemcpyDtoH, 3020, true)                              \
-  X(cuMemcpyDtoD, 3020, true)                              \
-  X(cuMemcpyHtoDAsync, 3020, true)                         \
-  X(cuMemcpyDtoHAsync, 3020, true)                         \
-  X(cuMemcpyDtoDAsync, 3020, true)                         \
-  X(cuMemsetD8, 3020, true)                                \
-  X(cuMemsetD32, 3020, true)                               \
-  X(cuMemsetD8Async, 3020, true)                           \
-  X(cuMemsetD32Async, 3020, true)                          \
-  /* tensor maps (Hopper/Blackwell TMA) */                 \
-  X(cuTensorMapEncodeTiled, 12000, false)                  \
-  /* streams and events */                                 \
-  X(cuStreamCreate, 2000, true)                            \
-  X(cuStreamDestroy, 4000, true)                           \
-  X(cuStreamSynchronize, 2000, true)                       \
-  X(cuStreamQuery, 2000, true)                             \
-  X(cuStreamWaitEvent, 3020, true)                         \
-  X(cuEventCreate, 2000, true)                             \
-  X(cuEventDestroy, 4000, true)                            \
-  X(cuEventRecord, 2000, true)                             \
-  X(cuEventSynchronize, 2000, true)                        \
-  X(cuEventQuery, 2000, true)                              \
+  X(cuOccupancyMaxActiveClusters, 11070, false)              \
+  /* launches */                                             \
+  X(cuLaunchKernel, 4000, true)                              \
+  X(cuLaunchKernelEx, 11060, true)                           \
+  /* memory */                                               \
+  X(cuMemGetInfo, 3020, true)                                \
+  X(cuMemAlloc, 3020, true)                                  \
+  X(cuMemFree, 3020, true)                                   \
+  X(cuMemAllocHost, 3020, true)                              \
+  X(cuMemFreeHost, 2000, true)                               \
+  X(cuMemcpyHtoD, 3020, true)                                \
+  X(cuMemcpyDtoH, 3020, true)                                \
+  X(cuMemcpyDtoD, 3020, true)                                \
+  X(cuMemcpyHtoDAsync, 3020, true)                           \
+  X(cuMemcpyDtoHAsync, 3020, true)                           \
+  X(cuMemcpyDtoDAsync, 3020, true)                           \
+  X(cuMemsetD8, 3020, true)                                  \
+  X(cuMemsetD32, 3020, true)                                 \
+  X(cuMemsetD8Async, 3020, true)                             \
+  X(cuMemsetD32Async, 3020, true)                            \
+  /* tensor maps (Hopper/Blackwell TMA) */                   \
+  X(cuTensorMapEncodeTiled, 12000, false)                    \
+  /* streams and events */                                   \
+  X(cuStreamCreate, 2000, true)                              \
+  X(cuStreamDestroy, 4000, true)                             \
+  X(cuStreamSynchronize, 2000, true)                         \
+  X(cuStreamQuery, 2000, true)                               \
+  X(cuStreamWaitEvent, 3020, true)                           \
+  X(cuEventCreate, 2000, true)                               \
+  X(cuEventDestroy, 4000, true)                              \
+  X(cuEventRecord, 2000, true)                               \
+  X(cuEventSynchronize, 2000, true)                          \
+  X(cuEventQuery, 2000, true)                                \
   X(cuEventElapsedTime, 2000, true)
 
 // A failed driver call. what(): "cuModuleLoadData: CUDA_ERROR_INVALID_PTX (a PTX JIT

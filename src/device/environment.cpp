@@ -210,8 +210,10 @@ EnvironmentReport probe_environment() {
   const auto& cu = device::Driver::instance();
   report.driver.available = cu.available();
   report.driver.cuda_version = cu.cuda_version();
-  if (!cu.available()) report.driver.reason = cu.unavailable_reason();
-  else if (cu.device_count() == 0) report.notes.push_back(cu.unavailable_reason());
+  if (!cu.available())
+    report.driver.reason = cu.unavailable_reason();
+  else if (cu.device_count() == 0)
+    report.notes.push_back(cu.unavailable_reason());
 
   // NVML (optional): the driver version string and clocks.
   const device::Nvml* nvml = nullptr;

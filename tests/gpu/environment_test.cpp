@@ -12,7 +12,8 @@ namespace kharness {
 namespace {
 
 #define SKIP_WITHOUT_GPU() \
-  if (!gpu_available()) GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
+  if (!gpu_available())    \
+  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 // out[blockIdx.x] = 42, written by hand so the test needs no compiler.
 constexpr const char* kWrite42Ptx = R"(
@@ -190,7 +191,8 @@ TEST(GpuEnvironment, ErrorsCarryTheCudaErrorName) {
     EXPECT_NE(std::string(e.what()).find("no_such_kernel"), std::string::npos);
   }
   try {
-    device::Module bad(".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry k() { bogus; }\n");
+    device::Module bad(
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry k() { bogus; }\n");
     FAIL() << "no exception";
   } catch (const device::CudaError& e) {
     EXPECT_EQ(e.name(), "CUDA_ERROR_INVALID_PTX") << e.what();
