@@ -81,7 +81,9 @@ struct Definition {
 };
 
 // Throws kharness::Error (exit 2) naming `source` and the offending field.
-Definition parse_definition(const nlohmann::json& json, const std::string& source);
+// ordered_json keeps the file order of axes, inputs and outputs (it is the call order).
+Definition parse_definition(const nlohmann::ordered_json& json, const std::string& source);
+Definition parse_definition_text(const std::string& text, const std::string& source);
 Definition load_definition(const std::filesystem::path& file);
 
 struct WorkloadInput {
@@ -108,6 +110,10 @@ Workload parse_workload(const nlohmann::json& json, const Definition& definition
 // A .jsonl file; errors name the file and line.
 std::vector<Workload> load_workloads(const std::filesystem::path& file,
                                      const Definition& definition);
+
+// Back to the FlashInfer-Bench schema (with the "kharness" section when present).
+nlohmann::ordered_json to_json(const Definition& definition);
+nlohmann::json to_json(const Workload& workload);
 
 // Shape of a tensor for a workload (empty for a scalar); throws Error if an axis is unbound.
 std::vector<std::int64_t> tensor_shape(const TensorSpec& tensor, const Bindings& bindings);

@@ -42,6 +42,7 @@ class Expr {
   bool is_constant() const;
 
  private:
+  Expr(std::shared_ptr<const Node> root, std::string text);
   std::shared_ptr<const Node> root_;
   std::string text_;
 };

@@ -30,6 +30,7 @@ struct OperatorEntry {
   std::string description;
   std::filesystem::path definition_file;
   std::string origin;
+  std::string error;  // set when the definition could not be read; the entry is still listed
 };
 
 struct SearchDir {

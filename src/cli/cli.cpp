@@ -1,0 +1,107 @@
+#include "cli/cli.hpp"
+
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "kharness/text.hpp"
+#include "kharness/version.hpp"
+
+namespace kharness::cli {
+namespace {
+
+void print_error(const std::string& message) {
+  std::fprintf(stderr, "kharness: error: %s\n", message.c_str());
+}
+
+void setup_logging(const GlobalOptions& options) {
+  auto logger = spdlog::stderr_color_mt("kharness");
+  logger->set_pattern("kharness: %^%l%$: %v");
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (options.quiet) level = spdlog::level::err;
+  if (options.verbosity == 1) level = spdlog::level::debug;
+  if (options.verbosity >= 2) level = spdlog::level::trace;
+  logger->set_level(level);
+  spdlog::set_default_logger(logger);
+}
+
+// CLI11's messages, made into one line, with a suggestion for a mistyped subcommand.
+std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
+  std::string what = e.what();
+  for (auto& c : what) {
+    if (c == '\n') c = ' ';
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) && argc > 1) {
+    std::vector<std::string> names;
+    for (const auto& c : commands()) names.emplace_back(c.name);
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg.empty() || arg[0] == '-') continue;
+      bool known = false;
+      for (const auto& n : names) known = known || n == arg;
+      if (known) break;
+      auto close = close_matches(arg, names, 1);
+      if (!close.empty()) return fmt::format("unknown command '{}' (did you mean '{}'?)", arg, close[0]);
+      return fmt::format("unknown command '{}' (kharness --help lists them)", arg);
+    }
+  }
+  return what + " (see --help)";
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CLI::App app{"kharness: decides whether a CUDA kernel is correct and how fast it is."};
+  app.set_version_flag("--version", fmt::format("kharness {} (commit {})", kVersion, kGitCommit),
+                       "Print the version and git commit");
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalOptions global;
+  app.add_flag("-v,--verbose", global.verbosity, "More log output on stderr (-vv: trace)");
+  app.add_flag("-q,--quiet", global.quiet, "Only errors on stderr");
+  app.add_option("--operators-dir", global.operators_dirs,
+                 "Extra folder of operator definitions (repeatable; also KHARNESS_OPERATORS)")
+      ->type_name("DIR");
+
+  std::vector<std::pair<CLI::App*, Runner>> runners;
+  for (const auto& command : commands()) {
+    CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
+    runners.emplace_back(sub, command.setup(*sub));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    print_error(usage_message(e, argc, argv));
+    return static_cast<int>(ExitCode::kUsage);
+  }
+
+  setup_logging(global);
+  try {
+    for (auto& [sub, runner] : runners) {
+      if (sub->parsed()) return static_cast<int>(runner(global));
+    }
+    print_error("no command given (see --help)");
+    return static_cast<int>(ExitCode::kUsage);
+  } catch (const Error& e) {
+    print_error(e.message());
+    return static_cast<int>(e.code());
+  } catch (const CLI::ParseError& e) {
+    print_error(usage_message(e, argc, argv));
+    return static_cast<int>(ExitCode::kUsage);
+  } catch (const std::exception& e) {
+    print_error(fmt::format("internal error: {} (please report it)", e.what()));
+    return static_cast<int>(ExitCode::kInternal);
+  }
+}
+
+}  // namespace kharness::cli

@@ -1,0 +1,37 @@
+// The command line: one table of subcommands (commands.cpp), one place that prints errors.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kharness/error.hpp"
+
+namespace kharness::cli {
+
+// Options every subcommand sees.
+struct GlobalOptions {
+  int verbosity = 0;
+  bool quiet = false;
+  std::vector<std::filesystem::path> operators_dirs;
+};
+
+// The work of a parsed subcommand; returns the process exit code.
+using Runner = std::function<ExitCode(const GlobalOptions&)>;
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;  // the one line --help shows
+  // Adds the subcommand's options to `app` and returns what runs it once parsed.
+  std::function<Runner(CLI::App& app)> setup;
+};
+
+const std::vector<Command>& commands();
+
+int run(int argc, char** argv);
+
+}  // namespace kharness::cli

@@ -1,0 +1,86 @@
+// kharness compile SOLUTION [--operator NAME] [--arch ARCH] [--out DIR] [--json] [--no-cache]
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness::cli {
+namespace {
+
+struct CompileArgs {
+  std::string solution;
+  std::string operator_name;
+  std::string arch;
+  std::string out;
+  bool json = false;
+  bool no_cache = false;
+};
+
+void write_artifacts(const std::filesystem::path& dir, const CompileResult& r) {
+  std::filesystem::create_directories(dir);
+  write_file_atomic((dir / "compile.log").string(), r.log);
+  if (!r.ptx.empty()) write_file_atomic((dir / "kernel.ptx").string(), r.ptx);
+  if (!r.cubin.empty()) write_file_atomic((dir / "kernel.cubin").string(), r.cubin);
+  write_file_atomic((dir / "compile.json").string(), compile_result_json(r).dump(2) + "\n");
+}
+
+ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
+  Solution solution = load_solution(args.solution);
+  std::string arch = resolve_arch(args.arch);
+  std::string op_name = args.operator_name.empty() ? solution.plan.definition : args.operator_name;
+  std::unique_ptr<Operator> op;
+  if (!op_name.empty()) {
+    op = std::make_unique<Operator>(make_registry(global).load(op_name));
+    if (!solution.plan.definition.empty() && solution.plan.definition != op->definition.name) {
+      spdlog::warn("{}: the plan names definition '{}', checking against '{}' as asked",
+                   solution.plan_source, solution.plan.definition, op->definition.name);
+    }
+  } else {
+    spdlog::warn("{}: no operator (give --operator or \"definition\" in the plan): "
+                 "the plan's names and sizes are not checked",
+                 args.solution);
+  }
+  CompileResult result =
+      compile_solution(solution, op ? &op->definition : nullptr, op ? &op->workloads : nullptr,
+                       make_compile_options(arch, !args.no_cache));
+  if (!args.out.empty()) write_artifacts(args.out, result);
+  if (args.json) {
+    nlohmann::json j = compile_result_json(result);
+    j["schema"] = "kharness.compile/1";
+    j["solution"] = args.solution;
+    j["operator"] = op ? op->definition.name : "";
+    if (!args.out.empty()) j["out"] = args.out;
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+  } else {
+    std::string what = op ? fmt::format("{} [{}]", args.solution, op->definition.name) : args.solution;
+    std::fputs(render_compile_text(what, result).c_str(), stdout);
+    if (!args.out.empty()) std::fputs(fmt::format("artifacts in {}\n", args.out).c_str(), stdout);
+  }
+  return result.ok() ? ExitCode::kPassed : ExitCode::kFailed;
+}
+
+}  // namespace
+
+Runner setup_compile(CLI::App& app) {
+  auto args = std::make_shared<CompileArgs>();
+  app.add_option("solution", args->solution, "A .cu file, a folder with solution.json, or a FlashInfer-Bench Solution JSON")
+      ->required();
+  app.add_option("--operator", args->operator_name, "Operator name or definition file (default: the plan's \"definition\")")
+      ->type_name("NAME");
+  app.add_option("--arch", args->arch, "Target: sm_80, sm_89, sm_90, sm_90a, sm_100a, sm_120, ... (default: this GPU, else sm_90a)")
+      ->type_name("ARCH");
+  app.add_option("--out", args->out, "Write kernel.ptx, kernel.cubin, compile.log and compile.json here")
+      ->type_name("DIR");
+  app.add_flag("--json", args->json, "Print the result as JSON");
+  app.add_flag("--no-cache", args->no_cache, "Compile even if the compile cache has this solution");
+  return [args](const GlobalOptions& global) { return run_compile(*args, global); };
+}
+
+}  // namespace kharness::cli

@@ -1,0 +1,89 @@
+// kharness doctor [--json]: what this machine can do. Exit 0 when a GPU is ready, 3 when not.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/table.hpp"
+#include "kharness/device.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness::cli {
+namespace {
+
+std::string archive_dir() {
+  const char* env = std::getenv("KHARNESS_ARCHIVE");
+  return env && *env ? std::string(env) + " (KHARNESS_ARCHIVE)" : std::string("./.kharness (default)");
+}
+
+std::string mhz(const std::optional<int>& v) { return v ? fmt::format("{} MHz", *v) : "?"; }
+
+ExitCode run_doctor(bool json, const GlobalOptions& global) {
+  EnvironmentReport r = probe_environment();
+  OperatorRegistry registry = make_registry(global);
+  std::vector<std::string> dirs;
+  for (const auto& d : registry.search_dirs()) dirs.push_back(fmt::format("{} ({})", d.path.string(), d.origin));
+  if (json) {
+    nlohmann::json j = to_json(r);
+    j["schema"] = "kharness.doctor/1";
+    j["operator_dirs"] = dirs;
+    j["archive"] = archive_dir();
+    j["compile_cache"] = default_cache_dir().string();
+    j["cuda_include_dir"] = default_cuda_include_dir().string();
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    return r.gpu_ready() ? ExitCode::kPassed : ExitCode::kEnvironment;
+  }
+  std::string out = fmt::format("kharness {} (commit {}) on {} ({})\n\n", r.kharness_version, r.kharness_commit,
+                                r.hostname, r.os);
+  if (r.driver.available) {
+    out += fmt::format("driver         NVIDIA {} (CUDA {})\n",
+                       r.driver.nvidia_version.empty() ? "?" : r.driver.nvidia_version,
+                       cuda_version_string(r.driver.cuda_version));
+  } else {
+    out += fmt::format("driver         none: {}\n", r.driver.reason);
+  }
+  out += fmt::format("CUDA runtime   {} (static, built in)\n", cuda_version_string(r.runtime_version));
+  out += fmt::format("NVRTC          {}\n", r.nvrtc_version.empty() ? "?" : r.nvrtc_version);
+  out += fmt::format("CUPTI          {}\n", r.cupti_api_version ? fmt::format("API {}", r.cupti_api_version) : "?");
+  out += fmt::format("NVML           {}\n", r.nvml_available ? "available" : "not available (clocks unknown)");
+  std::string counters = std::string(profiling_permission_name(r.profiling.permission));
+  if (!r.profiling.reason.empty()) counters += " (" + r.profiling.reason + ")";
+  out += fmt::format("counters       {}\n", counters);
+  if (!r.profiling.fix.empty()) out += fmt::format("               fix: {}\n", r.profiling.fix);
+  out += "\n";
+  if (r.gpus.empty()) {
+    out += r.driver.available ? "GPUs           none visible (check CUDA_VISIBLE_DEVICES)\n"
+                              : "GPUs           none: correctness, timing and profiling need a GPU;\n"
+                                "               compile, operators and every CPU check work here\n";
+  } else {
+    Table gpus({"#", "name", "cc", "arch", "SMs", "memory", "L2", "SM clock", "max SM", "mem clock"});
+    for (const auto& g : r.gpus) {
+      gpus.add({std::to_string(g.index), g.name, fmt::format("{}.{}", g.cc_major, g.cc_minor), g.arch,
+                std::to_string(g.sm_count), human_bytes(static_cast<long long>(g.total_memory_bytes)),
+                human_bytes(g.l2_cache_bytes), mhz(g.sm_clock_mhz), mhz(g.max_sm_clock_mhz),
+                mhz(g.memory_clock_mhz)});
+    }
+    out += gpus.render();
+  }
+  out += "\n";
+  out += fmt::format("operators      {}\n", join(dirs, "\n               "));
+  out += fmt::format("archive        {}\n", archive_dir());
+  out += fmt::format("compile cache  {}\n", default_cache_dir().string());
+  out += fmt::format("CUDA headers   {}\n", default_cuda_include_dir().string());
+  for (const auto& note : r.notes) out += fmt::format("note: {}\n", note);
+  std::fputs(out.c_str(), stdout);
+  return r.gpu_ready() ? ExitCode::kPassed : ExitCode::kEnvironment;
+}
+
+}  // namespace
+
+Runner setup_doctor(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  app.add_flag("--json", *json, "Print as JSON");
+  return [json](const GlobalOptions& global) { return run_doctor(*json, global); };
+}
+
+}  // namespace kharness::cli

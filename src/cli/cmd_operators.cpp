@@ -1,0 +1,218 @@
+// kharness operators list|show|check
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/table.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness::cli {
+namespace {
+
+struct OperatorsArgs {
+  bool json = false;
+  std::string name;                // show
+  std::vector<std::string> names;  // check
+  std::string arch;
+  bool no_cache = false;
+  CLI::App* list = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* check = nullptr;
+};
+
+void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
+
+std::string shape_text(const TensorSpec& t) {
+  return t.shape ? "[" + join(*t.shape, ", ") + "]" : "scalar";
+}
+
+std::string path_or_dash(const std::optional<std::filesystem::path>& p) {
+  return p ? p->string() : "-";
+}
+
+ExitCode run_list(const OperatorsArgs& args, const GlobalOptions& global) {
+  auto entries = make_registry(global).list();
+  if (args.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : entries) {
+      nlohmann::json row = {{"name", e.name},
+                            {"op_type", e.op_type},
+                            {"description", e.description},
+                            {"definition_file", e.definition_file.string()},
+                            {"origin", e.origin}};
+      if (!e.error.empty()) row["error"] = e.error;
+      j.push_back(row);
+    }
+    print(j.dump(2) + "\n");
+    return ExitCode::kPassed;
+  }
+  Table table({"name", "op_type", "origin", "description"});
+  bool broken = false;
+  for (const auto& e : entries) {
+    std::string description = e.error.empty() ? e.description : "INVALID: " + e.error;
+    if (description.size() > 80) description = description.substr(0, 77) + "...";
+    table.add({e.name, e.op_type, e.origin, description});
+    broken = broken || !e.error.empty();
+  }
+  print(table.render());
+  print(fmt::format("{} operators\n", entries.size()));
+  return broken ? ExitCode::kUsage : ExitCode::kPassed;
+}
+
+ExitCode run_show(const OperatorsArgs& args, const GlobalOptions& global) {
+  Operator op = make_registry(global).load(args.name);
+  const Definition& d = op.definition;
+  if (args.json) {
+    nlohmann::json j;
+    j["definition"] = nlohmann::json::parse(to_json(d).dump());
+    j["workloads"] = nlohmann::json::array();
+    for (const auto& w : op.workloads) j["workloads"].push_back(to_json(w));
+    j["files"] = {{"definition", op.definition_file.string()},
+                  {"workloads", path_or_dash(op.workloads_file)},
+                  {"reference", path_or_dash(op.reference)},
+                  {"seed", path_or_dash(op.seed)},
+                  {"baseline", path_or_dash(op.baseline)}};
+    j["origin"] = op.origin;
+    print(j.dump(2) + "\n");
+    return ExitCode::kPassed;
+  }
+  std::string out = fmt::format("{}  ({}, {})\n", d.name, d.op_type.empty() ? "no op_type" : d.op_type, op.origin);
+  if (!d.description.empty()) out += d.description + "\n";
+  out += "\naxes\n";
+  Table axes({"  name", "kind", "value", "description"});
+  for (const auto& a : d.axes) {
+    axes.add({"  " + a.name, a.is_const ? "const" : "var", a.is_const ? std::to_string(a.value) : "-", a.description});
+  }
+  out += axes.render();
+  out += "\ntensors\n";
+  Table tensors({"  name", "role", "shape", "dtype"});
+  for (const auto& t : d.inputs) tensors.add({"  " + t.name, "input", shape_text(t), std::string(dtype_name(t.dtype))});
+  for (const auto& t : d.outputs) tensors.add({"  " + t.name, "output", shape_text(t), std::string(dtype_name(t.dtype))});
+  out += tensors.render();
+  if (!d.constraints.empty()) out += "\nconstraints\n  " + join(d.constraints, "\n  ") + "\n";
+  const auto& k = d.kharness;
+  out += fmt::format("\ntolerance  atol {} rtol {} matched ratio {}{}\n", k.tolerance.atol, k.tolerance.rtol,
+                     k.tolerance.required_matched_ratio, k.present ? "" : " (defaults: no kharness section)");
+  out += fmt::format("flops      {}\n", k.flops ? k.flops->text() : "-");
+  out += fmt::format("bytes      {}\n", k.bytes ? k.bytes->text() : "-");
+  out += fmt::format("\nfiles\n  definition  {}\n  workloads   {}\n  reference   {}\n  seed        {}\n  baseline    {}\n",
+                     op.definition_file.string(), path_or_dash(op.workloads_file), path_or_dash(op.reference),
+                     path_or_dash(op.seed), path_or_dash(op.baseline));
+  out += fmt::format("\nworkloads ({})\n", op.workloads.size());
+  Table workloads({"  uuid", "axes", "flops", "bytes"});
+  for (const auto& w : op.workloads) {
+    std::vector<std::string> axes_text;
+    for (const auto& [name, value] : w.axes) axes_text.push_back(fmt::format("{}={}", name, value));
+    Bindings b = w.bindings(d);
+    auto formula = [&](const std::optional<Expr>& e) -> std::string {
+      if (!e) return "-";
+      try {
+        return std::to_string(e->eval(b));
+      } catch (const ExprError& err) {
+        return std::string("error: ") + err.what();
+      }
+    };
+    workloads.add({"  " + w.uuid, join(axes_text, " "), formula(k.flops), formula(k.bytes)});
+  }
+  out += workloads.render();
+  print(out);
+  return ExitCode::kPassed;
+}
+
+// Compiles each operator's reference, seed and baseline against its definition and workloads.
+ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
+  OperatorRegistry registry = make_registry(global);
+  std::vector<std::string> names = args.names;
+  if (names.empty()) {
+    for (const auto& e : registry.list()) names.push_back(e.name);
+  }
+  std::string arch = resolve_arch(args.arch);
+  CompileOptions options = make_compile_options(arch, !args.no_cache);
+  Table table({"operator", "workloads", "solution", "status", "seconds", "kernels (registers)"});
+  nlohmann::json report = nlohmann::json::array();
+  bool failed = false, invalid = false;
+  std::string details;
+  for (const auto& name : names) {
+    std::unique_ptr<Operator> op;
+    try {
+      op = std::make_unique<Operator>(registry.load(name));
+    } catch (const Error& e) {
+      table.add({name, "-", "-", "INVALID", "-", e.message()});
+      report.push_back({{"operator", name}, {"status", "INVALID"}, {"error", e.message()}});
+      invalid = true;
+      continue;
+    }
+    std::vector<std::pair<std::string, std::optional<std::filesystem::path>>> roles = {
+        {"reference", op->reference}, {"seed", op->seed}, {"baseline", op->baseline}};
+    for (const auto& [role, path] : roles) {
+      if (!path) {
+        table.add({op->definition.name, std::to_string(op->workloads.size()), role, "MISSING", "-", "-"});
+        report.push_back({{"operator", op->definition.name}, {"role", role}, {"status", "MISSING"}});
+        if (role == "reference") failed = true;
+        continue;
+      }
+      CompileResult r;
+      try {
+        Solution s = load_solution(*path);
+        r = compile_solution(s, &op->definition, &op->workloads, options);
+      } catch (const Error& e) {
+        table.add({op->definition.name, std::to_string(op->workloads.size()), role, "INVALID", "-", e.message()});
+        report.push_back({{"operator", op->definition.name}, {"role", role}, {"status", "INVALID"}, {"error", e.message()}});
+        invalid = true;
+        continue;
+      }
+      std::vector<std::string> kernels;
+      for (const auto& kinfo : r.kernels) kernels.push_back(fmt::format("{} ({})", kinfo.name, kinfo.registers));
+      table.add({op->definition.name, std::to_string(op->workloads.size()), role,
+                 std::string(status_name(r.status)), fmt::format("{:.3f}", r.seconds), join(kernels, ", ")});
+      nlohmann::json row = compile_result_json(r);
+      row.erase("log");
+      row["operator"] = op->definition.name;
+      row["role"] = role;
+      row["path"] = path->string();
+      report.push_back(row);
+      if (!r.ok()) {
+        failed = true;
+        details += render_compile_text(fmt::format("{} {} ({})", op->definition.name, role, path->string()), r);
+      }
+    }
+  }
+  if (args.json) {
+    print(nlohmann::json({{"schema", "kharness.operators-check/1"}, {"arch", arch}, {"results", report}}).dump(2) + "\n");
+  } else {
+    print(fmt::format("checking {} operator(s) for {}\n", names.size(), arch));
+    print(table.render());
+    if (!details.empty()) print("\n" + details);
+  }
+  if (invalid) return ExitCode::kUsage;
+  return failed ? ExitCode::kFailed : ExitCode::kPassed;
+}
+
+}  // namespace
+
+Runner setup_operators(CLI::App& app) {
+  auto args = std::make_shared<OperatorsArgs>();
+  app.require_subcommand(1);
+  args->list = app.add_subcommand("list", "List every operator found (built-in, --operators-dir, KHARNESS_OPERATORS)");
+  args->list->add_flag("--json", args->json, "Print as JSON");
+  args->show = app.add_subcommand("show", "Axes, tensors, workloads, tolerance and FLOP/byte formulas of one operator");
+  args->show->add_option("name", args->name, "Operator name, or a definition file or folder")->required();
+  args->show->add_flag("--json", args->json, "Print as JSON");
+  args->check = app.add_subcommand("check", "Compile each operator's reference, seed and baseline (no GPU needed)");
+  args->check->add_option("names", args->names, "Operators to check (default: all)");
+  args->check->add_option("--arch", args->arch, "Target (default: this GPU, else sm_90a)")->type_name("ARCH");
+  args->check->add_flag("--json", args->json, "Print as JSON");
+  args->check->add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
+  return [args](const GlobalOptions& global) {
+    if (args->list->parsed()) return run_list(*args, global);
+    if (args->show->parsed()) return run_show(*args, global);
+    return run_check(*args, global);
+  };
+}
+
+}  // namespace kharness::cli

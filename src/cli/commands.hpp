@@ -1,0 +1,12 @@
+// One setup function per subcommand (each in its cmd_*.cpp).
+#pragma once
+
+#include "cli/cli.hpp"
+
+namespace kharness::cli {
+
+Runner setup_compile(CLI::App& app);
+Runner setup_doctor(CLI::App& app);
+Runner setup_operators(CLI::App& app);
+
+}  // namespace kharness::cli

@@ -1,0 +1,128 @@
+#include "cli/common.hpp"
+
+#include <fmt/format.h>
+
+#include "cli/table.hpp"
+#include "kharness/device.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness::cli {
+
+OperatorRegistry make_registry(const GlobalOptions& global) {
+  return OperatorRegistry::from_environment(global.operators_dirs);
+}
+
+std::string resolve_arch(const std::string& flag) {
+  if (!flag.empty()) return normalize_arch(flag);
+  std::string arch = default_arch_for_device();
+  return arch.empty() ? std::string("sm_90a") : normalize_arch(arch);
+}
+
+CompileOptions make_compile_options(const std::string& arch, bool use_cache) {
+  CompileOptions options;
+  options.arch = arch;
+  options.use_cache = use_cache;
+  options.cache_dir = default_cache_dir();
+  return options;
+}
+
+namespace {
+
+std::string location(const std::string& file, int line) {
+  if (file.empty()) return "";
+  return line > 0 ? fmt::format("{}:{}: ", file, line) : file + ": ";
+}
+
+std::string severity_name(Diagnostic::Severity s) {
+  switch (s) {
+    case Diagnostic::Severity::kError: return "error";
+    case Diagnostic::Severity::kWarning: return "warning";
+    case Diagnostic::Severity::kNote: return "note";
+  }
+  return "error";
+}
+
+std::string param_summary(const KernelInfo& k) {
+  std::vector<std::string> parts;
+  for (const auto& p : k.params) parts.push_back(fmt::format("{}", p.type));
+  return fmt::format("{} ({})", k.params.size(), join(parts, ", "));
+}
+
+std::string num_or_unknown(long long v) { return v < 0 ? "?" : std::to_string(v); }
+
+}  // namespace
+
+std::string render_violations(const std::vector<RuleViolation>& violations) {
+  std::string out;
+  for (const auto& v : violations) {
+    out += fmt::format("  REJECTED [{}] {}{}\n", v.rule, location(v.file, v.line), v.message);
+  }
+  return out;
+}
+
+std::string render_compile_text(const std::string& what, const CompileResult& r) {
+  std::string out = fmt::format("{}: {} for {} in {:.3f} s{}\n", what, status_name(r.status), r.arch,
+                                r.seconds, r.cache_hit ? " (compile cache hit)" : "");
+  out += render_violations(r.violations);
+  for (const auto& d : r.diagnostics) {
+    out += fmt::format("  {}{}: {}\n", location(d.file, d.line), severity_name(d.severity), d.message);
+  }
+  if (!r.kernels.empty()) {
+    Table table({"kernel", "registers", "spill st/ld", "smem", "cmem", "stack", "params"});
+    for (const auto& k : r.kernels) {
+      table.add({k.name, num_or_unknown(k.registers),
+                 fmt::format("{}/{} B", num_or_unknown(k.spill_store_bytes), num_or_unknown(k.spill_load_bytes)),
+                 human_bytes(k.shared_bytes), human_bytes(k.const_bytes), human_bytes(k.stack_bytes),
+                 param_summary(k)});
+    }
+    std::string rendered = table.render();
+    std::string indented;
+    std::size_t start = 0;
+    while (start < rendered.size()) {
+      std::size_t end = rendered.find('\n', start);
+      indented += "  " + rendered.substr(start, end - start + 1);
+      start = end + 1;
+    }
+    out += indented;
+  }
+  return out;
+}
+
+nlohmann::json compile_result_json(const CompileResult& r) {
+  nlohmann::json j;
+  j["status"] = std::string(status_name(r.status));
+  j["arch"] = r.arch;
+  j["nvrtc_version"] = r.nvrtc_version;
+  j["cache_key"] = r.cache_key;
+  j["cache_hit"] = r.cache_hit;
+  j["seconds"] = r.seconds;
+  j["violations"] = nlohmann::json::array();
+  for (const auto& v : r.violations) {
+    j["violations"].push_back({{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});
+  }
+  j["diagnostics"] = nlohmann::json::array();
+  for (const auto& d : r.diagnostics) {
+    j["diagnostics"].push_back(
+        {{"severity", severity_name(d.severity)}, {"file", d.file}, {"line", d.line}, {"message", d.message}});
+  }
+  j["kernels"] = nlohmann::json::array();
+  for (const auto& k : r.kernels) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& p : k.params) params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
+    auto opt = [](long long v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    j["kernels"].push_back({{"name", k.name},
+                            {"mangled", k.mangled},
+                            {"registers", opt(k.registers)},
+                            {"barriers", opt(k.barriers)},
+                            {"shared_bytes", opt(k.shared_bytes)},
+                            {"const_bytes", opt(k.const_bytes)},
+                            {"stack_bytes", opt(k.stack_bytes)},
+                            {"spill_store_bytes", opt(k.spill_store_bytes)},
+                            {"spill_load_bytes", opt(k.spill_load_bytes)},
+                            {"params", params}});
+  }
+  j["log"] = r.log;
+  return j;
+}
+
+}  // namespace kharness::cli

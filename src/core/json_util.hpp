@@ -1,0 +1,125 @@
+// Reading JSON with errors that name the file and the field ("defs/x.json: inputs.q.dtype: ...").
+#pragma once
+
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kharness/error.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness::json_util {
+
+// "string", "number", "object", ... for messages.
+template <class J>
+std::string type_name(const J& j) {
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number_float()) return "number";
+  return j.type_name();
+}
+
+// `where` is "file: field.path" (or just "file" at the top level).
+inline std::string field(const std::string& source, const std::string& path) {
+  return path.empty() ? source : source + ": " + path;
+}
+
+inline std::string join_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+inline std::string index_path(const std::string& path, std::size_t i) {
+  return fmt::format("{}[{}]", path, i);
+}
+
+// Parses JSON text; a syntax error names the file, line and column.
+template <class J = nlohmann::json>
+J parse_text(const std::string& text, const std::string& source, int first_line = 1) {
+  try {
+    return J::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
+    std::string what = e.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: ".
+    auto colon = what.find(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) what = "empty, expected JSON";
+    throw input_error(fmt::format("{}:{}:{}", source, line + first_line - 1, column),
+                      "not valid JSON: " + what);
+  }
+}
+
+template <class J>
+const J& require(const J& obj, const char* key, const std::string& source,
+                 const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    throw input_error(field(source, path.empty() ? std::string(key) : join_path(path, key)),
+                      "missing required field");
+  }
+  return *it;
+}
+
+template <class J>
+void expect_type(const J& j, bool ok, const char* expected, const std::string& source,
+                 const std::string& path) {
+  if (!ok) {
+    throw input_error(field(source, path),
+                      fmt::format("expected {}, got {}", expected, type_name(j)));
+  }
+}
+
+template <class J>
+const J& require_object(const J& j, const std::string& source, const std::string& path) {
+  expect_type(j, j.is_object(), "an object", source, path);
+  return j;
+}
+
+template <class J>
+std::string as_string(const J& j, const std::string& source, const std::string& path) {
+  expect_type(j, j.is_string(), "a string", source, path);
+  return j.template get<std::string>();
+}
+
+template <class J>
+std::int64_t as_int(const J& j, const std::string& source, const std::string& path) {
+  if (j.is_number_float()) {
+    double v = j.template get<double>();
+    if (v == static_cast<double>(static_cast<std::int64_t>(v))) return static_cast<std::int64_t>(v);
+  }
+  expect_type(j, j.is_number_integer(), "an integer", source, path);
+  return j.template get<std::int64_t>();
+}
+
+template <class J>
+double as_number(const J& j, const std::string& source, const std::string& path) {
+  expect_type(j, j.is_number(), "a number", source, path);
+  return j.template get<double>();
+}
+
+// Optional string member; `fallback` when absent.
+template <class J>
+std::string string_or(const J& obj, const char* key, const std::string& fallback,
+                      const std::string& source, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  return as_string(*it, source, join_path(path, key));
+}
+
+template <class J>
+void reject_unknown_keys(const J& obj, std::initializer_list<const char*> known,
+                         const std::string& source, const std::string& path) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || it.key() == k;
+    if (!ok) {
+      std::vector<std::string> names(known.begin(), known.end());
+      auto close = close_matches(it.key(), names, 1);
+      throw input_error(field(source, join_path(path, it.key())),
+                        close.empty() ? fmt::format("unknown field (known: {})", join(names, ", "))
+                                      : fmt::format("unknown field (did you mean '{}'?)", close[0]));
+    }
+  }
+}
+
+}  // namespace kharness::json_util

@@ -1,0 +1,439 @@
+#include "kharness/solution.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/json_util.hpp"
+#include "kharness/error.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness {
+namespace {
+
+namespace ju = json_util;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* const kSourceExtensions[] = {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"};
+
+bool is_source_extension(const fs::path& p) {
+  for (const char* ext : kSourceExtensions) {
+    if (p.extension() == ext) return true;
+  }
+  return false;
+}
+
+// IEEE half / bfloat16 from float, round to nearest even.
+std::uint16_t to_bf16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return 0x7fc0;
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+std::uint16_t to_half(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  std::uint32_t sign = (x >> 16) & 0x8000;
+  std::uint32_t mag = x & 0x7fffffff;
+  if (mag > 0x7f800000) return static_cast<std::uint16_t>(sign | 0x7e00);  // NaN
+  if (mag >= 0x477ff000) return static_cast<std::uint16_t>(sign | 0x7c00);  // overflow -> inf
+  if (mag < 0x38800000) {  // subnormal or zero in half
+    float a;
+    std::memcpy(&a, &mag, 4);
+    // Scale into the subnormal range and round to nearest even.
+    auto q = static_cast<std::uint32_t>(std::nearbyint(a * 16777216.0f));
+    return static_cast<std::uint16_t>(sign | q);
+  }
+  std::uint32_t rounded = mag + 0xfff + ((mag >> 13) & 1);
+  return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000) >> 13));
+}
+
+Literal parse_literal(const json& j, const std::string& source, const std::string& path) {
+  if (j.size() != 1) {
+    throw input_error(ju::field(source, path),
+                      "a literal is an object with one key, its dtype: {\"int32\": 4}");
+  }
+  auto it = j.begin();
+  auto dtype = parse_dtype(it.key());
+  if (!dtype) {
+    throw input_error(ju::field(source, path + "." + it.key()),
+                      fmt::format("unknown dtype '{}' (expected one of: {})", it.key(), dtype_names()));
+  }
+  std::string vpath = path + "." + it.key();
+  Literal lit;
+  lit.dtype = *dtype;
+  if (*dtype == DType::kFloat8E4M3 || *dtype == DType::kFloat8E5M2) {
+    throw input_error(ju::field(source, vpath), "fp8 literals are not supported; pass float32");
+  }
+  if (*dtype == DType::kBool) {
+    ju::expect_type(it.value(), it.value().is_boolean() || it.value().is_number_integer(),
+                    "a boolean", source, vpath);
+    lit.int_value = it.value().is_boolean() ? it.value().get<bool>() : it.value().get<std::int64_t>() != 0;
+  } else if (is_floating(*dtype)) {
+    lit.float_value = ju::as_number(it.value(), source, vpath);
+  } else {
+    lit.int_value = ju::as_int(it.value(), source, vpath);
+    std::int64_t lo, hi;
+    switch (*dtype) {
+      case DType::kInt8: lo = -128; hi = 127; break;
+      case DType::kUInt8: lo = 0; hi = 255; break;
+      case DType::kInt16: lo = -32768; hi = 32767; break;
+      case DType::kInt32: lo = std::numeric_limits<std::int32_t>::min(); hi = std::numeric_limits<std::int32_t>::max(); break;
+      default: lo = std::numeric_limits<std::int64_t>::min(); hi = std::numeric_limits<std::int64_t>::max(); break;
+    }
+    if (lit.int_value < lo || lit.int_value > hi) {
+      throw input_error(ju::field(source, vpath),
+                        fmt::format("{} does not fit in {}", lit.int_value, it.key()));
+    }
+  }
+  return lit;
+}
+
+Expr parse_size_expr(const json& j, const std::string& source, const std::string& path) {
+  if (j.is_number_integer()) return Expr::constant(j.get<std::int64_t>());
+  ju::expect_type(j, j.is_string(), "an integer or an expression string", source, path);
+  try {
+    return Expr::parse(j.get<std::string>());
+  } catch (const ExprError& e) {
+    throw input_error(ju::field(source, path), e.what());
+  }
+}
+
+std::array<Expr, 3> parse_dim3(const json& obj, const char* key, const std::string& source,
+                               const std::string& path, bool required) {
+  std::array<Expr, 3> out = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  auto it = obj.find(key);
+  std::string p = ju::join_path(path, key);
+  if (it == obj.end()) {
+    if (required) throw input_error(ju::field(source, p), "missing required field");
+    return out;
+  }
+  if (!it->is_array()) {  // a single value means [x, 1, 1]
+    out[0] = parse_size_expr(*it, source, p);
+    return out;
+  }
+  if (it->empty() || it->size() > 3) {
+    throw input_error(ju::field(source, p), fmt::format("expected 1 to 3 values, got {}", it->size()));
+  }
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    out[i] = parse_size_expr((*it)[i], source, ju::index_path(p, i));
+  }
+  return out;
+}
+
+void check_relative_path(const std::string& p, const std::string& where) {
+  fs::path path(p);
+  if (p.empty()) throw input_error(where, "empty path");
+  if (path.is_absolute()) throw input_error(where, fmt::format("'{}' is absolute; source paths are relative", p));
+  for (const auto& part : path) {
+    if (part == "..") throw input_error(where, fmt::format("'{}' leaves the solution folder ('..')", p));
+  }
+}
+
+bool blank(const std::string& text) {
+  return text.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+}
+
+// Fills name/author/description from the plan object where present.
+void take_metadata(const json& j, const std::string& source, Solution& s) {
+  if (!j.is_object()) return;
+  s.name = ju::string_or(j, "name", s.name, source, "");
+  s.author = ju::string_or(j, "author", s.author, source, "");
+  s.description = ju::string_or(j, "description", s.description, source, "");
+}
+
+Solution load_folder(const fs::path& dir) {
+  fs::path manifest = dir / "solution.json";
+  std::string source = manifest.string();
+  json j = ju::parse_text<json>(read_file(source), source);
+  ju::require_object(j, source, "");
+  Solution s;
+  s.form = SolutionForm::kFolder;
+  s.origin = dir;
+  s.name = dir.filename().string();
+  take_metadata(j, source, s);
+  std::vector<std::string> paths;
+  if (auto it = j.find("sources"); it != j.end()) {
+    ju::expect_type(*it, it->is_array(), "an array of file names", source, "sources");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      std::string where = ju::field(source, ju::index_path("sources", i));
+      std::string p = ju::as_string((*it)[i], source, ju::index_path("sources", i));
+      check_relative_path(p, where);
+      paths.push_back(p);
+    }
+  } else {
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      if (entry.is_regular_file() && is_source_extension(entry.path())) {
+        paths.push_back(fs::relative(entry.path(), dir).generic_string());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+  }
+  if (paths.empty()) throw input_error(ju::field(source, "sources"), "no source files");
+  for (const auto& p : paths) s.sources.push_back({p, read_file((dir / p).string())});
+  std::string entry = ju::string_or(j, "entry", "", source, "");
+  if (entry.empty()) {
+    auto it = std::find_if(paths.begin(), paths.end(), [](const std::string& p) {
+      return fs::path(p).extension() == ".cu";
+    });
+    if (it == paths.end()) throw input_error(ju::field(source, "entry"), "no .cu source to compile");
+    entry = *it;
+  }
+  auto pos = std::find(paths.begin(), paths.end(), entry);
+  if (pos == paths.end()) {
+    throw input_error(ju::field(source, "entry"), fmt::format("'{}' is not one of the sources", entry));
+  }
+  s.entry = static_cast<std::size_t>(pos - paths.begin());
+  if (blank(s.entry_source().content)) {
+    throw input_error((dir / entry).string(), "empty source");
+  }
+  if (j.contains("launches")) {
+    json plan = j;
+    for (const char* key : {"name", "author", "description", "sources", "entry"}) plan.erase(key);
+    s.plan = parse_plan(plan, source);
+    s.plan_source = source;
+  } else {
+    std::string file = (dir / entry).string();
+    auto [plan, line] = extract_plan_comment(s.entry_source().content, file);
+    take_metadata(plan, file, s);
+    s.plan_source = fmt::format("{}:{}", file, line);
+    s.plan = parse_plan(plan, s.plan_source);
+  }
+  return s;
+}
+
+Solution load_flashinfer_bench(const fs::path& file, const json& j) {
+  std::string source = file.string();
+  Solution s;
+  s.form = SolutionForm::kFlashInferBench;
+  s.origin = file;
+  s.name = ju::as_string(ju::require(j, "name", source, ""), source, "name");
+  s.author = ju::string_or(j, "author", "", source, "");
+  s.description = ju::string_or(j, "description", "", source, "");
+  std::string definition = ju::string_or(j, "definition", "", source, "");
+  const auto& spec = ju::require_object(ju::require(j, "spec", source, ""), source, "spec");
+  std::string language = ju::as_string(ju::require(spec, "language", source, "spec"), source, "spec.language");
+  std::string lower = language;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  if (lower != "cuda") {
+    throw input_error(ju::field(source, "spec.language"),
+                      fmt::format("kharness runs CUDA solutions; got '{}'", language));
+  }
+  const auto& sources = ju::require(j, "sources", source, "");
+  ju::expect_type(sources, sources.is_array(), "an array of {path, content}", source, "sources");
+  if (sources.empty()) throw input_error(ju::field(source, "sources"), "no sources");
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    std::string path = ju::index_path("sources", i);
+    const auto& obj = ju::require_object(sources[i], source, path);
+    std::string p = ju::as_string(ju::require(obj, "path", source, path), source, path + ".path");
+    check_relative_path(p, ju::field(source, path + ".path"));
+    std::string content = ju::as_string(ju::require(obj, "content", source, path), source, path + ".content");
+    s.sources.push_back({p, content});
+  }
+  std::string entry_file;
+  std::string entry_point = ju::string_or(spec, "entry_point", "", source, "spec");
+  if (!entry_point.empty()) entry_file = entry_point.substr(0, entry_point.find("::"));
+  auto found = std::find_if(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) {
+    return entry_file.empty() ? fs::path(f.path).extension() == ".cu" : f.path == entry_file;
+  });
+  if (found == s.sources.end()) {
+    throw input_error(ju::field(source, "spec.entry_point"),
+                      entry_file.empty() ? std::string("no .cu source")
+                                         : fmt::format("'{}' is not one of the sources", entry_file));
+  }
+  s.entry = static_cast<std::size_t>(found - s.sources.begin());
+  std::string entry_where = fmt::format("{}: {}", source, s.entry_source().path);
+  if (blank(s.entry_source().content)) throw input_error(entry_where, "empty source");
+  if (auto it = j.find("kharness"); it != j.end()) {
+    s.plan_source = ju::field(source, "kharness");
+    s.plan = parse_plan(*it, s.plan_source);
+  } else {
+    auto [plan, line] = extract_plan_comment(s.entry_source().content, entry_where);
+    s.plan_source = fmt::format("{}:{}", entry_where, line);
+    s.plan = parse_plan(plan, s.plan_source);
+  }
+  if (s.plan.definition.empty()) s.plan.definition = definition;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> Literal::encode() const {
+  std::vector<std::uint8_t> out(dtype_size(dtype));
+  auto put = [&](const void* p) { std::memcpy(out.data(), p, out.size()); };
+  switch (dtype) {
+    case DType::kFloat32: {
+      float f = static_cast<float>(float_value);
+      put(&f);
+      break;
+    }
+    case DType::kFloat16: {
+      std::uint16_t h = to_half(static_cast<float>(float_value));
+      put(&h);
+      break;
+    }
+    case DType::kBFloat16: {
+      std::uint16_t h = to_bf16(static_cast<float>(float_value));
+      put(&h);
+      break;
+    }
+    default:  // integers and bool, little endian
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(int_value) >> (8 * i));
+      }
+      break;
+  }
+  return out;
+}
+
+std::string LaunchArg::text() const {
+  if (!literal) return name;
+  if (is_floating(literal->dtype)) return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->float_value);
+  return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->int_value);
+}
+
+LaunchPlan parse_plan(const json& j, const std::string& source) {
+  ju::require_object(j, source, "");
+  // Unknown keys are refused so a typo ("grd") is an error, not a silent default.
+  ju::reject_unknown_keys(j, {"definition", "launches", "workspace_bytes", "compile_options",
+                              "name", "author", "description"},
+                          source, "");
+  LaunchPlan plan;
+  plan.raw = j;
+  for (const char* key : {"name", "author", "description"}) plan.raw.erase(key);
+  plan.definition = ju::string_or(j, "definition", "", source, "");
+  const auto& launches = ju::require(j, "launches", source, "");
+  ju::expect_type(launches, launches.is_array(), "an array of launches", source, "launches");
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    std::string path = ju::index_path("launches", i);
+    const auto& l = ju::require_object(launches[i], source, path);
+    ju::reject_unknown_keys(l, {"kernel", "grid", "block", "shared_bytes", "cluster", "args"},
+                            source, path);
+    Launch launch;
+    launch.kernel = ju::as_string(ju::require(l, "kernel", source, path), source, path + ".kernel");
+    if (launch.kernel.empty()) throw input_error(ju::field(source, path + ".kernel"), "empty kernel name");
+    launch.grid = parse_dim3(l, "grid", source, path, true);
+    launch.block = parse_dim3(l, "block", source, path, true);
+    launch.cluster = parse_dim3(l, "cluster", source, path, false);
+    if (auto it = l.find("shared_bytes"); it != l.end()) {
+      launch.shared_bytes = parse_size_expr(*it, source, path + ".shared_bytes");
+    }
+    std::string args_path = path + ".args";
+    const auto& args = ju::require(l, "args", source, path);
+    ju::expect_type(args, args.is_array(), "an array", source, args_path);
+    for (std::size_t a = 0; a < args.size(); ++a) {
+      std::string apath = ju::index_path(args_path, a);
+      LaunchArg arg;
+      if (args[a].is_string()) {
+        arg.name = args[a].get<std::string>();
+        if (arg.name.empty()) throw input_error(ju::field(source, apath), "empty argument name");
+      } else if (args[a].is_object()) {
+        arg.literal = parse_literal(args[a], source, apath);
+      } else {
+        ju::expect_type(args[a], false, "a name or a typed literal like {\"int32\": 4}", source, apath);
+      }
+      launch.args.push_back(std::move(arg));
+    }
+    plan.launches.push_back(std::move(launch));
+  }
+  if (auto it = j.find("workspace_bytes"); it != j.end()) {
+    plan.workspace_bytes = parse_size_expr(*it, source, "workspace_bytes");
+  }
+  if (auto it = j.find("compile_options"); it != j.end()) {
+    ju::expect_type(*it, it->is_array(), "an array of strings", source, "compile_options");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      plan.compile_options.push_back(ju::as_string((*it)[i], source, ju::index_path("compile_options", i)));
+    }
+  }
+  return plan;
+}
+
+std::pair<json, int> extract_plan_comment(const std::string& text, const std::string& file) {
+  // Find the first block comment, skipping line comments and string/char literals.
+  std::size_t i = 0, n = text.size();
+  std::size_t start = std::string::npos;
+  while (i < n) {
+    char c = text[i];
+    if (c == '/' && i + 1 < n && text[i + 1] == '/') {
+      while (i < n && text[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < n && text[i + 1] == '*') {
+      start = i;
+      break;
+    } else if (c == '"' || c == '\'') {
+      char quote = c;
+      ++i;
+      while (i < n && text[i] != quote && text[i] != '\n') i += text[i] == '\\' ? 2 : 1;
+      ++i;
+    } else {
+      ++i;
+    }
+  }
+  if (start == std::string::npos) {
+    throw input_error(file, "no /* kharness {...} */ comment: a single-file solution begins with "
+                            "its launch plan as a block comment");
+  }
+  int line = line_column(text, start).first;
+  std::size_t body = start + 2;
+  while (body < n && std::isspace(static_cast<unsigned char>(text[body]))) ++body;
+  if (text.compare(body, 8, "kharness") != 0) {
+    throw input_error(fmt::format("{}:{}", file, line),
+                      "the first block comment is not a kharness plan (expected /* kharness {...} */)");
+  }
+  std::size_t end = text.find("*/", body);
+  if (end == std::string::npos) {
+    throw input_error(fmt::format("{}:{}", file, line), "unterminated /* kharness comment");
+  }
+  std::size_t json_start = body + 8;
+  std::string payload = text.substr(json_start, end - json_start);
+  // Offset the JSON's own line numbers so errors point at the line of the file.
+  int payload_line = line_column(text, json_start).first;
+  if (blank(payload)) {
+    throw input_error(fmt::format("{}:{}", file, line), "the kharness comment holds no JSON plan");
+  }
+  json plan = json_util::parse_text<json>(payload, file, payload_line);
+  return {plan, line};
+}
+
+Solution parse_single_file_solution(const std::string& text, const std::string& file_name) {
+  if (blank(text)) throw input_error(file_name, "empty source");
+  Solution s;
+  s.form = SolutionForm::kSingleFile;
+  s.origin = file_name;
+  s.name = fs::path(file_name).stem().string();
+  s.sources.push_back({file_name, text});  // diagnostics name the file as the user gave it
+  auto [plan, line] = extract_plan_comment(text, file_name);
+  take_metadata(plan, file_name, s);
+  s.plan_source = fmt::format("{}:{}", file_name, line);
+  s.plan = parse_plan(plan, s.plan_source);
+  return s;
+}
+
+Solution load_solution(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw input_error(path.string(), "no such file or folder");
+  if (fs::is_directory(path, ec)) {
+    if (!fs::exists(path / "solution.json", ec)) {
+      throw input_error(path.string(), "a solution folder needs a solution.json");
+    }
+    return load_folder(path);
+  }
+  if (path.filename() == "solution.json") return load_folder(path.parent_path().empty() ? "." : path.parent_path());
+  std::string text = read_file(path.string());
+  if (path.extension() == ".json") {
+    json j = json_util::parse_text<json>(text, path.string());
+    json_util::require_object(j, path.string(), "");
+    return load_flashinfer_bench(path, j);
+  }
+  Solution s = parse_single_file_solution(text, path.string());
+  s.origin = path;
+  return s;
+}
+
+}  // namespace kharness

@@ -1,0 +1,113 @@
+#include "kharness/text.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "kharness/error.hpp"
+
+namespace kharness {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> close_matches(std::string_view name,
+                                       const std::vector<std::string>& candidates,
+                                       std::size_t limit) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  for (const auto& candidate : candidates) {
+    std::size_t d = edit_distance(name, candidate);
+    bool contains = !name.empty() && (candidate.find(name) != std::string::npos ||
+                                      name.find(candidate) != std::string_view::npos);
+    std::size_t allowed = std::max<std::size_t>(2, std::max(name.size(), candidate.size()) / 3);
+    if (contains) d = std::min<std::size_t>(d, 1);
+    if (d <= allowed) scored.emplace_back(d, candidate);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (const auto& [d, candidate] : scored) {
+    if (out.size() == limit) break;
+    out.push_back(candidate);
+  }
+  return out;
+}
+
+std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw input_error(path, "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw input_error(path, "is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw input_error(path, "read failed");
+  return ss.str();
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  std::filesystem::path target(path);
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string tmp = fmt::format("{}.tmp.{}.{:x}", path, getpid(), rng());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot write: {}", tmp, std::strerror(errno)));
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error(fmt::format("{}: write failed", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error(fmt::format("{}: rename failed: {}", path, std::strerror(err)));
+  }
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+}  // namespace kharness

@@ -1,0 +1,135 @@
+// End-to-end: the real binary, its exit codes and its one-line errors (DESIGN §4).
+#include <algorithm>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using testing::fixture;
+using testing::kharness;
+
+std::string fx(const std::string& relative) { return "'" + fixture(relative).string() + "'"; }
+
+// Exit code 2 and exactly one line of output that names `where`.
+void expect_usage_error(const std::string& args, const std::string& where) {
+  auto r = kharness(args);
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+  EXPECT_EQ(r.out.rfind("kharness: error: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(where), std::string::npos) << args << "\n" << r.out;
+}
+
+TEST(Cli, HelpListsEveryCommandAndVersionHasCommit) {
+  auto help = kharness("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* cmd : {"compile", "doctor", "operators"}) {
+    EXPECT_NE(help.out.find(cmd), std::string::npos) << cmd;
+  }
+  auto version = kharness("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find("kharness 0."), std::string::npos) << version.out;
+  EXPECT_NE(version.out.find("commit"), std::string::npos) << version.out;
+}
+
+TEST(Cli, BadUsageIsOneLineAndExitTwo) {
+  expect_usage_error("--frobnicate", "--frobnicate");
+  expect_usage_error("compil x.cu", "did you mean 'compile'");
+  expect_usage_error("compile " + fx("good/rmsnorm_simple.cu") + " --bogus", "--bogus");
+  expect_usage_error("compile", "solution");
+  expect_usage_error("compile " + fx("good/rmsnorm_simple.cu") + " --arch sm_77", "--arch");
+  expect_usage_error("compile " + fx("good/rmsnorm_simple.cu") + " --operator rmsnorm_h4097",
+                     "did you mean rmsnorm_h4096");
+  expect_usage_error("compile /nonexistent/k.cu", "/nonexistent/k.cu");
+  expect_usage_error("compile " + fx("bad/no_kharness_comment.cu"), "no_kharness_comment.cu");
+  expect_usage_error("compile " + fx("bad/broken_plan_json.cu"), "broken_plan_json.cu:11:");
+  expect_usage_error("compile " + fx("bad/empty.cu"), "empty source");
+  expect_usage_error("operators show nope_h1", "unknown operator");
+  expect_usage_error("operators show " + fx("defs/not_json.json"), "not_json.json:1:1");
+  expect_usage_error("operators show " + fx("defs/wrong_type.json"), "wrong_type.json: axes");
+  expect_usage_error("operators show " + fx("defs/unknown_dtype.json"), "inputs.weight.dtype");
+  expect_usage_error("operators show " + fx("defs/unknown_axis_in_shape.json"), "outputs.output.shape");
+  expect_usage_error("--operators-dir /nonexistent operators list", "--operators-dir");
+}
+
+TEST(Cli, CompilePrintsResourcesForSm100a) {
+  auto r = kharness("compile '" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +
+                    "' --operator rmsnorm_h4096 --arch sm_100a --no-cache");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASSED for sm_100a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("registers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("spill"), std::string::npos) << r.out;
+}
+
+TEST(Cli, SyntaxErrorReportedAtLine37OfTheFile) {
+  auto r = kharness("compile " + fx("bad/syntax_error_line37.cu") + " --no-cache");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("COMPILE_ERROR"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("syntax_error_line37.cu:37: error"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RuleViolationsAreRejectedWithExitOne) {
+  struct Case {
+    const char* file;
+    const char* rule;
+  };
+  for (const Case& c : {Case{"bad/host_code.cu", "host_code"}, Case{"bad/host_launch.cu", "host"},
+                        Case{"bad/include_absolute.cu", "include"}, Case{"bad/include_parent.cu", "include"},
+                        Case{"bad/unknown_kernel.cu", "unknown_kernel"}, Case{"bad/param_count.cu", "param_mismatch"},
+                        Case{"bad/param_size.cu", "param_mismatch"}, Case{"bad/unknown_axis.cu", "unknown_axis"},
+                        Case{"bad/div_zero.cu", "division_by_zero"}}) {
+    auto r = kharness("compile " + fx(c.file) + " --no-cache");
+    EXPECT_EQ(r.exit_code, 1) << c.file << "\n" << r.out;
+    EXPECT_NE(r.out.find("REJECTED"), std::string::npos) << c.file << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.rule), std::string::npos) << c.file << "\n" << r.out;
+  }
+}
+
+TEST(Cli, CompileJsonAndArtifacts) {
+  testing::TempDir out;
+  auto r = kharness("compile " + fx("good/folder_solution") + " --json --no-cache --arch sm_90a --out '" +
+                    out.path().string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto start = r.out.find('{');
+  ASSERT_NE(start, std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(start));
+  EXPECT_EQ(j["status"], "PASSED");
+  EXPECT_EQ(j["schema"], "kharness.compile/1");
+  EXPECT_EQ(j["kernels"][0]["params"].size(), 5u);
+  for (const char* f : {"kernel.ptx", "kernel.cubin", "compile.log", "compile.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(out.path() / f)) << f;
+  }
+}
+
+TEST(Cli, OperatorsListShowAndCheck) {
+  auto list = kharness("operators list --json");
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_NE(list.out.find("rmsnorm_h4096"), std::string::npos);
+  auto show = kharness("operators show rmsnorm_h4096");
+  EXPECT_EQ(show.exit_code, 0) << show.out;
+  for (const char* s : {"hidden_states", "weight", "output", "batch_size", "4096", "bfloat16", "atol",
+                        "4 * batch_size * hidden_size", "workloads"}) {
+    EXPECT_NE(show.out.find(s), std::string::npos) << s;
+  }
+  auto check = kharness("operators check rmsnorm_h4096 --arch sm_90a");
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("reference"), std::string::npos);
+  EXPECT_NE(check.out.find("baseline"), std::string::npos);
+}
+
+TEST(Cli, DoctorWithoutDriverSaysSoAndExitsThree) {
+  auto probe = kharness("doctor --json");
+  auto j = nlohmann::json::parse(probe.out.substr(probe.out.find('{')), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << probe.out;
+  if (j["driver"]["available"].get<bool>()) GTEST_SKIP() << "this machine has a driver";
+  auto r = kharness("doctor");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("driver         none"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NVRTC"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kharness

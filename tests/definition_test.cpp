@@ -1,0 +1,226 @@
+#include "kharness/definition.hpp"
+#include "kharness/operators.hpp"
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "kharness/error.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using testing::fixture;
+
+// Expects `fn` to throw an input Error whose location contains `where` and message `what`.
+template <class Fn>
+void expect_input_error(Fn fn, const std::string& where, const std::string& what) {
+  try {
+    fn();
+    FAIL() << "no error; expected " << where << ": " << what;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage) << e.message();
+    EXPECT_NE(e.where().find(where), std::string::npos) << e.message();
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.message();
+  }
+}
+
+const char* kRmsnorm = R"J({
+  "name": "rms", "op_type": "rmsnorm",
+  "axes": {"batch_size": {"type": "var"}, "hidden_size": {"type": "const", "value": 4096}},
+  "inputs": {"hidden_states": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"},
+             "weight": {"shape": ["hidden_size"], "dtype": "bfloat16"},
+             "eps": {"shape": null, "dtype": "float32"}},
+  "outputs": {"output": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"}},
+  "kharness": {"tolerance": {"atol": 0.01, "rtol": 0.02, "required_matched_ratio": 0.99},
+               "inputs": {"weight": {"distribution": "uniform", "low": 0.5, "high": 1.5}},
+               "flops": "4 * batch_size * hidden_size", "bytes": "4 * batch_size * hidden_size",
+               "constants": {"eps": 1e-5}}
+})J";
+
+TEST(Definition, ParsesAxesTensorsInFileOrderAndKharnessSection) {
+  Definition d = parse_definition_text(kRmsnorm, "rms.json");
+  EXPECT_EQ(d.name, "rms");
+  ASSERT_EQ(d.axes.size(), 2u);
+  EXPECT_EQ(d.axes[0].name, "batch_size");
+  EXPECT_FALSE(d.axes[0].is_const);
+  EXPECT_EQ(d.axes[1].value, 4096);
+  ASSERT_EQ(d.inputs.size(), 3u);
+  EXPECT_EQ(d.inputs[0].name, "hidden_states");  // file order, not alphabetical
+  EXPECT_EQ(d.inputs[1].name, "weight");
+  EXPECT_TRUE(d.inputs[2].is_scalar());
+  EXPECT_EQ(d.inputs[0].dtype, DType::kBFloat16);
+  EXPECT_TRUE(d.kharness.present);
+  EXPECT_DOUBLE_EQ(d.kharness.tolerance.rtol, 0.02);
+  EXPECT_DOUBLE_EQ(d.kharness.tolerance.required_matched_ratio, 0.99);
+  EXPECT_EQ(d.kharness.inputs.at("weight").distribution, "uniform");
+  EXPECT_EQ(d.kharness.flops->eval({{"batch_size", 2}, {"hidden_size", 4096}}), 32768);
+  EXPECT_EQ(d.family(), "rmsnorm");
+  // Round trip through the exported schema.
+  Definition again = parse_definition(to_json(d), "again");
+  EXPECT_EQ(again.inputs[1].name, "weight");
+  EXPECT_EQ(again.kharness.bytes->text(), "4 * batch_size * hidden_size");
+}
+
+TEST(Definition, FieldErrorsNameFileAndField) {
+  std::string base = kRmsnorm;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    auto pos = s.find(from);
+    EXPECT_NE(pos, std::string::npos) << from;
+    return s.replace(pos, from.size(), to);
+  };
+  expect_input_error([&] { parse_definition_text(with("\"bfloat16\"}}", "\"bfloat17\"}}"), "d.json"); },
+                     "d.json: inputs.weight.dtype", "unknown dtype 'bfloat17'");
+  expect_input_error([&] { parse_definition_text(with("[\"hidden_size\"]", "[\"hidden\"]"), "d.json"); },
+                     "inputs.weight.shape[0]", "unknown axis 'hidden'");
+  expect_input_error([&] { parse_definition_text(with("\"value\": 4096", "\"value\": \"4096\""), "d.json"); },
+                     "axes.hidden_size.value", "expected an integer, got string");
+  expect_input_error([&] { parse_definition_text(with("\"type\": \"var\"", "\"type\": \"variable\""), "d.json"); },
+                     "axes.batch_size.type", "unknown axis type");
+  expect_input_error([&] { parse_definition_text(with("\"rtol\": 0.02", "\"rtoll\": 0.02"), "d.json"); },
+                     "kharness.tolerance.rtoll", "did you mean 'rtol'");
+  expect_input_error([&] { parse_definition_text(with("4 * batch_size * hidden_size\", \"bytes", "4 * tokens\", \"bytes"), "d.json"); },
+                     "kharness.flops", "unknown axis 'tokens'");
+  expect_input_error([&] { parse_definition_text(with("\"uniform\"", "\"gaussian\""), "d.json"); },
+                     "kharness.inputs.weight.distribution", "unknown distribution");
+  expect_input_error([&] { parse_definition_text(with("\"name\": \"rms\",", ""), "d.json"); }, "d.json: name",
+                     "missing required field");
+  expect_input_error([&] { parse_definition_text("{\"name\": ", "d.json"); }, "d.json:1:", "not valid JSON");
+  expect_input_error([&] { parse_definition_text("", "d.json"); }, "d.json", "empty");
+  expect_input_error([&] { parse_definition_text("[1, 2]", "d.json"); }, "d.json", "expected an object, got array");
+}
+
+TEST(Definition, MalformedFixtureFiles) {
+  expect_input_error([] { load_definition(fixture("defs/not_json.json")); }, "not_json.json:1:1", "not valid JSON");
+  expect_input_error([] { load_definition(fixture("defs/wrong_type.json")); }, "wrong_type.json: axes",
+                     "expected an object, got array");
+  expect_input_error([] { load_definition(fixture("defs/unknown_dtype.json")); }, "inputs.weight.dtype",
+                     "bfloat17");
+  expect_input_error([] { load_definition(fixture("defs/unknown_axis_in_shape.json")); }, "outputs.output.shape",
+                     "unknown axis 'hidden_dim'");
+  expect_input_error([] { load_definition(fixture("defs/missing_field.json")); }, "missing_field.json: outputs",
+                     "missing required field");
+  expect_input_error([] { load_definition(fixture("defs/does_not_exist.json")); }, "does_not_exist.json",
+                     "no such file");
+}
+
+TEST(Workloads, ParsesPlainAndTraceLinesAndBindsAxes) {
+  Definition d = parse_definition_text(kRmsnorm, "rms.json");
+  auto plain = nlohmann::json::parse(
+      R"J({"uuid": "u1", "axes": {"batch_size": 7}, "inputs": {"eps": {"type": "scalar", "value": 1e-5}}})J");
+  Workload w = parse_workload(plain, d, "w");
+  EXPECT_EQ(w.uuid, "u1");
+  EXPECT_EQ(w.bindings(d).at("hidden_size"), 4096);
+  EXPECT_EQ(w.bindings(d).at("batch_size"), 7);
+  EXPECT_EQ(w.inputs.at("hidden_states").kind, WorkloadInput::Kind::kRandom);  // default
+  EXPECT_EQ(w.inputs.at("eps").kind, WorkloadInput::Kind::kScalar);
+  EXPECT_EQ(tensor_shape(d.inputs[0], w.bindings(d)), (std::vector<std::int64_t>{7, 4096}));
+  auto trace = nlohmann::json::parse(
+      R"J({"definition": "rms", "solution": null, "workload": {"uuid": "u2", "axes": {"batch_size": 3},
+          "inputs": {"eps": {"type": "scalar", "value": 1e-6},
+                     "weight": {"type": "safetensors", "path": "w.safetensors", "tensor_key": "weight"}}},
+          "evaluation": null})J");
+  Workload t = parse_workload(trace, d, "t");
+  EXPECT_EQ(t.axes.at("batch_size"), 3);
+  EXPECT_EQ(t.inputs.at("weight").tensor_key, "weight");
+}
+
+TEST(Workloads, ErrorsNameFileLineAndField) {
+  Definition d = load_definition(testing::source_dir() / "operators/rmsnorm_h4096/definition.json");
+  expect_input_error([&] { load_workloads(fixture("workloads/bad_line3.jsonl"), d); }, "bad_line3.jsonl:3:",
+                     "not valid JSON");
+  expect_input_error([&] { load_workloads(fixture("workloads/missing_axis.jsonl"), d); }, "missing_axis.jsonl:",
+                     "missing var axis 'batch_size'");
+  expect_input_error([&] { load_workloads(fixture("workloads/const_mismatch.jsonl"), d); },
+                     "const_mismatch.jsonl:", "const 4096");
+  Definition rms = parse_definition_text(kRmsnorm, "rms.json");
+  expect_input_error(
+      [&] { parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1}})J"), rms, "w:1"); },
+      "w:1: inputs", "missing scalar input 'eps'");
+  expect_input_error(
+      [&] {
+        parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1, "seq": 2}})J"), rms, "w:1");
+      },
+      "w:1: axes.seq", "unknown axis 'seq'");
+  expect_input_error(
+      [&] {
+        parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1},
+            "inputs": {"eps": {"type": "scalar", "value": 1}, "weight": {"type": "zeros"}}})J"),
+                       rms, "w:1");
+      },
+      "inputs.weight.type", "unknown input type 'zeros'");
+}
+
+TEST(Operators, BuiltinRmsnormLoadsWithItsFiles) {
+  OperatorRegistry registry = OperatorRegistry::from_environment({});
+  Operator op = registry.load("rmsnorm_h4096");
+  const Definition& d = op.definition;
+  // Names exactly as FlashInfer-Bench's rmsnorm_h4096.
+  ASSERT_NE(d.find_input("hidden_states"), nullptr);
+  ASSERT_NE(d.find_input("weight"), nullptr);
+  ASSERT_NE(d.find_output("output"), nullptr);
+  ASSERT_NE(d.find_axis("batch_size"), nullptr);
+  EXPECT_FALSE(d.find_axis("batch_size")->is_const);
+  EXPECT_EQ(d.find_axis("hidden_size")->value, 4096);
+  EXPECT_DOUBLE_EQ(d.kharness.constants.at("eps"), 1e-5);
+  EXPECT_GE(op.workloads.size(), 10u);
+  ASSERT_TRUE(op.reference && op.seed && op.baseline);
+  EXPECT_EQ(op.reference->filename(), "reference.cu");  // the rmsnorm family's reference
+  EXPECT_EQ(op.origin, "builtin");
+}
+
+TEST(Operators, UnknownNameSuggestsCloseNames) {
+  OperatorRegistry registry = OperatorRegistry::from_environment({});
+  expect_input_error([&] { registry.load("rmsnorm_h4097"); }, "--operator", "did you mean rmsnorm_h4096");
+}
+
+TEST(Operators, ExtraDirsPlainAndFlashInferBenchLayouts) {
+  OperatorRegistry plain = OperatorRegistry::from_environment({fixture("defs/fib_plain")});
+  Operator gemm = plain.load("gemm_n64_k128");
+  EXPECT_FALSE(gemm.definition.kharness.present);  // a plain FlashInfer-Bench definition, as it is
+  EXPECT_EQ(gemm.origin, "--operators-dir");
+  EXPECT_EQ(gemm.definition.inputs[0].name, "A");
+
+  OperatorRegistry fib = OperatorRegistry::from_environment({fixture("defs/fib_layout")});
+  Operator g = fib.load("gemm_n64_k128");
+  ASSERT_TRUE(g.workloads_file.has_value());
+  EXPECT_FALSE(g.workloads.empty());
+  // Listing sees both the extra operator and the built-in ones.
+  bool saw_gemm = false, saw_rms = false;
+  for (const auto& e : fib.list()) {
+    saw_gemm = saw_gemm || e.name == "gemm_n64_k128";
+    saw_rms = saw_rms || e.name == "rmsnorm_h4096";
+  }
+  EXPECT_TRUE(saw_gemm && saw_rms);
+  // A definition file path loads directly.
+  Operator direct = plain.load(fixture("defs/fib_plain/gemm_n64_k128.json").string());
+  EXPECT_EQ(direct.definition.name, "gemm_n64_k128");
+}
+
+TEST(Operators, EnvironmentVariableAddsDirs) {
+  ::setenv("KHARNESS_OPERATORS", fixture("defs/fib_plain").c_str(), 1);
+  OperatorRegistry registry = OperatorRegistry::from_environment({});
+  ::unsetenv("KHARNESS_OPERATORS");
+  EXPECT_EQ(registry.load("gemm_n64_k128").origin, "KHARNESS_OPERATORS");
+  expect_input_error([] { OperatorRegistry::from_environment({"/nonexistent/dir"}); }, "--operators-dir",
+                     "not a folder");
+}
+
+// The real FlashInfer-Bench snapshot, where the checkout has it beside the repository.
+TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
+  std::filesystem::path fib(KHARNESS_FIB_DIR);
+  if (!std::filesystem::exists(fib / "definitions")) GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib;
+  OperatorRegistry registry({{fib, "--operators-dir"}});
+  auto entries = registry.list();
+  EXPECT_GE(entries.size(), 150u);
+  for (const auto& e : entries) EXPECT_TRUE(e.error.empty()) << e.error;
+  Operator op = registry.load("rmsnorm_h4096");
+  EXPECT_GE(op.workloads.size(), 10u);
+  Operator moe = registry.load("moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048");
+  EXPECT_FALSE(moe.workloads.empty());
+}
+
+}  // namespace
+}  // namespace kharness

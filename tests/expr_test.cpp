@@ -1,0 +1,83 @@
+#include "kharness/expr.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kharness {
+namespace {
+
+std::int64_t eval(const std::string& text, const Bindings& b = {}) { return Expr::parse(text).eval(b); }
+
+TEST(Expr, ArithmeticWithPrecedence) {
+  EXPECT_EQ(eval("1 + 2 * 3"), 7);
+  EXPECT_EQ(eval("(1 + 2) * 3"), 9);
+  EXPECT_EQ(eval("10 - 4 - 3"), 3);
+  EXPECT_EQ(eval("100 / 10 / 5"), 2);
+  EXPECT_EQ(eval("17 % 5"), 2);
+  EXPECT_EQ(eval("-3 + 5"), 2);
+  EXPECT_EQ(eval("7 / 2"), 3);
+  EXPECT_EQ(eval("-7 / 2"), -3);  // truncation toward zero, as in C
+}
+
+TEST(Expr, FunctionsAndNames) {
+  Bindings b{{"batch_size", 7}, {"hidden_size", 4096}};
+  EXPECT_EQ(eval("cdiv(batch_size, 2)", b), 4);
+  EXPECT_EQ(eval("cdiv(8, 2)", b), 4);
+  EXPECT_EQ(eval("cdiv(0, 128)", b), 0);
+  EXPECT_EQ(eval("min(batch_size, 4, 9)", b), 4);
+  EXPECT_EQ(eval("max(batch_size, 4)", b), 7);
+  EXPECT_EQ(eval("hidden_size / 8 * batch_size", b), 3584);
+  EXPECT_EQ(eval("cdiv(hidden_size, min(256, batch_size * 32))", b), 19);
+  EXPECT_EQ(Expr::parse("cdiv(M, 128) * max(N, K)").names(), (std::vector<std::string>{"K", "M", "N"}));
+  EXPECT_TRUE(Expr::parse("2 * (3 + 4)").is_constant());
+  EXPECT_EQ(Expr::constant(42).eval({}), 42);
+}
+
+TEST(Expr, SyntaxErrorsNameTheColumn) {
+  auto expect_syntax = [](const std::string& text, const std::string& fragment) {
+    try {
+      Expr::parse(text);
+      FAIL() << "parsed: " << text;
+    } catch (const ExprError& e) {
+      EXPECT_EQ(e.kind(), ExprError::Kind::kSyntax) << text;
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_syntax("", "empty");
+  expect_syntax("1 +", "expected");
+  expect_syntax("(1 + 2", "expected ')'");
+  expect_syntax("2 ** 3", "unexpected '*'");
+  expect_syntax("pow(2, 3)", "unknown function 'pow'");
+  expect_syntax("cdiv(1)", "cdiv takes 2");
+  expect_syntax("min(1)", "at least 2");
+  expect_syntax("1.5 * M", "integer");
+  expect_syntax("M N", "column 3");
+  expect_syntax("99999999999999999999", "too large");
+}
+
+TEST(Expr, EvaluationErrors) {
+  Bindings b{{"n", 0}};
+  try {
+    eval("10 / n", b);
+    FAIL();
+  } catch (const ExprError& e) {
+    EXPECT_EQ(e.kind(), ExprError::Kind::kDivisionByZero);
+  }
+  EXPECT_THROW(eval("10 % n", b), ExprError);
+  EXPECT_THROW(eval("cdiv(10, n)", b), ExprError);
+  try {
+    eval("num_tokens * 2", b);
+    FAIL();
+  } catch (const ExprError& e) {
+    EXPECT_EQ(e.kind(), ExprError::Kind::kUnknownName);
+    EXPECT_NE(std::string(e.what()).find("num_tokens"), std::string::npos);
+  }
+  try {
+    eval("4611686018427387904 * 4");
+    FAIL();
+  } catch (const ExprError& e) {
+    EXPECT_EQ(e.kind(), ExprError::Kind::kOverflow);
+  }
+}
+
+}  // namespace
+}  // namespace kharness

@@ -1,0 +1,181 @@
+#include "kharness/solution.hpp"
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "kharness/error.hpp"
+#include "kharness/text.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using testing::fixture;
+
+template <class Fn>
+void expect_input_error(Fn fn, const std::string& where, const std::string& what) {
+  try {
+    fn();
+    FAIL() << "no error; expected " << where << ": " << what;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage) << e.message();
+    EXPECT_NE(e.where().find(where), std::string::npos) << e.message();
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.message();
+  }
+}
+
+std::string solution_text(const std::string& plan) {
+  return "// leading line comment\n/* kharness " + plan + " */\n__global__ void k(float* x) {}\n";
+}
+
+TEST(Plan, ParsesExpressionsDefaultsAndLiterals) {
+  Solution s = parse_single_file_solution(solution_text(R"J({
+    "definition": "rmsnorm_h4096", "name": "fast", "author": "me",
+    "launches": [{"kernel": "k", "grid": ["cdiv(batch_size, 4)", 1], "block": 256,
+                  "shared_bytes": "hidden_size * 4",
+                  "args": ["hidden_states", "batch_size", {"float32": 1e-5}, {"int32": -3}, "workspace"]}],
+    "workspace_bytes": "batch_size * 16",
+    "compile_options": ["-O3"]})J"),
+                                          "fast.cu");
+  EXPECT_EQ(s.name, "fast");
+  EXPECT_EQ(s.author, "me");
+  EXPECT_EQ(s.plan.definition, "rmsnorm_h4096");
+  ASSERT_EQ(s.plan.launches.size(), 1u);
+  const Launch& l = s.plan.launches[0];
+  Bindings b{{"batch_size", 9}, {"hidden_size", 4096}};
+  EXPECT_EQ(l.grid[0].eval(b), 3);
+  EXPECT_EQ(l.grid[1].eval(b), 1);
+  EXPECT_EQ(l.grid[2].eval(b), 1);   // padded
+  EXPECT_EQ(l.block[0].eval(b), 256);  // a single value is [x, 1, 1]
+  EXPECT_EQ(l.cluster[0].eval(b), 1);  // default
+  EXPECT_EQ(l.shared_bytes.eval(b), 16384);
+  EXPECT_EQ(s.plan.workspace_bytes.eval(b), 144);
+  ASSERT_EQ(l.args.size(), 5u);
+  EXPECT_EQ(l.args[0].name, "hidden_states");
+  ASSERT_TRUE(l.args[2].literal.has_value());
+  EXPECT_EQ(l.args[2].literal->dtype, DType::kFloat32);
+  float eps;
+  auto bytes = l.args[2].literal->encode();
+  ASSERT_EQ(bytes.size(), 4u);
+  std::memcpy(&eps, bytes.data(), 4);
+  EXPECT_FLOAT_EQ(eps, 1e-5f);
+  EXPECT_EQ(l.args[3].literal->encode(), (std::vector<std::uint8_t>{0xfd, 0xff, 0xff, 0xff}));
+  EXPECT_EQ(s.plan.compile_options, std::vector<std::string>{"-O3"});
+  EXPECT_EQ(s.plan_source, "fast.cu:2");
+}
+
+TEST(Plan, HalfAndBfloat16LiteralsRoundToNearestEven) {
+  auto encode = [](const std::string& dtype, double v) {
+    LaunchPlan p = parse_plan(nlohmann::json::parse(
+                                  "{\"launches\": [{\"kernel\": \"k\", \"grid\": 1, \"block\": 1, \"args\": [{\"" +
+                                  dtype + "\": " + std::to_string(v) + "}]}]}"),
+                              "p");
+    auto b = p.launches[0].args[0].literal->encode();
+    return static_cast<int>(b[0] | (b[1] << 8));
+  };
+  EXPECT_EQ(encode("float16", 1.0), 0x3c00);
+  EXPECT_EQ(encode("float16", -2.0), 0xc000);
+  EXPECT_EQ(encode("float16", 65504.0), 0x7bff);
+  EXPECT_EQ(encode("bfloat16", 1.0), 0x3f80);
+  EXPECT_EQ(encode("bfloat16", 3.0), 0x4040);
+}
+
+TEST(Plan, BadPlansNameTheField) {
+  auto parse = [](const std::string& plan) { parse_single_file_solution(solution_text(plan), "k.cu"); };
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grd": [1], "block": [1], "args": []}]})J"); },
+                     "launches[0].grd", "did you mean 'grid'");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "block": [1], "args": []}]})J"); },
+                     "launches[0].grid", "missing required field");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1, 1, 1, 1], "block": [1], "args": []}]})J"); },
+                     "launches[0].grid", "1 to 3 values");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": ["cdiv(M"], "block": [1], "args": []}]})J"); },
+                     "launches[0].grid[0]", "expected");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1.5], "block": [1], "args": []}]})J"); },
+                     "launches[0].grid[0]", "expected an integer or an expression string");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [{"int33": 1}]}]})J"); },
+                     "launches[0].args[0].int33", "unknown dtype");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [{"int8": 300}]}]})J"); },
+                     "launches[0].args[0].int8", "does not fit");
+  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [3]}]})J"); },
+                     "launches[0].args[0]", "a name or a typed literal");
+  expect_input_error([&] { parse(R"J({"launches": {"kernel": "k"}})J"); }, "launches", "expected an array");
+  expect_input_error([&] { parse(R"J({"definition": 5, "launches": []})J"); }, "definition", "expected a string");
+  expect_input_error([&] { parse(R"J({})J"); }, "k.cu:2: launches", "missing required field");
+}
+
+TEST(SingleFile, CommentErrors) {
+  expect_input_error([] { load_solution(fixture("bad/no_kharness_comment.cu")); }, "no_kharness_comment.cu",
+                     "kharness");
+  expect_input_error([] { load_solution(fixture("bad/empty.cu")); }, "empty.cu", "empty source");
+  // The broken JSON is reported at the line of the file where the parser stopped.
+  expect_input_error([] { load_solution(fixture("bad/broken_plan_json.cu")); }, "broken_plan_json.cu:11:",
+                     "not valid JSON");
+  expect_input_error([] { parse_single_file_solution("/* just a comment */\n__global__ void k() {}\n", "a.cu"); },
+                     "a.cu:1", "not a kharness plan");
+  expect_input_error([] { parse_single_file_solution("/* kharness {\"launches\": []}\n", "a.cu"); }, "a.cu:1",
+                     "unterminated");
+  expect_input_error([] { parse_single_file_solution("/* kharness */\n__global__ void k() {}\n", "a.cu"); },
+                     "a.cu:1", "no JSON plan");
+  expect_input_error([] { load_solution(fixture("bad/nonexistent.cu")); }, "nonexistent.cu", "no such file");
+  // A "/*" inside a string or a line comment does not start the plan comment.
+  Solution s = parse_single_file_solution(
+      "// see /* not this */\n/* kharness {\"launches\": []} */\n__device__ const char* p = \"/*\";\n", "b.cu");
+  EXPECT_TRUE(s.plan.launches.empty());
+}
+
+TEST(Forms, SingleFileFolderAndFlashInferBenchLoadTheSamePlan) {
+  Solution single = load_solution(fixture("good/rmsnorm_simple.cu"));
+  EXPECT_EQ(single.form, SolutionForm::kSingleFile);
+  EXPECT_EQ(single.sources.size(), 1u);
+  EXPECT_EQ(single.plan.launches.at(0).kernel, "rmsnorm_kernel");
+
+  Solution folder = load_solution(fixture("good/folder_solution"));
+  EXPECT_EQ(folder.form, SolutionForm::kFolder);
+  EXPECT_EQ(folder.name, "rmsnorm_folder");
+  ASSERT_EQ(folder.sources.size(), 2u);
+  EXPECT_EQ(folder.entry_source().path, "kernel.cu");
+  EXPECT_EQ(folder.plan.definition, "rmsnorm_h4096");
+  EXPECT_EQ(folder.plan.launches.at(0).args.size(), 5u);
+  // Pointing at solution.json is the same as pointing at the folder.
+  EXPECT_EQ(load_solution(fixture("good/folder_solution/solution.json")).name, "rmsnorm_folder");
+
+  Solution fib = load_solution(fixture("good/fib_solution.json"));
+  EXPECT_EQ(fib.form, SolutionForm::kFlashInferBench);
+  EXPECT_EQ(fib.name, "rmsnorm_fib");
+  EXPECT_EQ(fib.entry_source().path, "kernel.cu");
+  EXPECT_EQ(fib.plan.definition, "rmsnorm_h4096");
+  EXPECT_EQ(fib.plan.launches.at(0).kernel, "rmsnorm_kernel");
+}
+
+TEST(Forms, FlashInferBenchErrors) {
+  testing::TempDir dir;
+  auto write = [&](const std::string& text) {
+    std::string path = (dir.path() / "s.json").string();
+    write_file_atomic(path, text);
+    return path;
+  };
+  expect_input_error(
+      [&] {
+        load_solution(write(R"J({"name": "t", "spec": {"language": "triton", "entry_point": "k.py::run"},
+                                "sources": [{"path": "k.py", "content": "x"}]})J"));
+      },
+      "s.json: spec.language", "CUDA solutions");
+  expect_input_error(
+      [&] {
+        load_solution(write(R"J({"name": "t", "spec": {"language": "cuda", "entry_point": "main.cu::run"},
+                                "sources": [{"path": "k.cu", "content": "x"}]})J"));
+      },
+      "spec.entry_point", "'main.cu' is not one of the sources");
+  expect_input_error(
+      [&] {
+        load_solution(write(R"J({"name": "t", "spec": {"language": "cuda"},
+                                "sources": [{"path": "../k.cu", "content": "x"}]})J"));
+      },
+      "sources[0].path", "leaves the solution folder");
+  expect_input_error([&] { load_solution(write(R"J({"name": "t", "spec": {"language": "cuda"}, "sources": 3})J")); },
+                     "s.json: sources", "expected an array");
+}
+
+}  // namespace
+}  // namespace kharness

@@ -1,0 +1,63 @@
+// Shared helpers for the CPU tests.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace kharness::testing {
+
+inline std::filesystem::path fixture(const std::string& relative) {
+  return std::filesystem::path(KHARNESS_TEST_FIXTURES) / relative;
+}
+
+inline std::filesystem::path source_dir() {
+  return std::filesystem::path(KHARNESS_SOURCE_DIR);
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together when merge_stderr
+};
+
+// Runs a shell command line; returns its exit code and output.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// Runs the built kharness binary with `args` (a shell fragment), stderr merged into the output.
+inline CommandResult kharness(const std::string& args) {
+  return run_command(std::string("'") + KHARNESS_BINARY + "' " + args + " 2>&1");
+}
+
+// A fresh empty folder under the system temp dir, removed by the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kharness-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;  // owns the folder: copying would remove it twice
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace kharness::testing

@@ -1,0 +1,66 @@
+#include "kharness/hash.hpp"
+#include "kharness/text.hpp"
+#include "kharness/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  std::string million(1000000, 'a');
+  EXPECT_EQ(sha256_hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Incremental updates agree with one update.
+  EXPECT_EQ(Sha256().update("ab").update("c").hex(), sha256_hex("abc"));
+  // Fields are length-prefixed.
+  EXPECT_NE(Sha256().field("ab").field("c").hex(), Sha256().field("a").field("bc").hex());
+}
+
+TEST(Text, CloseMatches) {
+  std::vector<std::string> names = {"rmsnorm_h4096", "rmsnorm_h7168", "gemm_n4096_k14336"};
+  auto m = close_matches("rmsnorm_h4097", names);
+  ASSERT_FALSE(m.empty());
+  EXPECT_EQ(m[0], "rmsnorm_h4096");
+  EXPECT_TRUE(close_matches("completely_different_thing", names).empty());
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+TEST(Text, LineColumn) {
+  std::string text = "ab\ncd\nef";
+  EXPECT_EQ(line_column(text, 0), std::make_pair(1, 1));
+  EXPECT_EQ(line_column(text, 4), std::make_pair(2, 2));
+  EXPECT_EQ(line_column(text, 6), std::make_pair(3, 1));
+}
+
+TEST(Text, AtomicWriteReplacesAndLeavesNoTemporaries) {
+  testing::TempDir dir;
+  std::string path = (dir.path() / "sub" / "f.txt").string();
+  write_file_atomic(path, "one");
+  write_file_atomic(path, "two");
+  EXPECT_EQ(read_file(path), "two");
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() / "sub")) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(Text, ReadFileErrorsNameThePath) {
+  try {
+    read_file("/nonexistent/kharness.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_EQ(e.where(), "/nonexistent/kharness.json");
+  }
+}
+
+}  // namespace
+}  // namespace kharness
