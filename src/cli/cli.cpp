@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -28,25 +29,42 @@ void setup_logging(const GlobalOptions& options) {
   spdlog::set_default_logger(logger);
 }
 
+// The first word that is not an option (or an option's value): the subcommand as typed.
+std::string typed_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--operators-dir") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg[0] != '-') return arg;
+  }
+  return "";
+}
+
 // CLI11's messages, made into one line, with a suggestion for a mistyped subcommand.
 std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const auto& c : commands()) names.emplace_back(c.name);
+  std::string typed = typed_command(argc, argv);
+  if (!typed.empty() && std::find(names.begin(), names.end(), typed) == names.end()) {
+    auto close = close_matches(typed, names, 1);
+    if (!close.empty()) return fmt::format("unknown command '{}' (did you mean '{}'?)", typed, close[0]);
+    return fmt::format("unknown command '{}' (kharness --help lists them)", typed);
+  }
+  if (typed.empty()) {
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      bool known = false;
+      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "-h", "--help", "--version"}) {
+        known = known || arg == k;
+      }
+      if (arg.rfind("-", 0) == 0 && !known) return fmt::format("unknown option '{}' (see --help)", arg);
+    }
+  }
   std::string what = e.what();
   for (auto& c : what) {
     if (c == '\n') c = ' ';
-  }
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) && argc > 1) {
-    std::vector<std::string> names;
-    for (const auto& c : commands()) names.emplace_back(c.name);
-    for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      if (arg.empty() || arg[0] == '-') continue;
-      bool known = false;
-      for (const auto& n : names) known = known || n == arg;
-      if (known) break;
-      auto close = close_matches(arg, names, 1);
-      if (!close.empty()) return fmt::format("unknown command '{}' (did you mean '{}'?)", arg, close[0]);
-      return fmt::format("unknown command '{}' (kharness --help lists them)", arg);
-    }
   }
   return what + " (see --help)";
 }
