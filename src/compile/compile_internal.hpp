@@ -1,0 +1,43 @@
+// Private to the compile stage: PTX helpers, how a plan's kernel name finds a PTX entry, and
+// the include rewrite applied before NVRTC.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kharness/compile.hpp"
+
+namespace kharness {
+
+// "_Z2tkILi4EEvPff" -> "tk<4>", "_ZN2ns4kernEPf" -> "ns::kern"; an extern "C" name as is.
+std::string demangled_kernel_name(const std::string& mangled);
+// Size in bytes of a PTX fundamental type ("u64", "f32", "b8", "f16x2"); 0 if unknown.
+std::size_t ptx_type_size(std::string_view type);
+// "ns::tk<4>" -> "ns::tk" (the trailing template argument list dropped).
+std::string plain_kernel_name(const std::string& name);
+
+struct KernelMatch {
+  const KernelInfo* kernel = nullptr;        // set when exactly one kernel matches
+  std::vector<const KernelInfo*> ambiguous;  // set when several match at the deciding step
+};
+
+// A plan names a kernel by, in order of preference:
+//   1. its name (extern "C" name, or demangled name without parameters: "tk<4>", "ns::kern")
+//      or its mangled PTX name;
+//   2. the name without template arguments ("tk" for "tk<4>"), when only one kernel has it;
+//   3. the unqualified name ("kern" for "ns::kern", "tk" for "ns::tk<4>"), when only one
+//      kernel has it.
+// The first step that finds anything decides: several matches there are ambiguous.
+KernelMatch match_kernel(std::string_view name, const std::vector<KernelInfo>& kernels);
+
+// The text NVRTC compiles for one solution file: `#include "X"` where X is not one of the
+// solution's files (so, after the source rules, a toolkit header) becomes `#include <X>`, same
+// length and same lines. NVRTC looks up "quoted" names in the folder of the program name on disk
+// first (the user's path, relative to the working directory), where a stray cuda_fp16.h would
+// shadow the toolkit's; <angled> names are only looked up on the include path. The solution's
+// own files are in-memory NVRTC headers, which win over files on disk.
+std::string angle_toolkit_includes(const std::string& content,
+                                   const std::vector<std::string>& own_paths);
+
+}  // namespace kharness
