@@ -2,8 +2,8 @@
 # The full check on a GPU machine: configure and build (Release, Ninja) into build-device-test,
 # then `kharness --version`, `kharness doctor`, the CPU tests, the GPU tests, and the compile
 # benchmark. Every step runs even when an earlier one failed; a summary table comes last, and
-# the exit status is non-zero when any step failed. Logs go to build-device-test/device-test-logs
-# and are copied to $OUT when that is set.
+# the exit status is non-zero when any step failed. Logs go to build-device-test/device-test-logs;
+# when $OUT is set, the summary, an archive of all logs and the failed steps' logs go there too.
 #
 #   scripts/device-test.sh        BUILD_DIR (default build-device-test) and JOBS may be set.
 set -uo pipefail
@@ -113,7 +113,15 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
 } | tee "$LOGS/summary.txt"
 
+# To $OUT: the summary, every log in one archive, and the logs of the failed steps one by one
+# (few files, so that they all come back from a device machine that limits the count).
 if [[ -n "${OUT:-}" ]]; then
-  mkdir -p "$OUT/device-test-logs" && cp -r "$LOGS"/. "$OUT/device-test-logs/" 2>/dev/null || true
+  mkdir -p "$OUT"
+  cp "$LOGS/summary.txt" "$OUT/device-test-summary.txt" 2>/dev/null || true
+  tar -czf "$OUT/device-test-logs.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null || true
+  for s in "${STEPS[@]}"; do
+    IFS='|' read -r n st _ <<<"$s"
+    [[ $st == ok ]] || cp "$LOGS/$n.log" "$OUT/device-test-$n.log" 2>/dev/null || true
+  done
 fi
 exit "$FAILED"

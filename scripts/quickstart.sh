@@ -19,8 +19,12 @@ have_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   have_gpu=1
 fi
+# `run` is there when its own help works and shows --budget (CLI parsers may answer a --help
+# after an unknown command with the top-level help and status 0).
 have_run=0
-if "$KHARNESS" run --help >/dev/null 2>&1; then have_run=1; fi
+if run_help="$("$KHARNESS" run --help 2>&1)" && grep -q -- '--budget' <<<"$run_help"; then
+  have_run=1
+fi
 
 echo
 if [[ $have_gpu == 1 && $have_run == 1 ]]; then

@@ -15,24 +15,38 @@ PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libs
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
 
-# 1. Packages (Debian/Ubuntu), only those missing.
-if command -v dpkg-query >/dev/null 2>&1; then
-  missing=()
-  for p in "${PACKAGES[@]}"; do
-    status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
-    [[ "$status" == "install ok installed" ]] || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    if [[ $(id -u) -eq 0 ]]; then SUDO=();
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=(sudo -n);
-    else die "missing packages: ${missing[*]} (run as root, or install them: apt-get install ${missing[*]})"; fi
+# 1. Packages (Debian/Ubuntu), only those missing. A tool already on PATH (a newer CMake, a
+#    compiler installed another way) counts as present; so does a library whose -dev package is
+#    installed. When installing is impossible (no root, no network) this warns and goes on: the
+#    configure step below then names whatever is really missing.
+has_package() {
+  case "$1" in
+    build-essential) command -v c++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 && return 0 ;;
+    cmake) command -v cmake >/dev/null 2>&1 && return 0 ;;
+    ninja-build) command -v ninja >/dev/null 2>&1 && return 0 ;;
+    git) command -v git >/dev/null 2>&1 && return 0 ;;
+  esac
+  command -v dpkg-query >/dev/null 2>&1 || return 0  # not Debian-like: assume present
+  [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+missing=()
+for p in "${PACKAGES[@]}"; do has_package "$p" || missing+=("$p"); done
+if ((${#missing[@]})); then
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=(sudo -n);
+    else SUDO=(none); fi
+  fi
+  if [[ "${SUDO[*]}" == none ]] || ! command -v apt-get >/dev/null 2>&1; then
+    say "warning: missing packages: ${missing[*]} (install them as root: apt-get install ${missing[*]})"
+  else
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    "${SUDO[@]}" apt-get update -qq
-    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if ! { "${SUDO[@]}" apt-get update -qq &&
+           "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }; then
+      say "warning: could not install ${missing[*]}; trying to build with what is here"
+    fi
   fi
-else
-  say "no dpkg here; assuming the packages (${PACKAGES[*]}) are installed"
 fi
 
 # 2. The CUDA toolkit (nvcc, NVRTC, CUPTI headers).
