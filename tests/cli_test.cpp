@@ -38,6 +38,7 @@ TEST(Cli, HelpListsEveryCommandAndVersionHasCommit) {
 TEST(Cli, BadUsageIsOneLineAndExitTwo) {
   expect_usage_error("--frobnicate", "--frobnicate");
   expect_usage_error("compil x.cu", "did you mean 'compile'");
+  expect_usage_error("nosuch --help", "unknown command 'nosuch'");
   expect_usage_error("compile " + fx("good/rmsnorm_simple.cu") + " --bogus", "--bogus");
   expect_usage_error("compile", "solution");
   expect_usage_error("compile " + fx("good/rmsnorm_simple.cu") + " --arch sm_77", "--arch");

@@ -93,6 +93,14 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    // "kharness nosuch --help" is a mistyped command, not a request for the main help.
+    std::string typed = typed_command(argc, argv);
+    bool known = typed.empty();
+    for (const auto& c : commands()) known = known || c.name == typed;
+    if (!known) {
+      print_error(usage_message(e, argc, argv));
+      return static_cast<int>(ExitCode::kUsage);
+    }
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
