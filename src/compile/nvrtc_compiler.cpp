@@ -42,6 +42,19 @@
 namespace kharness {
 namespace fs = std::filesystem;
 
+// Where a GPU is present, NVRTC hands cubin generation for that GPU's target to the driver, whose
+// JIT compute cache (~/.nv/ComputeCache) then skips ptxas on a repeat compile — and with it the
+// "ptxas info" resource lines we report (seen on the H200: registers "?" for sm_90a only, on the
+// second compile). kharness has its own compile cache, so the driver's is switched off for the
+// process. The variable is read when the driver initialises, hence a static initialiser: it runs
+// before main() and before anything can call cuInit.
+namespace {
+const bool kDriverJitCacheDisabled = [] {
+  ::setenv("CUDA_CACHE_DISABLE", "1", 1);
+  return true;
+}();
+}  // namespace
+
 const KernelInfo* CompileResult::find_kernel(std::string_view name) const {
   return match_kernel(name, kernels).kernel;
 }

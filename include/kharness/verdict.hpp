@@ -1,0 +1,80 @@
+// Verdicts: what kharness concluded about a solution, per workload and overall (DESIGN §4).
+// A verdict is a value: stages fill it, the CLI prints it, the archive stores it as JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kharness/status.hpp"
+
+namespace kharness {
+
+// Why a verdict failed. `kind` is one of the stable names of DESIGN §4: output_not_written,
+// out_of_bounds_write, input_modified, nan_or_inf, tolerance, nondeterministic, stale_output,
+// illegal_address, launch_failed, param_mismatch, shape_mismatch, timeout, worker_crashed, ...
+struct Failure {
+  std::string kind;
+  std::string message;  // one line a person can act on
+  // tensor, first_bad_index, expected, got, max_abs_error, max_rel_error, matched_ratio,
+  // launch, kernel, cuda_error, guard_offset, ... (whatever shows it)
+  nlohmann::json evidence = nlohmann::json::object();
+};
+
+// Element-wise comparison of one output tensor against the reference.
+struct Comparison {
+  std::string tensor;
+  std::uint64_t elements = 0;
+  std::uint64_t mismatches = 0;
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;
+  double matched_ratio = 1.0;
+  std::int64_t first_bad_index = -1;  // flat index; -1 when none
+  double expected = 0.0;              // at first_bad_index
+  double got = 0.0;
+};
+
+struct TrialResult {
+  std::uint64_t seed = 0;
+  Status status = Status::kPassed;
+  std::optional<Failure> failure;
+  std::vector<Comparison> comparisons;
+  bool bitwise_deterministic = true;  // the rerun on the same inputs matched bit for bit
+  double seconds = 0.0;
+};
+
+struct WorkloadVerdict {
+  std::string uuid;
+  nlohmann::json axes = nlohmann::json::object();
+  Status status = Status::kPassed;
+  std::optional<Failure> failure;  // the first failing trial's
+  std::vector<TrialResult> trials;
+};
+
+struct Verdict {
+  std::string solution;    // name
+  std::string source;      // where it was loaded from
+  std::string definition;  // operator name
+  Status status = Status::kPassed;
+  std::optional<Failure> failure;  // the first failure, for one-line summaries
+  std::vector<WorkloadVerdict> workloads;
+  std::string worker_stderr;  // bounded
+  bool worker_stderr_truncated = false;
+  double seconds = 0.0;
+  nlohmann::json compile = nlohmann::json::object();      // compile summary (status, kernels)
+  nlohmann::json environment = nlohmann::json::object();  // GPU, driver, versions
+  std::uint64_t seed = 0;                                  // base seed of the run (replay with --seed)
+
+  bool passed() const { return status == Status::kPassed; }
+};
+
+nlohmann::json to_json(const Failure& failure);
+nlohmann::json to_json(const Comparison& comparison);
+nlohmann::json to_json(const Verdict& verdict);
+// Throws kharness::Error (exit 4: it is our own protocol) when the JSON is not a verdict.
+Verdict verdict_from_json(const nlohmann::json& json);
+
+}  // namespace kharness

@@ -1,0 +1,157 @@
+#include "kharness/verdict.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kharness/error.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+
+json optional_failure(const std::optional<Failure>& f) { return f ? to_json(*f) : json(nullptr); }
+
+Status status_from(const json& j, const char* field) {
+  auto s = parse_status(j.at(field).get<std::string>());
+  if (!s) throw std::runtime_error(fmt::format("unknown status '{}'", j.at(field).get<std::string>()));
+  return *s;
+}
+
+std::optional<Failure> failure_from(const json& j) {
+  if (j.is_null()) return std::nullopt;
+  Failure f;
+  f.kind = j.at("kind").get<std::string>();
+  f.message = j.value("message", "");
+  f.evidence = j.value("evidence", json::object());
+  return f;
+}
+
+// JSON has no NaN or infinity: write them as strings so the verdict stays valid JSON.
+json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+double number_from(const json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (it->is_string()) {
+    std::string s = it->get<std::string>();
+    if (s == "nan") return std::nan("");
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+  }
+  return it->get<double>();
+}
+
+Comparison comparison_from(const json& j) {
+  Comparison c;
+  c.tensor = j.at("tensor").get<std::string>();
+  c.elements = j.value("elements", 0ull);
+  c.mismatches = j.value("mismatches", 0ull);
+  c.max_abs_error = number_from(j, "max_abs_error", 0.0);
+  c.max_rel_error = number_from(j, "max_rel_error", 0.0);
+  c.matched_ratio = j.value("matched_ratio", 1.0);
+  c.first_bad_index = j.value("first_bad_index", -1ll);
+  c.expected = number_from(j, "expected", 0.0);
+  c.got = number_from(j, "got", 0.0);
+  return c;
+}
+
+}  // namespace
+
+json to_json(const Failure& f) {
+  return {{"kind", f.kind}, {"message", f.message}, {"evidence", f.evidence}};
+}
+
+json to_json(const Comparison& c) {
+  return {{"tensor", c.tensor},
+          {"elements", c.elements},
+          {"mismatches", c.mismatches},
+          {"max_abs_error", number(c.max_abs_error)},
+          {"max_rel_error", number(c.max_rel_error)},
+          {"matched_ratio", c.matched_ratio},
+          {"first_bad_index", c.first_bad_index},
+          {"expected", number(c.expected)},
+          {"got", number(c.got)}};
+}
+
+json to_json(const Verdict& v) {
+  json workloads = json::array();
+  for (const auto& w : v.workloads) {
+    json trials = json::array();
+    for (const auto& t : w.trials) {
+      json comparisons = json::array();
+      for (const auto& c : t.comparisons) comparisons.push_back(to_json(c));
+      trials.push_back({{"seed", t.seed},
+                        {"status", std::string(status_name(t.status))},
+                        {"failure", optional_failure(t.failure)},
+                        {"comparisons", comparisons},
+                        {"bitwise_deterministic", t.bitwise_deterministic},
+                        {"seconds", t.seconds}});
+    }
+    workloads.push_back({{"uuid", w.uuid},
+                         {"axes", w.axes},
+                         {"status", std::string(status_name(w.status))},
+                         {"failure", optional_failure(w.failure)},
+                         {"trials", trials}});
+  }
+  return {{"schema", "kharness.verdict/1"},
+          {"solution", v.solution},
+          {"source", v.source},
+          {"definition", v.definition},
+          {"status", std::string(status_name(v.status))},
+          {"failure", optional_failure(v.failure)},
+          {"seed", v.seed},
+          {"seconds", v.seconds},
+          {"workloads", workloads},
+          {"worker_stderr", v.worker_stderr},
+          {"worker_stderr_truncated", v.worker_stderr_truncated},
+          {"compile", v.compile},
+          {"environment", v.environment}};
+}
+
+Verdict verdict_from_json(const json& j) {
+  try {
+    Verdict v;
+    v.solution = j.value("solution", "");
+    v.source = j.value("source", "");
+    v.definition = j.value("definition", "");
+    v.status = status_from(j, "status");
+    v.failure = failure_from(j.value("failure", json(nullptr)));
+    v.seed = j.value("seed", 0ull);
+    v.seconds = j.value("seconds", 0.0);
+    v.worker_stderr = j.value("worker_stderr", "");
+    v.worker_stderr_truncated = j.value("worker_stderr_truncated", false);
+    v.compile = j.value("compile", json::object());
+    v.environment = j.value("environment", json::object());
+    for (const auto& wj : j.value("workloads", json::array())) {
+      WorkloadVerdict w;
+      w.uuid = wj.at("uuid").get<std::string>();
+      w.axes = wj.value("axes", json::object());
+      w.status = status_from(wj, "status");
+      w.failure = failure_from(wj.value("failure", json(nullptr)));
+      for (const auto& tj : wj.value("trials", json::array())) {
+        TrialResult t;
+        t.seed = tj.value("seed", 0ull);
+        t.status = status_from(tj, "status");
+        t.failure = failure_from(tj.value("failure", json(nullptr)));
+        t.bitwise_deterministic = tj.value("bitwise_deterministic", true);
+        t.seconds = tj.value("seconds", 0.0);
+        for (const auto& cj : tj.value("comparisons", json::array())) {
+          t.comparisons.push_back(comparison_from(cj));
+        }
+        w.trials.push_back(std::move(t));
+      }
+      v.workloads.push_back(std::move(w));
+    }
+    return v;
+  } catch (const std::exception& e) {
+    throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a verdict: {}", e.what()));
+  }
+}
+
+}  // namespace kharness
