@@ -1,0 +1,74 @@
+// Running a child process with bounded output and a wall-clock limit. Every candidate kernel is
+// judged in a fresh exec of kharness (a worker), so that a crash, trap or hang ends the worker and
+// never the harness. The child is always a fresh exec (posix_spawn): the CUDA driver cannot be used
+// in a plain fork() of a process that already called cuInit.
+//
+// Process model:
+// - The child runs in a new process group of its own (pgid = its pid). On timeout the whole group
+//   gets SIGTERM, then SIGKILL after kill_grace_seconds.
+// - When the child exits, whatever is left of its process group (grandchildren) gets SIGKILL, and
+//   the pipes are drained until end-of-file, for at most kPostExitDrainSeconds: a grandchild that
+//   left the group (setsid) and still holds the pipes cannot make a call wait forever; it is left
+//   running and its pipes are closed.
+// - SIGPIPE: no process-wide setting. SIGPIPE is blocked in the calling thread while the call runs;
+//   a SIGPIPE raised by writing the child's stdin after the child stopped reading is consumed, and
+//   the write's EPIPE just closes stdin. The child starts with an empty signal mask and default
+//   dispositions for the standard signals.
+// - Thread-safe: concurrent calls from different threads share nothing. Callers must not set
+//   SIGCHLD to SIG_IGN nor reap children with waitpid(-1) elsewhere in the process.
+// Library code never prints; a spdlog::debug line records each run.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kharness {
+
+// How long a call keeps reading the child's pipes after the child exited (see above).
+inline constexpr double kPostExitDrainSeconds = 0.5;
+
+struct SubprocessOptions {
+  std::vector<std::string> argv;        // argv[0] is the executable path (no '/': searched in PATH)
+  std::string stdin_data;               // written to the child's stdin, then stdin is closed
+  double timeout_seconds = 60;          // wall clock; <= 0: none
+  std::size_t stdout_limit = 64 << 20;  // bytes kept; beyond that the child's group gets SIGKILL
+  // Bytes of stderr kept: up to this many verbatim; beyond, the head and the tail are kept and the
+  // middle is replaced by a marker line, stderr_data.size() <= stderr_limit. The rest is read and
+  // discarded, never buffered.
+  std::size_t stderr_limit = 64 << 10;
+  std::vector<std::pair<std::string, std::string>> env;  // added/overridden variables
+  double kill_grace_seconds = 2;  // SIGTERM to the group, then SIGKILL after this
+};
+
+struct SubprocessResult {
+  bool started = false;
+  std::string start_error;        // why the child could not be started (exec failure, pipes, ...)
+  bool timed_out = false;         // the wall-clock limit expired and the group was killed
+  bool stdout_overflow = false;   // the child wrote more than stdout_limit and was killed
+  int exit_code = -1;             // when exited normally
+  int signal = 0;                 // when killed by a signal (SIGSEGV, SIGABRT, SIGKILL ...)
+  std::string stdout_data;        // at most stdout_limit bytes
+  std::string stderr_data;        // bounded as SubprocessOptions::stderr_limit says
+  std::size_t stderr_bytes = 0;   // total bytes the child wrote to stderr
+  bool stderr_truncated = false;  // stderr_bytes > stderr_limit: the middle was dropped
+  double seconds = 0;             // wall clock from spawn to reaping
+  double timeout_seconds = 0;     // the limit that applied (for describe())
+
+  // "exited 0", "killed by SIGSEGV (signal 11)", "timed out after 60.0 s",
+  // "stdout over its limit; killed by SIGKILL (signal 9)", "failed to start: <why>".
+  std::string describe() const;
+};
+
+// Runs argv to completion (or to its limit). Never throws for anything the child does; a child
+// that cannot be started gives started = false and start_error.
+SubprocessResult run_subprocess(const SubprocessOptions& options);
+
+// The path of the running executable (/proc/self/exe), to re-execute kharness as a worker.
+std::string self_executable();
+
+// "SIGSEGV" for 11, ...; "signal N" for one without a name.
+std::string signal_name(int signal);
+
+}  // namespace kharness
