@@ -1,0 +1,244 @@
+#include "kharness/numeric.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "elements are little-endian bytes; a big-endian host needs byte swaps here");
+
+namespace kharness {
+namespace {
+
+// A binary floating-point format narrower than double. `finite_nan` marks the OCP "fn" formats
+// (float8_e4m3fn): no infinities, the all-ones exponent holds normal numbers, and only the
+// all-ones pattern is NaN.
+struct Format {
+  int exponent_bits;
+  int mantissa_bits;
+  bool finite_nan;
+  bool satfinite;          // overflow saturates to the largest finite value
+  std::uint32_t nan_bits;  // what a NaN converts to (before the sign)
+  bool nan_keeps_sign;
+
+  int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  std::uint32_t sign_bit() const { return 1u << (exponent_bits + mantissa_bits); }
+  std::uint32_t inf_bits() const { return ((1u << exponent_bits) - 1) << mantissa_bits; }
+  std::uint32_t max_finite_bits() const {
+    // e4m3fn: exponent 1111, mantissa 110 (1111 111 is NaN); IEEE: just below the infinity.
+    return finite_nan ? inf_bits() | ((1u << mantissa_bits) - 2) : inf_bits() - 1;
+  }
+};
+
+constexpr Format kHalf{5, 10, false, false, 0x7FFF, false};
+constexpr Format kBFloat16{8, 7, false, false, 0x7FFF, false};
+// CUDA's __nv_cvt_double_to_fp8 keeps the sign of a NaN; for a quiet NaN its e5m2 result is
+// 0x7E (0x7C | the two leading payload bits 10).
+constexpr Format kE4M3{4, 3, true, true, 0x7F, true};
+constexpr Format kE5M2{5, 2, false, true, 0x7E, true};
+
+double decode(const Format& f, std::uint32_t bits) {
+  const bool negative = (bits & f.sign_bit()) != 0;
+  const std::uint32_t exponent = (bits >> f.mantissa_bits) & ((1u << f.exponent_bits) - 1);
+  const std::uint32_t mantissa = bits & ((1u << f.mantissa_bits) - 1);
+  const std::uint32_t all_ones = (1u << f.exponent_bits) - 1;
+  double magnitude;
+  if (f.finite_nan && exponent == all_ones && mantissa == (1u << f.mantissa_bits) - 1) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (!f.finite_nan && exponent == all_ones) {
+    if (mantissa != 0) {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    magnitude = std::numeric_limits<double>::infinity();
+  } else if (exponent == 0) {  // zero or subnormal: mantissa * 2^(emin - M)
+    magnitude = std::ldexp(static_cast<double>(mantissa), 1 - f.bias() - f.mantissa_bits);
+  } else {
+    magnitude = std::ldexp(static_cast<double>((1u << f.mantissa_bits) | mantissa),
+                           static_cast<int>(exponent) - f.bias() - f.mantissa_bits);
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+// Round to nearest, ties to even, independent of the FP environment's rounding mode.
+double round_half_even(double n) {
+  const double floor = std::floor(n);
+  const double diff = n - floor;  // exact
+  if (diff > 0.5 || (diff == 0.5 && std::fmod(floor, 2.0) != 0.0)) {
+    return floor + 1.0;
+  }
+  return floor;
+}
+
+std::uint32_t encode(const Format& f, double value) {
+  if (std::isnan(value)) {
+    return f.nan_bits | (f.nan_keeps_sign && std::signbit(value) ? f.sign_bit() : 0u);
+  }
+  const std::uint32_t sign = std::signbit(value) ? f.sign_bit() : 0u;
+  const double x = std::fabs(value);
+  if (x == 0.0) {
+    return sign;
+  }
+  std::uint64_t bits;
+  if (std::isinf(x)) {
+    bits = std::numeric_limits<std::uint64_t>::max();  // overflow below
+  } else {
+    // x = n * 2^(e - M) with n in [2^M, 2^(M+1)) for normals; e is clamped to emin, so a
+    // subnormal has n < 2^M. Scaling by a power of two is exact, then n is rounded once.
+    int k = 0;
+    std::frexp(x, &k);  // x = m * 2^k, m in [0.5, 1)
+    const int emin = 1 - f.bias();
+    const int e = std::max(k - 1, emin);
+    const double n = round_half_even(std::ldexp(x, f.mantissa_bits - e));
+    // Biased exponent (e + bias - 1) plus n: the implicit bit of n lifts the exponent by one,
+    // and a rounding carry into 2^(M+1) moves to the next binade by itself. A subnormal
+    // (e == emin) gets exponent field 0 + n, and carries into the smallest normal.
+    bits = (static_cast<std::uint64_t>(e + f.bias() - 1) << f.mantissa_bits) +
+           static_cast<std::uint64_t>(n);
+  }
+  if (bits > f.max_finite_bits()) {
+    bits = f.satfinite ? f.max_finite_bits() : f.inf_bits();
+  }
+  return static_cast<std::uint32_t>(bits) | sign;
+}
+
+template <class T>
+T load(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class T>
+void store(std::uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Nearest integer (ties to even), saturated to T; NaN -> 0.
+template <class T>
+T saturate_integer(double value) {
+  if (std::isnan(value)) {
+    return 0;
+  }
+  const double r = round_half_even(value);
+  // The bounds as doubles: min is a power of two (exact); max + 1 is one too.
+  const double lo = static_cast<double>(std::numeric_limits<T>::min());
+  const double hi_plus_one = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+  if (r < lo) {
+    return std::numeric_limits<T>::min();
+  }
+  if (r >= hi_plus_one) {
+    return std::numeric_limits<T>::max();
+  }
+  return static_cast<T>(r);
+}
+
+}  // namespace
+
+double to_double(DType dtype, const std::uint8_t* element) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return load<float>(element);
+    case DType::kFloat16:
+      return decode(kHalf, load<std::uint16_t>(element));
+    case DType::kBFloat16:
+      return decode(kBFloat16, load<std::uint16_t>(element));
+    case DType::kFloat8E4M3:
+      return decode(kE4M3, element[0]);
+    case DType::kFloat8E5M2:
+      return decode(kE5M2, element[0]);
+    case DType::kInt64:
+      return static_cast<double>(load<std::int64_t>(element));
+    case DType::kInt32:
+      return load<std::int32_t>(element);
+    case DType::kInt16:
+      return load<std::int16_t>(element);
+    case DType::kInt8:
+      return static_cast<std::int8_t>(element[0]);
+    case DType::kUInt8:
+      return element[0];
+    case DType::kBool:
+      return element[0] != 0 ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+
+void from_double(DType dtype, double value, std::uint8_t* out) {
+  switch (dtype) {
+    case DType::kFloat32:
+      store(out, static_cast<float>(value));  // IEEE conversion: nearest-even, overflow to inf
+      return;
+    case DType::kFloat16:
+      store(out, static_cast<std::uint16_t>(encode(kHalf, value)));
+      return;
+    case DType::kBFloat16:
+      store(out, static_cast<std::uint16_t>(encode(kBFloat16, value)));
+      return;
+    case DType::kFloat8E4M3:
+      out[0] = static_cast<std::uint8_t>(encode(kE4M3, value));
+      return;
+    case DType::kFloat8E5M2:
+      out[0] = static_cast<std::uint8_t>(encode(kE5M2, value));
+      return;
+    case DType::kInt64:
+      store(out, saturate_integer<std::int64_t>(value));
+      return;
+    case DType::kInt32:
+      store(out, saturate_integer<std::int32_t>(value));
+      return;
+    case DType::kInt16:
+      store(out, saturate_integer<std::int16_t>(value));
+      return;
+    case DType::kInt8:
+      store(out, saturate_integer<std::int8_t>(value));
+      return;
+    case DType::kUInt8:
+      store(out, saturate_integer<std::uint8_t>(value));
+      return;
+    case DType::kBool:
+      out[0] = value != 0.0 ? 1 : 0;
+      return;
+  }
+}
+
+bool is_nan_bits(DType dtype, const std::uint8_t* element) {
+  return is_floating(dtype) && std::isnan(to_double(dtype, element));
+}
+
+namespace {
+
+// Poison as one little-endian word of the element's size (bytes beyond it unused).
+std::uint64_t poison_word(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 0x7FA5A5A5u;
+    case DType::kFloat16:
+      return 0x7DA5u;
+    case DType::kBFloat16:
+      return 0x7FA5u;
+    case DType::kFloat8E4M3:
+      return 0x7Fu;
+    case DType::kFloat8E5M2:
+      return 0x7Du;
+    default:  // integers and bool
+      return 0xA5A5A5A5A5A5A5A5ull;
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> poison_element(DType dtype) {
+  std::vector<std::uint8_t> bytes(dtype_size(dtype));
+  const std::uint64_t word = poison_word(dtype);
+  std::memcpy(bytes.data(), &word, bytes.size());
+  return bytes;
+}
+
+// Called per element over whole outputs: no allocation.
+bool is_poison(DType dtype, const std::uint8_t* element) {
+  const std::uint64_t word = poison_word(dtype);
+  return std::memcmp(&word, element, dtype_size(dtype)) == 0;
+}
+
+}  // namespace kharness

@@ -1,0 +1,870 @@
+#include "verify/harness_kernels.hpp"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "compile/compile_cache.hpp"
+#include "kharness/device.hpp"
+#include "kharness/error.hpp"
+#include "kharness/hash.hpp"
+#include "kharness/numeric.hpp"
+
+namespace kharness::verify {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The kernels. Codes (KH_*) are shared with kernel_dtype() / the distribution codes below.
+constexpr const char* kSource = R"CUDA(
+// kharness harness kernels (src/verify/harness_kernels.cpp): random inputs, byte patterns and
+// checksums. Harness code, compiled by NVRTC at run time; not subject to the solution rules.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define KH_F32 0
+#define KH_F16 1
+#define KH_BF16 2
+#define KH_E4M3 3
+#define KH_E5M2 4
+#define KH_I64 5
+#define KH_I32 6
+#define KH_I16 7
+#define KH_I8 8
+#define KH_U8 9
+#define KH_BOOL 10
+
+#define KH_NORMAL 0
+#define KH_UNIFORM 1
+#define KH_RANGE 2
+
+#define KH_THREADS 256
+
+__device__ __forceinline__ u64 global_thread() {
+  return (u64)blockIdx.x * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ u64 grid_threads() { return (u64)gridDim.x * blockDim.x; }
+
+// ---- random numbers --------------------------------------------------------------------------
+
+// Philox4x32-10 (Salmon et al., SC'11; Random123's philox4x32_R(10, ctr, key)) with
+// counter = (draw, stream) and key = seed.
+__device__ __forceinline__ uint4 philox(u64 draw, u64 stream, u64 seed) {
+  uint4 c = make_uint4((u32)draw, (u32)(draw >> 32), (u32)stream, (u32)(stream >> 32));
+  u32 k0 = (u32)seed;
+  u32 k1 = (u32)(seed >> 32);
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    const u32 hi0 = __umulhi(0xD2511F53u, c.x);
+    const u32 lo0 = 0xD2511F53u * c.x;
+    const u32 hi1 = __umulhi(0xCD9E8D57u, c.z);
+    const u32 lo1 = 0xCD9E8D57u * c.z;
+    c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+
+// The top 24 bits as a float in [0, 1) (exact: 24 bits fit a float's significand).
+__device__ __forceinline__ float unit(u32 x) {
+  return __uint2float_rn(x >> 8) * 5.9604644775390625e-08f;
+}
+
+// Two normals from two uniforms (Box-Muller). u1 in (0, 1] keeps logf finite.
+__device__ __forceinline__ void box_muller(u32 x, u32 y, float mean, float stddev, float* z0,
+                                           float* z1) {
+  const float u1 = __uint2float_rn((x >> 8) + 1u) * 5.9604644775390625e-08f;
+  const float r = sqrtf(-2.0f * logf(u1));
+  float s, c;
+  sincospif(2.0f * unit(y), &s, &c);
+  *z0 = fmaf(stddev, r * c, mean);
+  *z1 = fmaf(stddev, r * s, mean);
+}
+
+// lo + (the 64-bit draw scaled into [0, span)); span == 0 stands for 2^64.
+__device__ __forceinline__ i64 in_range(u32 a, u32 b, i64 lo, u64 span) {
+  const u64 r = ((u64)b << 32) | a;
+  return (i64)((u64)lo + (span != 0 ? __umul64hi(r, span) : r));
+}
+
+__device__ __forceinline__ i64 clamp64(i64 v, i64 lo, i64 hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+template <typename T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+
+// Elements first..first+3 (those below count); one vector store when `vec` (the base is
+// aligned to 4 elements) and the group is whole.
+template <typename T>
+__device__ __forceinline__ void store4(u8* base, u64 first, u64 count, bool vec, T a, T b, T c,
+                                       T d) {
+  T* out = reinterpret_cast<T*>(base) + first;
+  if (vec && first + 4 <= count) {
+    Pack4<T> pack;
+    pack.v[0] = a;
+    pack.v[1] = b;
+    pack.v[2] = c;
+    pack.v[3] = d;
+    *reinterpret_cast<Pack4<T>*>(out) = pack;
+    return;
+  }
+  const u64 n = count - first;
+  out[0] = a;
+  if (n > 1) out[1] = b;
+  if (n > 2) out[2] = c;
+  if (n > 3) out[3] = d;
+}
+
+template <__nv_fp8_interpretation_t kKind>
+__device__ __forceinline__ void store_fp8(u8* p, u64 first, u64 count, bool vec, const float* f) {
+  const u16 x01 = __nv_cvt_float2_to_fp8x2(make_float2(f[0], f[1]), __NV_SATFINITE, kKind);
+  const u16 x23 = __nv_cvt_float2_to_fp8x2(make_float2(f[2], f[3]), __NV_SATFINITE, kKind);
+  store4<u8>(p, first, count, vec, (u8)x01, (u8)(x01 >> 8), (u8)x23, (u8)(x23 >> 8));
+}
+
+// Element i comes from Philox draw i / 4 ("range": draws 2 * (i / 4) and the next), so the
+// values do not depend on the launch geometry.
+//   normal:  a = mean, b = std      uniform: a = low, b = high - low
+//   range:   [lo, lo + span - 1]    (span == 0: all 2^64 values)
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_fill_random(u8* p, u64 count, int dtype, int dist, int vec, u64 seed, u64 stream, float a,
+               float b, i64 lo, u64 span) {
+  const u64 groups = (count + 3) / 4;
+  const bool int_dtype = dtype >= KH_I64;
+  for (u64 g = global_thread(); g < groups; g += grid_threads()) {
+    float f[4];
+    i64 q[4];
+    if (dist == KH_RANGE) {
+      const uint4 r0 = philox(2 * g, stream, seed);
+      const uint4 r1 = philox(2 * g + 1, stream, seed);
+      q[0] = in_range(r0.x, r0.y, lo, span);
+      q[1] = in_range(r0.z, r0.w, lo, span);
+      q[2] = in_range(r1.x, r1.y, lo, span);
+      q[3] = in_range(r1.z, r1.w, lo, span);
+      if (!int_dtype) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) f[k] = __ll2float_rn(q[k]);
+      }
+    } else {
+      const uint4 r = philox(g, stream, seed);
+      if (dist == KH_UNIFORM) {
+        f[0] = fmaf(b, unit(r.x), a);
+        f[1] = fmaf(b, unit(r.y), a);
+        f[2] = fmaf(b, unit(r.z), a);
+        f[3] = fmaf(b, unit(r.w), a);
+      } else {
+        box_muller(r.x, r.y, a, b, &f[0], &f[1]);
+        box_muller(r.z, r.w, a, b, &f[2], &f[3]);
+      }
+      if (int_dtype) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) q[k] = __float2ll_rn(f[k]);  // saturates; NaN -> 0
+      }
+    }
+    const u64 first = 4 * g;
+    switch (dtype) {
+      case KH_F32:
+        store4<u32>(p, first, count, vec, __float_as_uint(f[0]), __float_as_uint(f[1]),
+                    __float_as_uint(f[2]), __float_as_uint(f[3]));
+        break;
+      case KH_F16:
+        store4<u16>(p, first, count, vec, __half_as_ushort(__float2half_rn(f[0])),
+                    __half_as_ushort(__float2half_rn(f[1])),
+                    __half_as_ushort(__float2half_rn(f[2])),
+                    __half_as_ushort(__float2half_rn(f[3])));
+        break;
+      case KH_BF16:
+        store4<u16>(p, first, count, vec, __bfloat16_as_ushort(__float2bfloat16_rn(f[0])),
+                    __bfloat16_as_ushort(__float2bfloat16_rn(f[1])),
+                    __bfloat16_as_ushort(__float2bfloat16_rn(f[2])),
+                    __bfloat16_as_ushort(__float2bfloat16_rn(f[3])));
+        break;
+      case KH_E4M3:
+        store_fp8<__NV_E4M3>(p, first, count, vec, f);
+        break;
+      case KH_E5M2:
+        store_fp8<__NV_E5M2>(p, first, count, vec, f);
+        break;
+      case KH_I64:
+        store4<u64>(p, first, count, vec, (u64)q[0], (u64)q[1], (u64)q[2], (u64)q[3]);
+        break;
+      case KH_I32:
+        store4<u32>(p, first, count, vec, (u32)clamp64(q[0], -2147483648LL, 2147483647LL),
+                    (u32)clamp64(q[1], -2147483648LL, 2147483647LL),
+                    (u32)clamp64(q[2], -2147483648LL, 2147483647LL),
+                    (u32)clamp64(q[3], -2147483648LL, 2147483647LL));
+        break;
+      case KH_I16:
+        store4<u16>(p, first, count, vec, (u16)clamp64(q[0], -32768, 32767),
+                    (u16)clamp64(q[1], -32768, 32767), (u16)clamp64(q[2], -32768, 32767),
+                    (u16)clamp64(q[3], -32768, 32767));
+        break;
+      case KH_I8:
+        store4<u8>(p, first, count, vec, (u8)clamp64(q[0], -128, 127), (u8)clamp64(q[1], -128, 127),
+                   (u8)clamp64(q[2], -128, 127), (u8)clamp64(q[3], -128, 127));
+        break;
+      case KH_U8:
+        store4<u8>(p, first, count, vec, (u8)clamp64(q[0], 0, 255), (u8)clamp64(q[1], 0, 255),
+                   (u8)clamp64(q[2], 0, 255), (u8)clamp64(q[3], 0, 255));
+        break;
+      case KH_BOOL:
+        store4<u8>(p, first, count, vec, (u8)(q[0] != 0), (u8)(q[1] != 0), (u8)(q[2] != 0),
+                   (u8)(q[3] != 0));
+        break;
+    }
+  }
+}
+
+// ---- byte patterns ---------------------------------------------------------------------------
+// A pattern is 16 bytes (the element pattern repeated) in two words, byte k of the pattern at
+// region offset o with k = o % 16. A region is split into head bytes (up to the first 16-byte
+// boundary), a 16-byte-aligned body and tail bytes, so any alignment works.
+
+__device__ __forceinline__ u32 pattern_byte(u64 lo, u64 hi, u64 offset) {
+  const u32 k = (u32)(offset & 15);
+  return (u32)((k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8))) & 0xFF);
+}
+
+// The 16 pattern bytes from region offset `start` on.
+__device__ __forceinline__ uint4 pattern_vector(u64 lo, u64 hi, u64 start) {
+  u32 w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int j = 0; j < 16; ++j) w[j / 4] |= pattern_byte(lo, hi, start + j) << (8 * (j % 4));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+struct Split {
+  u64 head;        // bytes before the first 16-byte boundary
+  u64 vectors;     // 16-byte words after them
+  u64 tail_start;  // offset of the bytes after the last whole word
+};
+
+__device__ __forceinline__ Split split16(const u8* p, u64 bytes) {
+  u64 head = (16 - ((u64)p & 15)) & 15;
+  if (head > bytes) head = bytes;
+  const u64 vectors = (bytes - head) / 16;
+  Split s = {head, vectors, head + 16 * vectors};
+  return s;
+}
+
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_fill_pattern(u8* p, u64 bytes, u64 lo, u64 hi) {
+  const Split s = split16(p, bytes);
+  const u64 t = global_thread();
+  if (t < s.head) p[t] = (u8)pattern_byte(lo, hi, t);
+  if (t < bytes - s.tail_start) p[s.tail_start + t] = (u8)pattern_byte(lo, hi, s.tail_start + t);
+  const uint4 v = pattern_vector(lo, hi, s.head);
+  uint4* body = reinterpret_cast<uint4*>(p + s.head);
+  for (u64 i = t; i < s.vectors; i += grid_threads()) body[i] = v;
+}
+
+__device__ __forceinline__ u64 warp_sum(u64 v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ u64 warp_min(u64 v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const u64 other = __shfl_down_sync(0xFFFFFFFFu, v, o);
+    v = other < v ? other : v;
+  }
+  return v;
+}
+
+// out[0] += bytes that differ from the pattern; out[1] = min(out[1], offset of the first).
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_check_pattern(const u8* p, u64 bytes, u64 lo, u64 hi, u64* out) {
+  const Split s = split16(p, bytes);
+  const u64 t = global_thread();
+  u64 mismatches = 0;
+  u64 first = ~0ull;
+  if (t < s.head && p[t] != pattern_byte(lo, hi, t)) {
+    mismatches += 1;
+    first = t;
+  }
+  if (t < bytes - s.tail_start) {
+    const u64 o = s.tail_start + t;
+    if (p[o] != pattern_byte(lo, hi, o)) {
+      mismatches += 1;
+      first = first < o ? first : o;
+    }
+  }
+  const uint4 v = pattern_vector(lo, hi, s.head);
+  const uint4* body = reinterpret_cast<const uint4*>(p + s.head);
+  for (u64 i = t; i < s.vectors; i += grid_threads()) {
+    const uint4 x = body[i];
+    const u32 got[4] = {x.x, x.y, x.z, x.w};
+    const u32 want[4] = {v.x, v.y, v.z, v.w};
+    if (((x.x ^ v.x) | (x.y ^ v.y) | (x.z ^ v.z) | (x.w ^ v.w)) == 0) continue;
+#pragma unroll
+    for (int j = 3; j >= 0; --j) {  // downwards: the lowest differing byte is set last
+      const u32 diff = got[j] ^ want[j];
+      if (diff != 0) {
+        mismatches += __popc(__vcmpne4(got[j], want[j])) / 8;
+        const u64 o = s.head + 16 * i + 4 * j + ((__ffs(diff) - 1) >> 3);  // little-endian
+        first = first < o ? first : o;
+      }
+    }
+  }
+  mismatches = warp_sum(mismatches);
+  first = warp_min(first);
+  if ((threadIdx.x & 31) == 0) {
+    if (mismatches != 0) atomicAdd(&out[0], mismatches);
+    if (first != ~0ull) atomicMin(&out[1], first);
+  }
+}
+
+// ---- checksum --------------------------------------------------------------------------------
+
+// MurmurHash3's 64-bit finaliser: a bijection of 64-bit words.
+__device__ __forceinline__ u64 fmix64(u64 k) {
+  k ^= k >> 33;
+  k *= 0xFF51AFD7ED558CCDull;
+  k ^= k >> 33;
+  k *= 0xC4CEB9FE1A85EC53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+// For a fixed index, a bijection of the word: two regions that differ in one word always
+// differ in that word's term, hence in the sum.
+__device__ __forceinline__ u64 term(u64 index, u64 word) {
+  return fmix64(word ^ fmix64(index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull));
+}
+
+// *out += sum over the region's 8-byte words (the last one zero-padded) of term(i, word).
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_checksum(const u8* p, u64 bytes, u64* out) {
+  const u64 words = bytes / 8;
+  const u64 t = global_thread();
+  const u64 step = grid_threads();
+  u64 sum = 0;
+  if (((u64)p & 15) == 0) {
+    const uint4* v = reinterpret_cast<const uint4*>(p);
+    const u64 pairs = words / 2;
+    for (u64 i = t; i < pairs; i += step) {
+      const uint4 x = v[i];
+      sum += term(2 * i, ((u64)x.y << 32) | x.x) + term(2 * i + 1, ((u64)x.w << 32) | x.z);
+    }
+    if (t == 0 && (words & 1)) {
+      sum += term(words - 1, reinterpret_cast<const u64*>(p)[words - 1]);
+    }
+  } else if (((u64)p & 7) == 0) {
+    const u64* w = reinterpret_cast<const u64*>(p);
+    for (u64 i = t; i < words; i += step) sum += term(i, w[i]);
+  } else {  // unaligned: assemble words from bytes
+    for (u64 i = t; i < words; i += step) {
+      u64 w = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) w |= (u64)p[8 * i + j] << (8 * j);
+      sum += term(i, w);
+    }
+  }
+  if (t == 0 && (bytes & 7) != 0) {
+    u64 w = 0;
+    for (u64 j = 8 * words; j < bytes; ++j) w |= (u64)p[j] << (8 * (j - 8 * words));
+    sum += term(words, w);
+  }
+  sum = warp_sum(sum);
+  if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(out, sum);
+}
+)CUDA";
+
+constexpr unsigned kThreads = 256;    // KH_THREADS
+constexpr unsigned kBlocksPerSm = 8;  // grid cap: a full GPU of 256-thread blocks
+constexpr const char* kCacheTag = "kharness-harness-kernels-v1";
+
+enum Distribution : int { kNormal = 0, kUniform = 1, kRange = 2 };  // KH_NORMAL, ...
+
+int kernel_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 0;
+    case DType::kFloat16:
+      return 1;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat8E4M3:
+      return 3;
+    case DType::kFloat8E5M2:
+      return 4;
+    case DType::kInt64:
+      return 5;
+    case DType::kInt32:
+      return 6;
+    case DType::kInt16:
+      return 7;
+    case DType::kInt8:
+      return 8;
+    case DType::kUInt8:
+      return 9;
+    case DType::kBool:
+      return 10;
+  }
+  return 0;
+}
+
+// The integers a dtype holds, as doubles; float dtypes take "range" values through int64.
+// For int64 the upper bound 2^63 stands for 2^63 - 1, which is not a double.
+constexpr double kTwo63 = 9223372036854775808.0;
+
+std::pair<double, double> integer_range(DType dtype) {
+  switch (dtype) {
+    case DType::kInt32:
+      return {-2147483648.0, 2147483647.0};
+    case DType::kInt16:
+      return {-32768.0, 32767.0};
+    case DType::kInt8:
+      return {-128.0, 127.0};
+    case DType::kUInt8:
+      return {0.0, 255.0};
+    case DType::kBool:
+      return {0.0, 1.0};
+    default:
+      return {-kTwo63, kTwo63};
+  }
+}
+
+// Half the smallest positive value of the dtype: anything smaller in magnitude rounds to 0.
+double half_smallest(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return std::numeric_limits<float>::denorm_min() / 2;
+    case DType::kFloat16:
+      return std::ldexp(1.0, -25);
+    case DType::kBFloat16:
+      return std::ldexp(1.0, -134);
+    case DType::kFloat8E4M3:
+      return std::ldexp(1.0, -10);
+    case DType::kFloat8E5M2:
+      return std::ldexp(1.0, -17);
+    default:
+      return 0.5;
+  }
+}
+
+// ceil(low) .. floor(high) intersected with the dtype's integers, as (lo, span); span == 0
+// stands for all 2^64 int64 values.
+std::pair<std::int64_t, std::uint64_t> integer_bounds(const InputGenerator& gen, DType dtype,
+                                                      const std::string& where) {
+  const auto [min, max] = integer_range(dtype);
+  const double lo = std::max(std::ceil(gen.low), min);
+  const double hi = std::min(std::floor(gen.high), max);
+  if (!(lo <= hi)) {
+    throw input_error(where, fmt::format("range [{}, {}] holds no {} value", gen.low, gen.high,
+                                         dtype_name(dtype)));
+  }
+  auto to_int64 = [](double x) {
+    return x >= kTwo63 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(x);
+  };
+  const std::int64_t lo_i = to_int64(lo);
+  const std::int64_t hi_i = to_int64(hi);
+  return {lo_i, static_cast<std::uint64_t>(hi_i) - static_cast<std::uint64_t>(lo_i) + 1};
+}
+
+double constant_value(const InputGenerator& gen, const std::string& where) {
+  auto it = gen.extra.find("value");
+  if (it == gen.extra.end()) {
+    return gen.mean;
+  }
+  if (!it->is_number()) {
+    throw input_error(where + ".value", fmt::format("expected a number, got {}", it->dump()));
+  }
+  return it->get<double>();
+}
+
+bool fits_float(double v) {
+  return std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max();
+}
+
+// 16 bytes of `element_pattern` repeated, as the two little-endian words the kernels take.
+std::pair<std::uint64_t, std::uint64_t> pattern_words(const std::vector<std::uint8_t>& element,
+                                                      CUdeviceptr p, std::size_t bytes,
+                                                      const char* what) {
+  const std::size_t n = element.size();
+  if (n != 1 && n != 2 && n != 4 && n != 8) {
+    throw Error(ExitCode::kInternal, what,
+                fmt::format("pattern of {} bytes (expected 1, 2, 4 or 8)", n));
+  }
+  if (p % n != 0 || bytes % n != 0) {
+    throw Error(
+        ExitCode::kInternal, what,
+        fmt::format("region 0x{:x} + {} is not aligned to its {}-byte pattern", p, bytes, n));
+  }
+  std::uint8_t block[16];
+  for (std::size_t i = 0; i < 16; ++i) {
+    block[i] = element[i % n];
+  }
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  std::memcpy(&lo, block, 8);
+  std::memcpy(&hi, block + 8, 8);
+  return {lo, hi};
+}
+
+std::uint64_t fmix64(std::uint64_t k) {  // as in the kernel source
+  k ^= k >> 33;
+  k *= 0xFF51AFD7ED558CCDull;
+  k ^= k >> 33;
+  k *= 0xC4CEB9FE1A85EC53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+struct Nvrtc {
+  std::string log;
+  std::string ptx;
+  std::string cubin;
+};
+
+Nvrtc run_nvrtc(const std::string& arch, const std::vector<std::string>& options) {
+  nvrtcProgram program = nullptr;
+  const nvrtcResult created =
+      nvrtcCreateProgram(&program, kSource, "kharness_harness_kernels.cu", 0, nullptr, nullptr);
+  if (created != NVRTC_SUCCESS) {
+    throw environment_error(
+        fmt::format("NVRTC cannot create a program: {}", nvrtcGetErrorString(created)));
+  }
+  struct Destroy {
+    nvrtcProgram* p;
+    ~Destroy() { nvrtcDestroyProgram(p); }
+  } destroy{&program};
+  std::vector<const char*> argv;
+  for (const auto& o : options) {
+    argv.push_back(o.c_str());
+  }
+  const nvrtcResult result =
+      nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  Nvrtc out;
+  std::size_t size = 0;
+  if (nvrtcGetProgramLogSize(program, &size) == NVRTC_SUCCESS && size > 1) {
+    out.log.resize(size);
+    nvrtcGetProgramLog(program, out.log.data());
+    out.log.resize(size - 1);
+  }
+  if (result == NVRTC_ERROR_BUILTIN_OPERATION_FAILURE) {
+    throw environment_error(
+        fmt::format("NVRTC failed: {} (is libnvrtc-builtins installed next to libnvrtc?)",
+                    nvrtcGetErrorString(result)));
+  }
+  if (result != NVRTC_SUCCESS) {
+    throw Error(ExitCode::kInternal, "harness kernels",
+                fmt::format("NVRTC cannot compile them for {}: {}\n{}", arch,
+                            nvrtcGetErrorString(result), out.log));
+  }
+  if (nvrtcGetPTXSize(program, &size) == NVRTC_SUCCESS && size > 0) {
+    out.ptx.resize(size);
+    nvrtcGetPTX(program, out.ptx.data());
+    while (!out.ptx.empty() && out.ptx.back() == '\0') {
+      out.ptx.pop_back();
+    }
+  }
+  if (nvrtcGetCUBINSize(program, &size) == NVRTC_SUCCESS && size > 0) {
+    out.cubin.resize(size);
+    if (nvrtcGetCUBIN(program, out.cubin.data()) != NVRTC_SUCCESS) {
+      out.cubin.clear();
+    }
+  }
+  if (out.cubin.empty()) {
+    throw Error(ExitCode::kInternal, "harness kernels",
+                fmt::format("NVRTC produced no cubin for {}", arch));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::string& HarnessKernels::source() {
+  static const std::string text = kSource;
+  return text;
+}
+
+HarnessImage HarnessKernels::build(const HarnessKernelsOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options.arch.empty()) {
+    throw Error(ExitCode::kInternal, "harness kernels", "no target architecture given");
+  }
+  HarnessImage image;
+  image.arch = normalize_arch(options.arch);
+  const std::string version = nvrtc_version();
+  const fs::path include_dir =
+      options.cuda_include_dir.empty() ? default_cuda_include_dir() : options.cuda_include_dir;
+  std::error_code ec;
+  if (!fs::is_regular_file(include_dir / "cuda_fp16.h", ec)) {
+    throw environment_error(
+        fmt::format("no CUDA toolkit headers in {} (cuda_fp16.h not found); set CUDA_HOME",
+                    include_dir.string()));
+  }
+  std::vector<std::string> nvrtc_options = {"--gpu-architecture=" + image.arch, "-std=c++17",
+                                            "-I" + include_dir.string()};
+  // CUDA 13 keeps libcu++ (<nv/target>, used by cuda_fp16.h) under include/cccl.
+  if (fs::is_directory(include_dir / "cccl", ec)) {
+    nvrtc_options.push_back("-I" + (include_dir / "cccl").string());
+  }
+
+  Sha256 key;
+  key.field(kCacheTag).field(version).field(image.arch);
+  for (const auto& o : nvrtc_options) {
+    key.field(o);
+  }
+  key.field(kSource);
+  image.cache_key = key.hex();
+
+  // Per-process memo, then the disk cache, then NVRTC.
+  static std::mutex memo_mutex;
+  static std::map<std::string, std::string> memo;
+  const bool use_cache = options.use_cache;
+  const bool use_disk = use_cache && !options.cache_dir.empty();
+  auto finish = [&]() {
+    image.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    spdlog::debug("harness kernels: {} for {} in {:.3f} s ({})", image.cache_key.substr(0, 12),
+                  image.arch, image.seconds, image.cache_hit ? "cached" : "compiled");
+    return image;
+  };
+  if (use_cache) {
+    std::lock_guard<std::mutex> lock(memo_mutex);
+    if (auto it = memo.find(image.cache_key); it != memo.end()) {
+      image.cubin = it->second;
+      image.cache_hit = true;
+      return finish();
+    }
+  }
+  if (use_disk) {
+    if (auto entry = compile_cache::load(options.cache_dir, image.cache_key);
+        entry && entry->status == Status::kPassed && !entry->cubin.empty()) {
+      image.cubin = std::move(entry->cubin);
+      image.cache_hit = true;
+    }
+  }
+  if (!image.cache_hit) {
+    Nvrtc out = run_nvrtc(image.arch, nvrtc_options);
+    if (use_disk) {
+      compile_cache::Entry entry;
+      entry.status = Status::kPassed;
+      entry.log = out.log;
+      entry.ptx = std::move(out.ptx);
+      entry.cubin = out.cubin;
+      if (!compile_cache::store(options.cache_dir, image.cache_key, entry)) {
+        spdlog::debug("harness kernels: cannot write the cache entry in {}",
+                      options.cache_dir.string());
+      }
+    }
+    image.cubin = std::move(out.cubin);
+    image.log = std::move(out.log);
+  }
+  if (use_cache) {
+    std::lock_guard<std::mutex> lock(memo_mutex);
+    memo.emplace(image.cache_key, image.cubin);
+  }
+  return finish();
+}
+
+HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
+  const auto& cu = device::Driver::instance();
+  cu.require();
+  CUdevice dev = 0;
+  KHARNESS_CU(cu, cuCtxGetDevice, &dev);  // fails without a current context
+  int major = 0;
+  int minor = 0;
+  KHARNESS_CU(cu, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  KHARNESS_CU(cu, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  KHARNESS_CU(cu, cuDeviceGetAttribute, &sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+  sm_count_ = std::max(sm_count_, 1);
+
+  HarnessKernelsOptions o = options;
+  if (o.arch.empty()) {
+    o.arch = default_arch_for(major, minor);
+  }
+  HarnessImage image = build(o);
+  arch_ = image.arch;
+  cache_hit_ = image.cache_hit;
+  module_.emplace(image.cubin);
+  fill_random_ = module_->function("kh_fill_random");
+  fill_pattern_ = module_->function("kh_fill_pattern");
+  checksum_ = module_->function("kh_checksum");
+  check_pattern_ = module_->function("kh_check_pattern");
+  scratch_ = device::DeviceBuffer(16);
+}
+
+void HarnessKernels::launch(CUfunction f, const char* name, std::uint64_t work_items,
+                            CUstream stream, void** params) const {
+  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
+  const std::uint64_t blocks =
+      std::clamp<std::uint64_t>((work_items + kThreads - 1) / kThreads, 1, cap);
+  device::LaunchConfig config;
+  config.grid = {static_cast<unsigned>(blocks), 1, 1};
+  config.block = {kThreads, 1, 1};
+  config.stream = stream;
+  device::Driver::instance().check(device::launch_kernel(f, config, params), name);
+}
+
+void HarnessKernels::validate(const InputGenerator& gen, DType dtype, const std::string& where) {
+  const std::string& d = gen.distribution;
+  if (d == "indptr" || d == "indices" || d == "scale") {
+    throw input_error(where, fmt::format("distribution '{}' depends on the tensor's axes: the "
+                                         "correctness stage generates it, not fill_random",
+                                         d));
+  }
+  const double half_min = half_smallest(dtype);
+  if (d == "normal") {
+    if (!fits_float(gen.mean) || !fits_float(gen.std)) {
+      throw input_error(where, fmt::format("normal(mean {}, std {}) is not finite in float32",
+                                           gen.mean, gen.std));
+    }
+    if (gen.std <= 0) {
+      throw input_error(where + ".std",
+                        "must be > 0 (for a fixed value use distribution constant)");
+    }
+    if (std::fabs(gen.mean) + gen.std <= half_min) {
+      throw input_error(where, fmt::format("normal(mean {}, std {}) rounds to 0 in {} almost "
+                                           "everywhere; inputs must not be zeros",
+                                           gen.mean, gen.std, dtype_name(dtype)));
+    }
+  } else if (d == "uniform") {
+    if (!fits_float(gen.low) || !fits_float(gen.high) || !fits_float(gen.high - gen.low)) {
+      throw input_error(
+          where, fmt::format("uniform [{}, {}] is not finite in float32", gen.low, gen.high));
+    }
+    if (!(gen.low < gen.high)) {
+      throw input_error(where, fmt::format("uniform [{}, {}] needs low < high (for a fixed value "
+                                           "use distribution constant)",
+                                           gen.low, gen.high));
+    }
+    if (std::max(std::fabs(gen.low), std::fabs(gen.high)) <= half_min) {
+      throw input_error(where, fmt::format("uniform [{}, {}] rounds to 0 in {}; inputs must not "
+                                           "be zeros",
+                                           gen.low, gen.high, dtype_name(dtype)));
+    }
+  } else if (d == "range") {
+    if (std::isnan(gen.low) || std::isnan(gen.high)) {
+      throw input_error(where, "range bounds must be numbers");
+    }
+    integer_bounds(gen, dtype, where);  // throws when no value fits
+  } else if (d == "constant") {
+    constant_value(gen, where);  // throws for a non-number
+  } else {
+    throw input_error(where + ".distribution",
+                      fmt::format("unknown distribution '{}' (fill_random draws normal, uniform, "
+                                  "range and constant)",
+                                  d));
+  }
+}
+
+void HarnessKernels::fill_random(CUdeviceptr p, std::size_t count, DType dtype,
+                                 const InputGenerator& gen, std::uint64_t seed,
+                                 std::uint64_t stream_id, CUstream stream) const {
+  const std::string where = "input generator";
+  validate(gen, dtype, where);
+  if (count == 0) {
+    return;
+  }
+  const std::size_t size = dtype_size(dtype);
+  if (p == 0 || p % size != 0) {
+    throw Error(ExitCode::kInternal, "fill_random",
+                fmt::format("pointer 0x{:x} is not aligned to {} bytes", p, size));
+  }
+  if (gen.distribution == "constant") {
+    std::vector<std::uint8_t> element(size);
+    from_double(dtype, constant_value(gen, where), element.data());
+    fill_pattern(p, count * size, element, stream);
+    return;
+  }
+  std::uint64_t n = count;
+  int kdtype = kernel_dtype(dtype);
+  int dist = kNormal;
+  int vec = p % (4 * size) == 0 ? 1 : 0;
+  float a = 0.0f;
+  float b = 0.0f;
+  std::int64_t lo = 0;
+  std::uint64_t span = 1;
+  if (gen.distribution == "normal") {
+    a = static_cast<float>(gen.mean);
+    b = static_cast<float>(gen.std);
+  } else if (gen.distribution == "uniform") {
+    dist = kUniform;
+    a = static_cast<float>(gen.low);
+    b = static_cast<float>(gen.high - gen.low);
+  } else {
+    dist = kRange;
+    std::tie(lo, span) = integer_bounds(gen, dtype, where);
+  }
+  void* params[] = {&p, &n, &kdtype, &dist, &vec, &seed, &stream_id, &a, &b, &lo, &span};
+  launch(fill_random_, "cuLaunchKernelEx(kh_fill_random)", (n + 3) / 4, stream, params);
+}
+
+void HarnessKernels::fill_pattern(CUdeviceptr p, std::size_t bytes,
+                                  const std::vector<std::uint8_t>& element_pattern,
+                                  CUstream stream) const {
+  auto [lo, hi] = pattern_words(element_pattern, p, bytes, "fill_pattern");
+  if (bytes == 0) {
+    return;
+  }
+  std::uint64_t n = bytes;
+  void* params[] = {&p, &n, &lo, &hi};
+  launch(fill_pattern_, "cuLaunchKernelEx(kh_fill_pattern)", n / 16, stream, params);
+}
+
+std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const {
+  const auto& cu = device::Driver::instance();
+  std::uint64_t sum = 0;
+  if (bytes != 0) {
+    CUdeviceptr out = scratch_.ptr();
+    std::uint64_t n = bytes;
+    KHARNESS_CU(cu, cuMemsetD8Async, out, 0, 8, stream);
+    void* params[] = {&p, &n, &out};
+    launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
+    KHARNESS_CU(cu, cuMemcpyDtoHAsync, &sum, out, 8, stream);
+  }
+  KHARNESS_CU(cu, cuStreamSynchronize, stream);
+  // The length in the finish: a zero-padded last word must not collide with a longer region.
+  return fmix64(sum ^ fmix64(bytes + 0x2545F4914F6CDD1Dull));
+}
+
+PatternCheck HarnessKernels::check_pattern(CUdeviceptr p, std::size_t bytes,
+                                           const std::vector<std::uint8_t>& element_pattern,
+                                           CUstream stream) const {
+  auto [lo, hi] = pattern_words(element_pattern, p, bytes, "check_pattern");
+  PatternCheck result;
+  if (bytes == 0) {
+    return result;
+  }
+  const auto& cu = device::Driver::instance();
+  CUdeviceptr out = scratch_.ptr();
+  std::uint64_t n = bytes;
+  KHARNESS_CU(cu, cuMemsetD32Async, out, 0u, 2, stream);               // mismatches = 0
+  KHARNESS_CU(cu, cuMemsetD32Async, out + 8, 0xFFFFFFFFu, 2, stream);  // first = ~0
+  void* params[] = {&p, &n, &lo, &hi, &out};
+  launch(check_pattern_, "cuLaunchKernelEx(kh_check_pattern)", n / 16, stream, params);
+  std::uint64_t host[2] = {0, 0};
+  KHARNESS_CU(cu, cuMemcpyDtoHAsync, host, out, sizeof host, stream);
+  KHARNESS_CU(cu, cuStreamSynchronize, stream);
+  result.mismatches = static_cast<std::size_t>(host[0]);
+  result.first_mismatch_byte =
+      host[1] == ~0ull ? PatternCheck::npos : static_cast<std::size_t>(host[1]);
+  return result;
+}
+
+}  // namespace kharness::verify

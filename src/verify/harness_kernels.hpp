@@ -1,0 +1,137 @@
+// Harness-internal device kernels: random inputs, poison and guard patterns, checksums.
+//
+// One CUDA C++ source (source()) compiled with NVRTC for the device's arch and loaded as a module
+// in the current context. The cubin is cached in the compile cache folder under a key over the
+// source, the NVRTC version, the arch and the options (so a toolkit or source change recompiles),
+// and memoised per process, so after the first run constructing HarnessKernels costs a module
+// load. These kernels are trusted harness code: they do not go through the solution rules of
+// compile_solution().
+//
+// Every kernel takes 64-bit sizes and indices and loops grid-stride, so regions up to (and past)
+// 2^34 bytes work and results never depend on the launch geometry. Memory-bound kernels move 16
+// bytes per thread per iteration; a region needs no alignment beyond its element size.
+//
+// Random inputs (fill_random): element i of a fill is a pure function of (seed, stream_id, i,
+// the generator, the dtype): Philox4x32-10 with key = seed and counter = (draw index, stream_id),
+// one draw per group of 4 elements (two for "range"). So a fill of n elements is a prefix of a
+// fill of m > n elements, and two fills with different (seed, stream_id) are independent.
+//   "normal"   mean + std * z, z from Box-Muller (precise logf, sincospif) on 24-bit uniforms:
+//              |z| <= 5.9
+//   "uniform"  low + (high - low) * u, u in [0, 1) with 24 bits; after rounding to the dtype
+//              values lie in [low, high] when low and high are representable in it
+//   "range"    integers uniform in [ceil(low), floor(high)] (64-bit draw, multiply-high
+//              mapping: bias below 2^-64 * span), bounds clamped to the dtype's range
+//   "constant" every element = the generator's "value" (kept in InputGenerator::extra) or,
+//              without one, its mean; written with fill_pattern, exactly (numeric.hpp rounding)
+// Float values are computed in float and rounded to nearest even into the dtype (bf16/fp16
+// intrinsics; fp8 with __nv_cvt_float2_to_fp8x2, satfinite), so they equal from_double() of the
+// float value. Integer dtypes take "normal"/"uniform" values rounded to nearest even and
+// saturated; bool stores (rounded value != 0), so normal(0, 1) gives about 38% false. "range"
+// into a float dtype converts the integer to float first (exact below 2^24).
+// Other roles ("indptr", "indices", "scale") need the tensor's axes and its neighbours: the
+// correctness stage generates them on the host; validate() refuses them here.
+// "normal" with std == 0 and "uniform" with low == high are refused (use "constant"), as is a
+// generator whose values would all round to 0 in the dtype: inputs are never all zeros.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device/driver.hpp"
+#include "kharness/compile.hpp"
+#include "kharness/definition.hpp"
+#include "kharness/dtype.hpp"
+
+namespace kharness::verify {
+
+struct PatternCheck {
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::size_t mismatches = 0;              // bytes that differ from the pattern
+  std::size_t first_mismatch_byte = npos;  // offset from the region's start of the first
+  bool ok() const { return mismatches == 0; }
+};
+
+struct HarnessKernelsOptions {
+  std::string arch;                                       // empty: the current context's device
+  std::filesystem::path cache_dir = default_cache_dir();  // empty: no disk cache
+  bool use_cache = true;
+  std::filesystem::path cuda_include_dir;  // empty: default_cuda_include_dir()
+};
+
+// A compiled image of source() (no GPU needed).
+struct HarnessImage {
+  std::string arch;
+  std::string cubin;
+  std::string cache_key;
+  std::string log;  // NVRTC's log (empty on a cache hit)
+  bool cache_hit = false;
+  double seconds = 0.0;
+};
+
+class HarnessKernels {
+ public:
+  // Needs a current context (device::PrimaryContext); the kernels live as long as this object,
+  // which must not outlive the context. Throws device::CudaError, or kharness::Error
+  // (environment: no NVRTC or toolkit headers; internal: the source does not compile).
+  explicit HarnessKernels(const HarnessKernelsOptions& options = {});
+
+  HarnessKernels(const HarnessKernels&) = delete;
+  HarnessKernels& operator=(const HarnessKernels&) = delete;
+  HarnessKernels(HarnessKernels&&) noexcept = default;
+  HarnessKernels& operator=(HarnessKernels&&) noexcept = default;
+
+  // `count` elements of `dtype` at `p` (p aligned to the element size), drawn as described
+  // above. Asynchronous on `stream`. Throws input_error for a generator validate() refuses.
+  void fill_random(CUdeviceptr p, std::size_t count, DType dtype, const InputGenerator& gen,
+                   std::uint64_t seed, std::uint64_t stream_id, CUstream stream) const;
+
+  // Repeats `element_pattern` (1, 2, 4 or 8 bytes) over `bytes` bytes at `p`; p and bytes are
+  // multiples of the pattern size. Asynchronous. Used for poison, guard zones and scrubbing.
+  void fill_pattern(CUdeviceptr p, std::size_t bytes,
+                    const std::vector<std::uint8_t>& element_pattern, CUstream stream) const;
+
+  // An order-independent 64-bit hash of `bytes` bytes at `p` (any alignment): the sum over the
+  // region's 8-byte words w_i (a short last word zero-padded) of a per-index bijection of w_i,
+  // finished with the length. Equal bytes hash equal; changing any one word (so any single bit)
+  // always changes it. Synchronises `stream`.
+  std::uint64_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
+
+  // Compares `bytes` bytes at `p` against `element_pattern` repeated (as fill_pattern writes
+  // it). Synchronises `stream`.
+  PatternCheck check_pattern(CUdeviceptr p, std::size_t bytes,
+                             const std::vector<std::uint8_t>& element_pattern,
+                             CUstream stream) const;
+
+  // Throws input_error(where, ...) when fill_random cannot draw `gen` for `dtype` (see above).
+  static void validate(const InputGenerator& gen, DType dtype, const std::string& where);
+
+  const std::string& arch() const { return arch_; }
+  bool cache_hit() const { return cache_hit_; }  // the cubin came from the disk cache
+
+  // The CUDA C++ source of the kernels.
+  static const std::string& source();
+  // Compiles source() for options.arch (required; normalised), through the cache. No GPU.
+  static HarnessImage build(const HarnessKernelsOptions& options);
+
+ private:
+  void launch(CUfunction f, const char* name, std::uint64_t work_items, CUstream stream,
+              void** params) const;
+
+  std::string arch_;
+  bool cache_hit_ = false;
+  int sm_count_ = 1;
+  std::optional<device::Module> module_;  // set by the constructor
+  device::DeviceBuffer scratch_;          // 16 bytes: checksum and check_pattern results
+  CUfunction fill_random_ = nullptr;
+  CUfunction fill_pattern_ = nullptr;
+  CUfunction checksum_ = nullptr;
+  CUfunction check_pattern_ = nullptr;
+};
+
+}  // namespace kharness::verify

@@ -1,0 +1,412 @@
+// The harness kernels on a real GPU: random fills (statistics, determinism, independence of the
+// launch geometry, agreement with the host conversions), patterns, checksums, 64-bit sizes and a
+// 1 GiB timing. Every test skips without a GPU (except the host Philox reference's known
+// answers).
+#include "verify/harness_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "device/driver.hpp"
+#include "kharness/device.hpp"
+#include "kharness/numeric.hpp"
+
+namespace kharness {
+namespace {
+
+using verify::HarnessKernels;
+using verify::PatternCheck;
+
+// Host Philox4x32-10, the reference for the device's: counter (draw, stream), key seed.
+std::array<std::uint32_t, 4> philox(std::array<std::uint32_t, 4> c,
+                                    std::array<std::uint32_t, 2> k) {
+  for (int r = 0; r < 10; ++r) {
+    const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0];
+    const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c[2];
+    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<std::uint32_t>(p1),
+         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<std::uint32_t>(p0)};
+    k[0] += 0x9E3779B9u;
+    k[1] += 0xBB67AE85u;
+  }
+  return c;
+}
+
+std::array<std::uint32_t, 4> draw(std::uint64_t n, std::uint64_t stream, std::uint64_t seed) {
+  return philox({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(n >> 32),
+                 static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
+                {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+}
+
+// Element i of a "range" fill over [lo, lo + span - 1] (as kh_fill_random draws it).
+std::int64_t range_value(std::uint64_t i, std::int64_t lo, std::uint64_t span, std::uint64_t seed,
+                         std::uint64_t stream) {
+  const auto r = draw(2 * (i / 4) + (i % 4) / 2, stream, seed);
+  const std::size_t j = (i % 2) * 2;
+  const std::uint64_t x = (std::uint64_t{r[j + 1]} << 32) | r[j];
+  // span == 0 stands for 2^64: the draw itself.
+  const auto scaled =
+      span == 0 ? x : static_cast<std::uint64_t>((static_cast<unsigned __int128>(x) * span) >> 64);
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + scaled);
+}
+
+// Random123's published known answers.
+TEST(HarnessKernelsGpu, HostPhiloxReferenceKnownAnswers) {
+  EXPECT_EQ(philox({0, 0, 0, 0}, {0, 0}),
+            (std::array<std::uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philox({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
+            (std::array<std::uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(philox({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (std::array<std::uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+InputGenerator normal(double mean, double std) {
+  InputGenerator g;
+  g.distribution = "normal";
+  g.mean = mean;
+  g.std = std;
+  return g;
+}
+
+InputGenerator bounded(const char* distribution, double low, double high) {
+  InputGenerator g;
+  g.distribution = distribution;
+  g.low = low;
+  g.high = high;
+  return g;
+}
+
+class HarnessKernelsGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) {
+      GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason();
+    }
+    ctx_.emplace(0);
+    stream_.emplace();
+    kernels_.emplace();
+  }
+
+  CUstream stream() const { return stream_->get(); }
+  const HarnessKernels& k() const { return *kernels_; }
+
+  std::vector<std::uint8_t> download(CUdeviceptr p, std::size_t bytes) const {
+    stream_->synchronize();
+    std::vector<std::uint8_t> host(bytes);
+    if (bytes != 0) KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoH, host.data(), p, bytes);
+    return host;
+  }
+
+  void upload(CUdeviceptr p, const void* src, std::size_t bytes) const {
+    stream_->synchronize();
+    KHARNESS_CU(device::Driver::instance(), cuMemcpyHtoD, p, src, bytes);
+  }
+
+  void flip_bit(CUdeviceptr p, std::size_t offset, int bit) const {
+    std::uint8_t b = download(p + offset, 1)[0];
+    b = static_cast<std::uint8_t>(b ^ (1u << bit));
+    upload(p + offset, &b, 1);
+  }
+
+  std::vector<double> values(const std::vector<std::uint8_t>& bytes, DType dtype) const {
+    const std::size_t size = dtype_size(dtype);
+    std::vector<double> out(bytes.size() / size);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(dtype, &bytes[i * size]);
+    return out;
+  }
+
+  std::optional<device::PrimaryContext> ctx_;
+  std::optional<device::Stream> stream_;
+  std::optional<HarnessKernels> kernels_;
+};
+
+TEST_F(HarnessKernelsGpuTest, NormalBf16Statistics) {
+  constexpr std::size_t n = 1 << 20;
+  device::DeviceBuffer a(2 * n), b(2 * n), c(2 * n), d(2 * n);
+  k().fill_random(a.ptr(), n, DType::kBFloat16, normal(0, 1), 1234, 0, stream());
+  const auto bytes = download(a.ptr(), 2 * n);
+  const auto v = values(bytes, DType::kBFloat16);
+  double sum = 0, sum2 = 0;
+  std::size_t zeros = 0, non_finite = 0;
+  for (double x : v) {
+    sum += x;
+    sum2 += x * x;
+    zeros += x == 0.0;
+    non_finite += !std::isfinite(x);
+  }
+  const double mean = sum / n;
+  const double stddev = std::sqrt(sum2 / n - mean * mean);
+  std::cout << "bf16 normal(0, 1): mean " << mean << " std " << stddev << " zeros " << zeros
+            << "\n";
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(stddev, 1.0, 0.01);
+  EXPECT_EQ(non_finite, 0u);
+  EXPECT_LT(zeros, n / 100);
+  EXPECT_GT(*std::max_element(v.begin(), v.end()), 4.0);
+  EXPECT_LT(*std::min_element(v.begin(), v.end()), -4.0);
+
+  // Deterministic for the same (seed, stream id); independent for another seed or stream id.
+  k().fill_random(b.ptr(), n, DType::kBFloat16, normal(0, 1), 1234, 0, stream());
+  EXPECT_EQ(download(b.ptr(), 2 * n), bytes);
+  auto equal_fraction = [&](const std::vector<std::uint8_t>& other) {
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < n; ++i) same += std::memcmp(&bytes[2 * i], &other[2 * i], 2) == 0;
+    return static_cast<double>(same) / n;
+  };
+  k().fill_random(c.ptr(), n, DType::kBFloat16, normal(0, 1), 1235, 0, stream());
+  EXPECT_LT(equal_fraction(download(c.ptr(), 2 * n)), 0.05);
+  k().fill_random(d.ptr(), n, DType::kBFloat16, normal(0, 1), 1234, 1, stream());
+  EXPECT_LT(equal_fraction(download(d.ptr(), 2 * n)), 0.05);
+
+  // A shorter fill (another grid) is a prefix; so is one at an address not aligned to a group
+  // of 4 elements (the scalar store path).
+  device::DeviceBuffer e(2 * 1003 + 2);
+  k().fill_random(e.ptr(), 1003, DType::kBFloat16, normal(0, 1), 1234, 0, stream());
+  auto prefix = download(e.ptr(), 2 * 1003);
+  EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), bytes.begin()));
+  k().fill_random(e.ptr() + 2, 1003, DType::kBFloat16, normal(0, 1), 1234, 0, stream());
+  prefix = download(e.ptr() + 2, 2 * 1003);
+  EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), bytes.begin()));
+}
+
+// Every dtype's element is the host rounding (from_double) of the float32 fill's element: the
+// float values are computed identically before the conversion. Integer dtypes (bool included)
+// take the value rounded to the nearest integer first.
+TEST_F(HarnessKernelsGpuTest, DTypesAgreeWithHostConversions) {
+  constexpr std::size_t n = (1 << 16) + 3;  // a partial last group
+  for (const InputGenerator& g : {normal(0.5, 3.0), bounded("uniform", -300, 300)}) {
+    device::DeviceBuffer f32(4 * n);
+    k().fill_random(f32.ptr(), n, DType::kFloat32, g, 77, 5, stream());
+    const auto reference = values(download(f32.ptr(), 4 * n), DType::kFloat32);
+    for (DType dtype :
+         {DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2, DType::kInt64,
+          DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8, DType::kBool}) {
+      const std::size_t size = dtype_size(dtype);
+      device::DeviceBuffer out(size * n);
+      k().fill_random(out.ptr(), n, dtype, g, 77, 5, stream());
+      const auto got = download(out.ptr(), size * n);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint8_t want[8];
+        from_double(dtype, is_floating(dtype) ? reference[i] : std::nearbyint(reference[i]), want);
+        if (std::memcmp(want, &got[i * size], size) != 0 && bad++ < 5) {
+          ADD_FAILURE() << g.distribution << " " << dtype_name(dtype) << " element " << i
+                        << ": float " << reference[i] << " -> " << to_double(dtype, &got[i * size])
+                        << ", host says " << to_double(dtype, want);
+        }
+      }
+      EXPECT_EQ(bad, 0u) << g.distribution << " " << dtype_name(dtype);
+    }
+  }
+}
+
+TEST_F(HarnessKernelsGpuTest, UniformFp8E4M3StaysInBounds) {
+  constexpr std::size_t n = 1 << 20;
+  device::DeviceBuffer a(n);
+  k().fill_random(a.ptr(), n, DType::kFloat8E4M3, bounded("uniform", -2, 2), 9, 3, stream());
+  const auto v = values(download(a.ptr(), n), DType::kFloat8E4M3);
+  std::set<double> distinct(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) {
+    ASSERT_FALSE(std::isnan(x));
+    ASSERT_GE(x, -2.0);
+    ASSERT_LE(x, 2.0);
+    sum += x;
+  }
+  EXPECT_GT(distinct.size(), 50u);
+  EXPECT_NEAR(sum / n, 0.0, 0.02);
+  EXPECT_EQ(distinct.count(-2.0) + distinct.count(2.0), 2u);  // both bounds are representable
+}
+
+TEST_F(HarnessKernelsGpuTest, RangeInt32HitsBothEndsAndMatchesTheReference) {
+  constexpr std::size_t n = 1 << 20;
+  device::DeviceBuffer a(4 * n);
+  k().fill_random(a.ptr(), n, DType::kInt32, bounded("range", -5, 12), 42, 7, stream());
+  const auto bytes = download(a.ptr(), 4 * n);
+  std::vector<std::int32_t> v(n);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  std::array<std::size_t, 18> hits{};
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_GE(v[i], -5) << i;
+    ASSERT_LE(v[i], 12) << i;
+    ++hits[static_cast<std::size_t>(v[i] + 5)];
+    if (i < 4096 || i + 4096 > n) {
+      ASSERT_EQ(v[i], range_value(i, -5, 18, 42, 7)) << "element " << i;
+    }
+  }
+  for (std::size_t h : hits) EXPECT_GT(h, n / 18 / 2);  // every value, both ends included
+
+  // Bounds outside the dtype are clamped to it: int8 over [-1000, 1000] is [-128, 127].
+  device::DeviceBuffer b(n);
+  k().fill_random(b.ptr(), n, DType::kInt8, bounded("range", -1000, 1000), 1, 0, stream());
+  const auto b8 = download(b.ptr(), n);
+  std::set<int> seen;
+  for (auto x : b8) seen.insert(static_cast<std::int8_t>(x));
+  EXPECT_EQ(seen.size(), 256u);
+
+  // The whole int64 range (span 2^64).
+  device::DeviceBuffer c(8 * 1024);
+  k().fill_random(c.ptr(), 1024, DType::kInt64, bounded("range", -1e30, 1e30), 3, 0, stream());
+  const auto c64 = download(c.ptr(), 8 * 1024);
+  std::int64_t first;
+  std::memcpy(&first, c64.data(), 8);
+  EXPECT_EQ(first, range_value(0, std::numeric_limits<std::int64_t>::min(), 0, 3, 0));
+}
+
+TEST_F(HarnessKernelsGpuTest, ConstantFillsExactly) {
+  InputGenerator g;
+  g.distribution = "constant";
+  g.extra["value"] = 0.1;
+  device::DeviceBuffer a(2 * 1000);
+  k().fill_random(a.ptr(), 1000, DType::kBFloat16, g, 0, 0, stream());
+  const auto bytes = download(a.ptr(), 2 * 1000);
+  std::uint8_t want[2];
+  from_double(DType::kBFloat16, 0.1, want);
+  for (std::size_t i = 0; i < 1000; ++i) ASSERT_EQ(std::memcmp(&bytes[2 * i], want, 2), 0) << i;
+}
+
+TEST_F(HarnessKernelsGpuTest, PatternCheckFindsAFlippedByte) {
+  constexpr std::size_t bytes = (1 << 20) + 12;
+  device::DeviceBuffer a(bytes + 64);
+  const auto poison = poison_element(DType::kFloat32);
+  k().fill_pattern(a.ptr(), bytes, poison, stream());
+  PatternCheck c = k().check_pattern(a.ptr(), bytes, poison, stream());
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(c.first_mismatch_byte, PatternCheck::npos);
+  const auto host = download(a.ptr(), bytes);
+  for (std::size_t i = 0; i < bytes; ++i) ASSERT_EQ(host[i], poison[i % 4]) << i;
+
+  flip_bit(a.ptr(), 12345, 3);
+  c = k().check_pattern(a.ptr(), bytes, poison, stream());
+  EXPECT_EQ(c.mismatches, 1u);
+  EXPECT_EQ(c.first_mismatch_byte, 12345u);
+  flip_bit(a.ptr(), 700001, 0);
+  flip_bit(a.ptr(), bytes - 1, 7);  // the tail
+  c = k().check_pattern(a.ptr(), bytes, poison, stream());
+  EXPECT_EQ(c.mismatches, 3u);
+  EXPECT_EQ(c.first_mismatch_byte, 12345u);
+  // A region that starts off a 16-byte boundary (the head path), offsets relative to it.
+  c = k().check_pattern(a.ptr() + 12, bytes - 12, poison, stream());
+  EXPECT_EQ(c.mismatches, 3u);
+  EXPECT_EQ(c.first_mismatch_byte, 12345u - 12);
+  c = k().check_pattern(a.ptr() + 12348, bytes - 12348, poison, stream());
+  EXPECT_EQ(c.first_mismatch_byte, 700001u - 12348);
+  // Another pattern: f32 poison A5 A5 A5 7F against int32 poison A5 A5 A5 A5.
+  c = k().check_pattern(a.ptr(), 4096, poison_element(DType::kInt32), stream());
+  EXPECT_EQ(c.mismatches, 4096 / 4u);
+  EXPECT_EQ(c.first_mismatch_byte, 3u);
+
+  // One-byte pattern at an odd address: head, body and tail all used.
+  const std::vector<std::uint8_t> guard = {0x5A};
+  k().fill_pattern(a.ptr() + 1, 1000, guard, stream());
+  EXPECT_TRUE(k().check_pattern(a.ptr() + 1, 1000, guard, stream()).ok());
+  flip_bit(a.ptr(), 1000, 1);  // the region's last byte
+  c = k().check_pattern(a.ptr() + 1, 1000, guard, stream());
+  EXPECT_EQ(c.mismatches, 1u);
+  EXPECT_EQ(c.first_mismatch_byte, 999u);
+  // Eight-byte pattern.
+  const std::vector<std::uint8_t> wide = {1, 2, 3, 4, 5, 6, 7, 8};
+  k().fill_pattern(a.ptr() + 8, 8 * 1001, wide, stream());
+  const auto w = download(a.ptr() + 8, 8 * 1001);
+  for (std::size_t i = 0; i < w.size(); ++i) ASSERT_EQ(w[i], wide[i % 8]) << i;
+  EXPECT_TRUE(k().check_pattern(a.ptr() + 8, 8 * 1001, wide, stream()).ok());
+}
+
+TEST_F(HarnessKernelsGpuTest, ChecksumSeesEveryBit) {
+  constexpr std::size_t bytes = (1 << 20) + 5;  // a partial last word
+  device::DeviceBuffer a(bytes + 16), b(bytes + 16);
+  k().fill_random(a.ptr(), bytes + 16, DType::kUInt8, bounded("range", 0, 255), 5, 0, stream());
+  const std::uint64_t c1 = k().checksum(a.ptr(), bytes, stream());
+  EXPECT_EQ(k().checksum(a.ptr(), bytes, stream()), c1);
+  KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoD, b.ptr(), a.ptr(), bytes + 16);
+  EXPECT_EQ(k().checksum(b.ptr(), bytes, stream()), c1);
+  EXPECT_NE(k().checksum(a.ptr(), bytes - 1, stream()), c1);
+
+  for (std::size_t offset :
+       {std::size_t{0}, std::size_t{8}, std::size_t{4097}, bytes / 2, bytes - 6, bytes - 1}) {
+    for (int bit : {0, 7}) {
+      flip_bit(a.ptr(), offset, bit);
+      EXPECT_NE(k().checksum(a.ptr(), bytes, stream()), c1) << offset << " bit " << bit;
+      flip_bit(a.ptr(), offset, bit);
+    }
+  }
+  EXPECT_EQ(k().checksum(a.ptr(), bytes, stream()), c1);
+
+  // The same bytes at another alignment hash the same (16-, 8- and 1-byte-aligned paths).
+  for (std::size_t shift : {std::size_t{8}, std::size_t{3}}) {
+    KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoD, b.ptr() + shift, a.ptr(), bytes);
+    EXPECT_EQ(k().checksum(b.ptr() + shift, bytes, stream()), c1) << "shift " << shift;
+  }
+  EXPECT_EQ(k().checksum(a.ptr(), 0, stream()), k().checksum(b.ptr(), 0, stream()));
+}
+
+// Regions past 2^32 bytes: 64-bit offsets everywhere.
+TEST_F(HarnessKernelsGpuTest, RegionsPast4GiB) {
+  const std::size_t bytes = (std::size_t{1} << 32) + (std::size_t{3} << 20) + 7;
+  std::size_t free_bytes = 0, total = 0;
+  KHARNESS_CU(device::Driver::instance(), cuMemGetInfo, &free_bytes, &total);
+  if (free_bytes < bytes + (std::size_t{1} << 30)) GTEST_SKIP() << "not enough device memory";
+  device::DeviceBuffer a(bytes);
+  const std::vector<std::uint8_t> guard = {0xC3};
+  k().fill_pattern(a.ptr(), bytes, guard, stream());
+  EXPECT_TRUE(k().check_pattern(a.ptr(), bytes, guard, stream()).ok());
+  const std::uint64_t c1 = k().checksum(a.ptr(), bytes, stream());
+  const std::size_t far = (std::size_t{1} << 32) + 12345;
+  flip_bit(a.ptr(), far, 4);
+  const PatternCheck c = k().check_pattern(a.ptr(), bytes, guard, stream());
+  EXPECT_EQ(c.mismatches, 1u);
+  EXPECT_EQ(c.first_mismatch_byte, far);
+  EXPECT_NE(k().checksum(a.ptr(), bytes, stream()), c1);
+
+  // Random elements past index 2^32 follow the reference.
+  k().fill_random(a.ptr(), bytes, DType::kUInt8, bounded("range", 0, 255), 11, 2, stream());
+  const auto tail = download(a.ptr() + far, 64);
+  for (std::size_t i = 0; i < tail.size(); ++i) {
+    ASSERT_EQ(tail[i], range_value(far + i, 0, 256, 11, 2)) << far + i;
+  }
+}
+
+// Timing only: printed, not asserted.
+TEST_F(HarnessKernelsGpuTest, OneGiBTimings) {
+  constexpr std::size_t bytes = std::size_t{1} << 30;
+  device::DeviceBuffer a(bytes);
+  device::Event start, stop;
+  auto time = [&](const char* what, auto&& op) {
+    op();  // warm-up
+    start.record(stream());
+    constexpr int kRepeats = 5;
+    for (int i = 0; i < kRepeats; ++i) op();
+    stop.record(stream());
+    stop.synchronize();
+    const double ms = stop.elapsed_ms_since(start) / kRepeats;
+    std::cout << what << ": " << ms << " ms for 1 GiB (" << bytes / ms / 1e6 << " GB/s)\n";
+  };
+  time("fill_random normal bf16", [&] {
+    k().fill_random(a.ptr(), bytes / 2, DType::kBFloat16, normal(0, 1), 1, 0, stream());
+  });
+  time("fill_random uniform f32", [&] {
+    k().fill_random(a.ptr(), bytes / 4, DType::kFloat32, bounded("uniform", -1, 1), 1, 0, stream());
+  });
+  time("fill_random normal fp8 e4m3",
+       [&] { k().fill_random(a.ptr(), bytes, DType::kFloat8E4M3, normal(0, 1), 1, 0, stream()); });
+  time("fill_random range int32", [&] {
+    k().fill_random(a.ptr(), bytes / 4, DType::kInt32, bounded("range", 0, 1000), 1, 0, stream());
+  });
+  time("fill_pattern", [&] { k().fill_pattern(a.ptr(), bytes, {0xA5, 0x7F}, stream()); });
+  // These synchronise per call: the time includes a launch round trip each.
+  time("check_pattern", [&] { k().check_pattern(a.ptr(), bytes, {0xA5, 0x7F}, stream()); });
+  time("checksum", [&] { k().checksum(a.ptr(), bytes, stream()); });
+  std::cout << "harness kernels for " << k().arch() << (k().cache_hit() ? " (cached)" : "") << "\n";
+}
+
+}  // namespace
+}  // namespace kharness

@@ -1,0 +1,118 @@
+// The harness kernels without a GPU: their source compiles under NVRTC for every arch kharness
+// targets, the cubin cache works, and fill_random's generator checks.
+#include "verify/harness_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compile/compile_cache.hpp"
+#include "kharness/error.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using verify::HarnessImage;
+using verify::HarnessKernels;
+using verify::HarnessKernelsOptions;
+
+TEST(HarnessKernels, SourceCompilesForEveryTarget) {
+  for (const char* arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    HarnessKernelsOptions options;
+    options.arch = arch;
+    options.use_cache = false;
+    const HarnessImage image = HarnessKernels::build(options);
+    EXPECT_EQ(image.arch, arch);
+    EXPECT_FALSE(image.cache_hit);
+    ASSERT_FALSE(image.cubin.empty()) << arch;
+    EXPECT_EQ(image.cubin.substr(0, 4),
+              "\x7f"
+              "ELF")
+        << arch;
+    for (const char* kernel :
+         {"kh_fill_random", "kh_fill_pattern", "kh_checksum", "kh_check_pattern"}) {
+      EXPECT_NE(image.cubin.find(kernel), std::string::npos) << arch << " lacks " << kernel;
+    }
+    EXPECT_EQ(image.log.find("warning"), std::string::npos) << arch << ":\n" << image.log;
+  }
+}
+
+TEST(HarnessKernels, CubinIsCachedPerArch) {
+  testing::TempDir cache;
+  HarnessKernelsOptions options;
+  options.arch = "90a";  // normalised to sm_90a
+  options.cache_dir = cache.path();
+  const HarnessImage first = HarnessKernels::build(options);
+  const HarnessImage second = HarnessKernels::build(options);
+  EXPECT_EQ(first.arch, "sm_90a");
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(first.cubin, second.cubin);
+  EXPECT_EQ(first.cache_key, second.cache_key);
+  if (!first.cache_hit) {  // another test in this process may have compiled it already
+    EXPECT_TRUE(std::filesystem::exists(compile_cache::entry_dir(cache.path(), first.cache_key) /
+                                        "kernel.cubin"));
+  }
+  options.arch = "sm_80";
+  EXPECT_NE(HarnessKernels::build(options).cache_key, first.cache_key);
+}
+
+TEST(HarnessKernels, UnknownArchIsAUsageError) {
+  HarnessKernelsOptions options;
+  options.arch = "sm_12345";
+  options.use_cache = false;
+  EXPECT_THROW(HarnessKernels::build(options), Error);
+}
+
+InputGenerator gen(const std::string& distribution, double a = 0.0, double b = 1.0) {
+  InputGenerator g;
+  g.distribution = distribution;
+  if (distribution == "normal") {
+    g.mean = a;
+    g.std = b;
+  } else {
+    g.low = a;
+    g.high = b;
+  }
+  return g;
+}
+
+void expect_refused(const InputGenerator& g, DType dtype, const std::string& what) {
+  try {
+    HarnessKernels::validate(g, dtype, "defs/x.json: kharness.inputs.x");
+    ADD_FAILURE() << "accepted " << g.distribution << " for " << dtype_name(dtype);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_NE(e.where().find("kharness.inputs.x"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(what), std::string::npos) << e.message();
+  }
+}
+
+TEST(HarnessKernels, ValidatesGenerators) {
+  EXPECT_NO_THROW(HarnessKernels::validate(gen("normal"), DType::kBFloat16, "x"));
+  EXPECT_NO_THROW(HarnessKernels::validate(gen("uniform", -2, 2), DType::kFloat8E4M3, "x"));
+  EXPECT_NO_THROW(HarnessKernels::validate(gen("range", 0, 0), DType::kInt32, "x"));
+  EXPECT_NO_THROW(HarnessKernels::validate(gen("range", -1e30, 1e30), DType::kInt8, "x"));
+  EXPECT_NO_THROW(HarnessKernels::validate(gen("range", 0, 100), DType::kFloat16, "x"));
+  EXPECT_NO_THROW(HarnessKernels::validate(gen("constant"), DType::kFloat32, "x"));
+
+  expect_refused(gen("indptr"), DType::kInt32, "correctness stage");
+  expect_refused(gen("indices"), DType::kInt64, "correctness stage");
+  expect_refused(gen("scale"), DType::kFloat32, "correctness stage");
+  expect_refused(gen("zipf"), DType::kFloat32, "unknown distribution");
+  expect_refused(gen("normal", 0, 0), DType::kFloat32, "constant");
+  expect_refused(gen("normal", 0, 1e-5), DType::kFloat8E4M3, "rounds to 0");
+  expect_refused(gen("normal", 0, 0.2), DType::kInt32, "rounds to 0");
+  expect_refused(gen("normal", 0, 1e39), DType::kFloat32, "not finite");
+  expect_refused(gen("uniform", 1, 1), DType::kFloat32, "low < high");
+  expect_refused(gen("uniform", 0, 1e-6), DType::kFloat8E5M2, "rounds to 0");
+  expect_refused(gen("range", 1000, 2000), DType::kInt8, "holds no int8 value");
+  expect_refused(gen("range", 0.2, 0.8), DType::kInt32, "holds no");
+
+  InputGenerator c = gen("constant");
+  c.extra["value"] = "one";
+  expect_refused(c, DType::kFloat32, "expected a number");
+}
+
+}  // namespace
+}  // namespace kharness
