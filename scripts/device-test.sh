@@ -81,12 +81,26 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
 step gpu-tests ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure \
   --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests.xml"
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
+step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
+# The worker under compute-sanitizer on the good fixtures: any memcheck error fails the worker
+# (exit 9), which fails the verdict.
+sanitize() {
+  local log="$PWD/$LOGS/memcheck-report.txt"
+  KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck --error-exitcode 9 --log-file ${log}.%p" \
+    "$KHARNESS" check tests/fixtures/check/good_simple.cu tests/fixtures/check/good_vectorized.cu \
+    operators/rmsnorm_h4096/seed.cu --operator rmsnorm_h4096 --trials 1 --timeout 500 --seed 7 &&
+    grep -h "ERROR SUMMARY" "$log"*
+}
+if command -v compute-sanitizer >/dev/null 2>&1 && [[ -d tests/fixtures/check ]]; then
+  step memcheck need_binary sanitize
+fi
 
 GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
 [[ -n "$GPU" ]] || GPU="none found (nvidia-smi failed)"
 read -r CPU_P CPU_F CPU_S < <(count_tests "$LOGS/cpu-tests.xml")
 read -r GPU_P GPU_F GPU_S < <(count_tests "$LOGS/gpu-tests.xml")
 BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"
+CHECK_BENCH="$(grep -h '^BENCH ' "$LOGS/bench-check.log" 2>/dev/null | tail -n 1)"
 bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
 
 {
@@ -109,6 +123,7 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   else
     echo "compile bench: no figures (see $LOGS/bench-compile.log)"
   fi
+  echo "check (s): ${CHECK_BENCH#BENCH }"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
 } | tee "$LOGS/summary.txt"

@@ -67,13 +67,16 @@ struct Verdict {
   nlohmann::json compile = nlohmann::json::object();      // compile summary (status, kernels)
   nlohmann::json environment = nlohmann::json::object();  // GPU, driver, versions
   std::uint64_t seed = 0;                                  // base seed of the run (replay with --seed)
+  nlohmann::json phases = nlohmann::json::object();        // seconds spent per phase, for "where the time goes"
 
   bool passed() const { return status == Status::kPassed; }
 };
 
 nlohmann::json to_json(const Failure& failure);
 nlohmann::json to_json(const Comparison& comparison);
+nlohmann::json to_json(const WorkloadVerdict& workload);
 nlohmann::json to_json(const Verdict& verdict);
+WorkloadVerdict workload_verdict_from_json(const nlohmann::json& json);
 // Throws kharness::Error (exit 4: it is our own protocol) when the JSON is not a verdict.
 Verdict verdict_from_json(const nlohmann::json& json);
 

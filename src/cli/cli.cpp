@@ -87,6 +87,7 @@ int run(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, Runner>> runners;
   for (const auto& command : commands()) {
     CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
+    if (command.summary.empty()) sub->group("");  // hidden from --help
     runners.emplace_back(sub, command.setup(*sub));
   }
 

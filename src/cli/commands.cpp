@@ -10,7 +10,11 @@ const std::vector<Command>& commands() {
        setup_compile},
       {"doctor", "Show GPUs, driver, NVRTC/CUPTI versions and whether counters are permitted",
        setup_doctor},
+      {"check", "Compile and check solutions for correctness on the GPU, each in an isolated worker",
+       setup_check},
       {"operators", "List, show and check operator definitions", setup_operators},
+      // Hidden (no summary): the worker process `check` runs each solution in.
+      {"__worker", "", setup_worker},
   };
   return table;
 }

@@ -8,5 +8,7 @@ namespace kharness::cli {
 Runner setup_compile(CLI::App& app);
 Runner setup_doctor(CLI::App& app);
 Runner setup_operators(CLI::App& app);
+Runner setup_check(CLI::App& app);
+Runner setup_worker(CLI::App& app);
 
 }  // namespace kharness::cli

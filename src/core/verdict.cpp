@@ -79,26 +79,28 @@ json to_json(const Comparison& c) {
           {"got", number(c.got)}};
 }
 
+json to_json(const WorkloadVerdict& w) {
+  json trials = json::array();
+  for (const auto& t : w.trials) {
+    json comparisons = json::array();
+    for (const auto& c : t.comparisons) comparisons.push_back(to_json(c));
+    trials.push_back({{"seed", t.seed},
+                      {"status", std::string(status_name(t.status))},
+                      {"failure", optional_failure(t.failure)},
+                      {"comparisons", comparisons},
+                      {"bitwise_deterministic", t.bitwise_deterministic},
+                      {"seconds", t.seconds}});
+  }
+  return {{"uuid", w.uuid},
+          {"axes", w.axes},
+          {"status", std::string(status_name(w.status))},
+          {"failure", optional_failure(w.failure)},
+          {"trials", trials}};
+}
+
 json to_json(const Verdict& v) {
   json workloads = json::array();
-  for (const auto& w : v.workloads) {
-    json trials = json::array();
-    for (const auto& t : w.trials) {
-      json comparisons = json::array();
-      for (const auto& c : t.comparisons) comparisons.push_back(to_json(c));
-      trials.push_back({{"seed", t.seed},
-                        {"status", std::string(status_name(t.status))},
-                        {"failure", optional_failure(t.failure)},
-                        {"comparisons", comparisons},
-                        {"bitwise_deterministic", t.bitwise_deterministic},
-                        {"seconds", t.seconds}});
-    }
-    workloads.push_back({{"uuid", w.uuid},
-                         {"axes", w.axes},
-                         {"status", std::string(status_name(w.status))},
-                         {"failure", optional_failure(w.failure)},
-                         {"trials", trials}});
-  }
+  for (const auto& w : v.workloads) workloads.push_back(to_json(w));
   return {{"schema", "kharness.verdict/1"},
           {"solution", v.solution},
           {"source", v.source},
@@ -110,8 +112,32 @@ json to_json(const Verdict& v) {
           {"workloads", workloads},
           {"worker_stderr", v.worker_stderr},
           {"worker_stderr_truncated", v.worker_stderr_truncated},
+          {"phases", v.phases},
           {"compile", v.compile},
           {"environment", v.environment}};
+}
+
+WorkloadVerdict workload_verdict_from_json(const json& wj) {
+  try {
+    WorkloadVerdict w;
+    w.uuid = wj.at("uuid").get<std::string>();
+    w.axes = wj.value("axes", json::object());
+    w.status = status_from(wj, "status");
+    w.failure = failure_from(wj.value("failure", json(nullptr)));
+    for (const auto& tj : wj.value("trials", json::array())) {
+      TrialResult t;
+      t.seed = tj.value("seed", 0ull);
+      t.status = status_from(tj, "status");
+      t.failure = failure_from(tj.value("failure", json(nullptr)));
+      t.bitwise_deterministic = tj.value("bitwise_deterministic", true);
+      t.seconds = tj.value("seconds", 0.0);
+      for (const auto& cj : tj.value("comparisons", json::array())) t.comparisons.push_back(comparison_from(cj));
+      w.trials.push_back(std::move(t));
+    }
+    return w;
+  } catch (const std::exception& e) {
+    throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a workload verdict: {}", e.what()));
+  }
 }
 
 Verdict verdict_from_json(const json& j) {
@@ -128,26 +154,8 @@ Verdict verdict_from_json(const json& j) {
     v.worker_stderr_truncated = j.value("worker_stderr_truncated", false);
     v.compile = j.value("compile", json::object());
     v.environment = j.value("environment", json::object());
-    for (const auto& wj : j.value("workloads", json::array())) {
-      WorkloadVerdict w;
-      w.uuid = wj.at("uuid").get<std::string>();
-      w.axes = wj.value("axes", json::object());
-      w.status = status_from(wj, "status");
-      w.failure = failure_from(wj.value("failure", json(nullptr)));
-      for (const auto& tj : wj.value("trials", json::array())) {
-        TrialResult t;
-        t.seed = tj.value("seed", 0ull);
-        t.status = status_from(tj, "status");
-        t.failure = failure_from(tj.value("failure", json(nullptr)));
-        t.bitwise_deterministic = tj.value("bitwise_deterministic", true);
-        t.seconds = tj.value("seconds", 0.0);
-        for (const auto& cj : tj.value("comparisons", json::array())) {
-          t.comparisons.push_back(comparison_from(cj));
-        }
-        w.trials.push_back(std::move(t));
-      }
-      v.workloads.push_back(std::move(w));
-    }
+    v.phases = j.value("phases", json::object());
+    for (const auto& wj : j.value("workloads", json::array())) v.workloads.push_back(workload_verdict_from_json(wj));
     return v;
   } catch (const std::exception& e) {
     throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a verdict: {}", e.what()));

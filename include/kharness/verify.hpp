@@ -1,0 +1,35 @@
+// The correctness stage, harness side: `kharness check`. Compiles the candidate and the operator's
+// reference (no GPU needed for that), then judges the candidate in a worker process — kharness
+// re-executed in its hidden worker mode — with a wall-clock limit, so a crash, trap or hang ends
+// the worker and becomes a verdict, never the end of the harness. DESIGN §5.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kharness/operators.hpp"
+#include "kharness/verdict.hpp"
+#include "verify/evaluate.hpp"
+
+namespace kharness {
+
+struct CheckRequest {
+  std::filesystem::path solution;
+  std::string operator_name;  // empty: the plan's "definition"
+  std::vector<std::filesystem::path> operators_dirs;
+  std::string arch;            // normalised NVRTC target
+  bool use_cache = true;
+  double timeout_seconds = 60;
+  verify::CheckOptions options;
+};
+
+// Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)
+// and an internal failure such as a failing reference (exit 4).
+Verdict check_solution(const CheckRequest& request);
+
+// The hidden worker mode: reads one request from stdin, streams JSON lines to stdout. Returns the
+// process exit code.
+int worker_main();
+
+}  // namespace kharness

@@ -1,0 +1,178 @@
+#include "device/plan_launcher.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "kharness/numeric.hpp"
+
+namespace kharness::device {
+namespace {
+
+const KernelInfo* find_kernel(const std::vector<KernelInfo>& kernels, const std::string& name) {
+  for (const auto& k : kernels) {
+    if (k.name == name || k.mangled == name) return &k;
+  }
+  // Plans may name a template without its arguments when that is unambiguous (compile stage rule).
+  const KernelInfo* found = nullptr;
+  for (const auto& k : kernels) {
+    std::string base = k.name.substr(0, k.name.find('<'));
+    if (base == name) {
+      if (found) return nullptr;
+      found = &k;
+    }
+  }
+  return found;
+}
+
+bool is_integer_ptx(const std::string& type) {
+  return !type.empty() && (type[0] == 'u' || type[0] == 's' || type[0] == 'b');
+}
+
+// The bytes of one argument, sized to the kernel's parameter.
+std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param, const LaunchEnv& env) {
+  std::vector<std::uint8_t> out(param.size, 0);
+  auto put_int = [&](std::int64_t v) {
+    if (param.size == 4) {
+      if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
+        throw std::runtime_error(fmt::format("'{}' = {} does not fit a 32-bit parameter", arg.text(), v));
+      }
+      auto v32 = static_cast<std::int32_t>(v);
+      std::memcpy(out.data(), &v32, 4);
+    } else if (param.size == 8) {
+      std::memcpy(out.data(), &v, 8);
+    } else {
+      throw std::runtime_error(fmt::format("'{}' is an integer but the parameter has {} bytes", arg.text(), param.size));
+    }
+  };
+  if (arg.literal) {
+    auto bytes = arg.literal->encode();
+    if (bytes.size() != param.size) {
+      throw std::runtime_error(fmt::format("literal {} has {} bytes, the parameter {}", arg.text(), bytes.size(), param.size));
+    }
+    return bytes;
+  }
+  if (arg.name == "workspace") {
+    std::memcpy(out.data(), &env.workspace, std::min<std::size_t>(8, out.size()));
+    return out;
+  }
+  if (auto t = env.tensors.find(arg.name); t != env.tensors.end()) {
+    if (param.size != 8) throw std::runtime_error(fmt::format("tensor '{}' needs an 8-byte pointer parameter", arg.name));
+    std::memcpy(out.data(), &t->second, 8);
+    return out;
+  }
+  if (auto s = env.scalars.find(arg.name); s != env.scalars.end()) {
+    const TensorSpec* spec = env.definition ? env.definition->find_input(arg.name) : nullptr;
+    DType dtype = spec ? spec->dtype : DType::kFloat32;
+    if (dtype_size(dtype) != param.size) {
+      throw std::runtime_error(fmt::format("scalar '{}' is {} but the parameter has {} bytes", arg.name,
+                                           dtype_name(dtype), param.size));
+    }
+    double value = s->second.is_boolean() ? (s->second.get<bool>() ? 1.0 : 0.0) : s->second.get<double>();
+    if (is_floating(dtype)) {
+      from_double(dtype, value, out.data());
+    } else {
+      put_int(static_cast<std::int64_t>(value));
+    }
+    return out;
+  }
+  if (auto a = env.axes.find(arg.name); a != env.axes.end()) {
+    if (!is_integer_ptx(param.type)) {
+      throw std::runtime_error(fmt::format("axis '{}' passed to a .{} parameter", arg.name, param.type));
+    }
+    put_int(a->second);
+    return out;
+  }
+  throw std::runtime_error(fmt::format("argument '{}' names nothing the definition has", arg.name));
+}
+
+unsigned dim(const Expr& e, const Bindings& axes) {
+  std::int64_t v = e.eval(axes);
+  if (v < 0 || v > std::numeric_limits<unsigned>::max()) {
+    throw std::runtime_error(fmt::format("'{}' = {} is out of range", e.text(), v));
+  }
+  return static_cast<unsigned>(v);
+}
+
+}  // namespace
+
+std::string failure_kind_of(const std::string& name) {
+  std::string kind = name;
+  const std::string prefix = "CUDA_ERROR_";
+  if (kind.rfind(prefix, 0) == 0) kind = kind.substr(prefix.size());
+  std::transform(kind.begin(), kind.end(), kind.begin(), [](unsigned char c) { return std::tolower(c); });
+  return kind;
+}
+
+PlanLauncher::PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels, const Module& module)
+    : plan_(plan) {
+  for (const auto& launch : plan.launches) {
+    const KernelInfo* info = find_kernel(kernels, launch.kernel);
+    if (!info) throw std::runtime_error(fmt::format("kernel '{}' is not in the module", launch.kernel));
+    if (info->params.size() != launch.args.size()) {
+      throw std::runtime_error(fmt::format("kernel '{}' takes {} parameters, the plan passes {}", launch.kernel,
+                                           info->params.size(), launch.args.size()));
+    }
+    launches_.push_back({&launch, info, module.function(info->mangled)});
+  }
+}
+
+std::int64_t PlanLauncher::workspace_bytes(const Bindings& axes) const { return plan_.workspace_bytes.eval(axes); }
+
+LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool sync_each) const {
+  const Driver& d = Driver::instance();
+  for (std::size_t i = 0; i < launches_.size(); ++i) {
+    const Resolved& r = launches_[i];
+    LaunchOutcome fail;
+    fail.ok = false;
+    fail.launch_index = static_cast<int>(i);
+    fail.kernel = r.launch->kernel;
+    LaunchConfig config;
+    std::vector<std::vector<std::uint8_t>> storage;
+    std::vector<void*> params;
+    try {
+      for (int k = 0; k < 3; ++k) {
+        config.grid[k] = dim(r.launch->grid[k], env.axes);
+        config.block[k] = dim(r.launch->block[k], env.axes);
+        config.cluster[k] = dim(r.launch->cluster[k], env.axes);
+      }
+      config.shared_bytes = dim(r.launch->shared_bytes, env.axes);
+      storage.reserve(r.launch->args.size());
+      for (std::size_t a = 0; a < r.launch->args.size(); ++a) {
+        storage.push_back(pack_arg(r.launch->args[a], r.info->params[a], env));
+      }
+    } catch (const std::exception& e) {
+      fail.error_name = "PLAN_ERROR";
+      fail.message = fmt::format("launch {} ({}): {}", i, r.launch->kernel, e.what());
+      return fail;
+    }
+    for (auto& s : storage) params.push_back(s.data());
+    config.stream = stream;
+    auto failed = [&](CUresult code, const char* what) {
+      fail.code = code;
+      fail.error_name = d.error_name(code);
+      fail.sticky = is_sticky_error(code);
+      fail.message = fmt::format("launch {} ({}): {}: {} ({})", i, r.launch->kernel, what, fail.error_name,
+                                 d.error_string(code));
+      return fail;
+    };
+    if (CUresult c = opt_in_dynamic_shared(r.function, config.shared_bytes); c != CUDA_SUCCESS) {
+      auto out = failed(c, fmt::format("cannot opt into {} bytes of dynamic shared memory", config.shared_bytes).c_str());
+      out.error_name = "CUDA_ERROR_INVALID_VALUE";
+      return out;
+    }
+    if (CUresult c = launch_kernel(r.function, config, params.data()); c != CUDA_SUCCESS) {
+      return failed(c, "launch failed");
+    }
+    if (sync_each) {
+      if (CUresult c = d.cuStreamSynchronize(stream); c != CUDA_SUCCESS) return failed(c, "kernel failed");
+    }
+  }
+  return {};
+}
+
+}  // namespace kharness::device

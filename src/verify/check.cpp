@@ -1,0 +1,277 @@
+#include "kharness/verify.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "device/driver.hpp"
+#include "kharness/compile.hpp"
+#include "kharness/device.hpp"
+#include "kharness/error.hpp"
+#include "kharness/subprocess.hpp"
+#include "kharness/version.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+
+nlohmann::json compile_summary(const CompileResult& r) {
+  json kernels = json::array();
+  for (const auto& k : r.kernels) {
+    kernels.push_back({{"name", k.name},
+                       {"registers", k.registers},
+                       {"spill_store_bytes", k.spill_store_bytes},
+                       {"spill_load_bytes", k.spill_load_bytes},
+                       {"shared_bytes", k.shared_bytes},
+                       {"stack_bytes", k.stack_bytes}});
+  }
+  return {{"status", std::string(status_name(r.status))},
+          {"arch", r.arch},
+          {"nvrtc_version", r.nvrtc_version},
+          {"cache_key", r.cache_key},
+          {"seconds", r.seconds},
+          {"kernels", kernels}};
+}
+
+CompileOptions compile_options(const CheckRequest& request) {
+  CompileOptions o;
+  o.arch = request.arch;
+  o.use_cache = request.use_cache;
+  o.cache_dir = default_cache_dir();
+  return o;
+}
+
+// Everything both sides load from a request: the operator, the candidate and the reference,
+// compiled (the worker's compiles are cache hits of the parent's).
+struct Loaded {
+  Operator op;
+  Solution candidate;
+  Solution reference;
+  CompileResult candidate_compiled;
+  CompileResult reference_compiled;
+};
+
+Loaded load_and_compile(const CheckRequest& request) {
+  Solution candidate = load_solution(request.solution);
+  std::string op_name = request.operator_name.empty() ? candidate.plan.definition : request.operator_name;
+  if (op_name.empty()) {
+    throw input_error(request.solution.string(), "no operator: give --operator or \"definition\" in the plan");
+  }
+  Operator op = OperatorRegistry::from_environment(request.operators_dirs).load(op_name);
+  if (!op.reference) {
+    throw input_error(op.definition_file.string(),
+                      fmt::format("no reference.cu for {} (nor for its family '{}')", op.definition.name, op.definition.family()));
+  }
+  Solution reference = load_solution(*op.reference);
+  CompileOptions options = compile_options(request);
+  CompileResult ref = compile_solution(reference, &op.definition, &op.workloads, options);
+  if (!ref.ok()) {
+    std::string why = !ref.violations.empty() ? ref.violations[0].message
+                      : !ref.diagnostics.empty() ? ref.diagnostics[0].message
+                                                 : ref.log.substr(0, 300);
+    throw Error(ExitCode::kInternal, op.reference->string(),
+                fmt::format("the operator's reference does not compile for {}: {}", options.arch, why));
+  }
+  CompileResult cand = compile_solution(candidate, &op.definition, &op.workloads, options);
+  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand), std::move(ref)};
+}
+
+json request_json(const CheckRequest& r) {
+  std::vector<std::string> dirs;
+  for (const auto& d : r.operators_dirs) dirs.push_back(std::filesystem::absolute(d).string());
+  return {{"solution", std::filesystem::absolute(r.solution).string()},
+          {"operator", r.operator_name},
+          {"operators_dirs", dirs},
+          {"arch", r.arch},
+          {"use_cache", r.use_cache},
+          {"options", r.options.to_json()}};
+}
+
+CheckRequest request_from_json(const json& j) {
+  CheckRequest r;
+  r.solution = j.at("solution").get<std::string>();
+  r.operator_name = j.value("operator", "");
+  for (const auto& d : j.value("operators_dirs", std::vector<std::string>{})) r.operators_dirs.emplace_back(d);
+  r.arch = j.at("arch").get<std::string>();
+  r.use_cache = j.value("use_cache", true);
+  r.options = verify::CheckOptions::from_json(j.value("options", json::object()));
+  return r;
+}
+
+}  // namespace
+
+Verdict check_solution(const CheckRequest& request) {
+  Loaded loaded = load_and_compile(request);
+  Verdict verdict;
+  verdict.solution = loaded.candidate.name;
+  verdict.source = request.solution.string();
+  verdict.definition = loaded.op.definition.name;
+  verdict.seed = request.options.seed;
+  verdict.compile = compile_summary(loaded.candidate_compiled);
+  if (!loaded.candidate_compiled.ok()) {
+    const CompileResult& c = loaded.candidate_compiled;
+    verdict.status = c.status;
+    if (c.status == Status::kRejected && !c.violations.empty()) {
+      const RuleViolation& v = c.violations[0];
+      verdict.failure = Failure{v.rule, v.message, {{"file", v.file}, {"line", v.line}}};
+    } else {
+      std::string first = c.diagnostics.empty() ? c.log.substr(0, 300) : c.diagnostics[0].message;
+      json evidence = json::object();
+      if (!c.diagnostics.empty()) evidence = {{"file", c.diagnostics[0].file}, {"line", c.diagnostics[0].line}};
+      verdict.failure = Failure{"compile_error", first, evidence};
+    }
+    return verdict;
+  }
+  // Only now is a GPU needed.
+  EnvironmentReport env = probe_environment();
+  if (!env.gpu_ready()) {
+    throw environment_error(fmt::format("{}; `kharness compile` checks a solution without one",
+                                        env.driver.available ? "no CUDA device visible" : env.driver.reason));
+  }
+  verdict.environment = {{"gpu", env.gpus[0].name},
+                         {"driver", env.driver.nvidia_version},
+                         {"cuda", cuda_version_string(env.driver.cuda_version)},
+                         {"nvrtc", env.nvrtc_version},
+                         {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}};
+
+  SubprocessOptions sub;
+  // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
+  if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper) {
+    std::istringstream words(wrapper);
+    for (std::string w; words >> w;) sub.argv.push_back(w);
+  }
+  sub.argv.push_back(self_executable());
+  sub.argv.push_back("__worker");
+  sub.stdin_data = request_json(request).dump();
+  sub.timeout_seconds = request.timeout_seconds;
+  SubprocessResult r = run_subprocess(sub);
+  verdict.worker_stderr = r.stderr_data;
+  verdict.worker_stderr_truncated = r.stderr_truncated;
+  verdict.seconds = r.seconds;
+
+  // The worker streams one JSON line per event; take what arrived, even from a worker that died.
+  std::string running;  // the workload in flight when the worker stopped
+  std::optional<Verdict> final_verdict;
+  std::istringstream lines(r.stdout_data);
+  std::string line;
+  while (std::getline(lines, line)) {
+    json event = json::parse(line, nullptr, false);
+    if (event.is_discarded() || !event.is_object()) {
+      spdlog::debug("worker: not a protocol line: {}", line.substr(0, 200));
+      continue;
+    }
+    std::string type = event.value("event", "");
+    if (type == "started") {
+      running = event.value("workload", "");
+    } else if (type == "workload") {
+      verdict.workloads.push_back(workload_verdict_from_json(event.at("result")));
+      running.clear();
+    } else if (type == "verdict") {
+      final_verdict = verdict_from_json(event.at("verdict"));
+    } else if (type == "error") {
+      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", "worker"),
+                  event.value("message", "the worker failed"));
+    }
+  }
+  if (final_verdict && !r.timed_out && r.exit_code == 0) {
+    Verdict v = std::move(*final_verdict);
+    v.compile = verdict.compile;
+    v.environment = verdict.environment;
+    v.worker_stderr = verdict.worker_stderr;
+    v.worker_stderr_truncated = verdict.worker_stderr_truncated;
+    v.phases["worker_process"] = r.seconds;
+    v.seconds = verdict.seconds;
+    v.source = verdict.source;
+    return v;
+  }
+  // The worker did not finish: a hang (TIMEOUT) or a crash (RUNTIME_ERROR).
+  Failure failure;
+  if (r.timed_out) {
+    verdict.status = Status::kTimeout;
+    failure = Failure{"timeout",
+                      fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
+                                  running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
+                      {{"timeout_seconds", request.timeout_seconds}}};
+  } else {
+    verdict.status = Status::kRuntimeError;
+    failure = Failure{"worker_crashed",
+                      fmt::format("the worker {}{}", r.describe(),
+                                  running.empty() ? "" : fmt::format(" while running workload {}", running)),
+                      {{"worker", r.describe()}}};
+  }
+  if (!running.empty()) {
+    failure.evidence["workload"] = running;
+    WorkloadVerdict wv;
+    wv.uuid = running;
+    wv.status = verdict.status;
+    wv.failure = failure;
+    verdict.workloads.push_back(std::move(wv));
+  }
+  verdict.failure = failure;
+  // An earlier workload's failure is the more useful first line.
+  for (const auto& w : verdict.workloads) {
+    if (w.status != Status::kPassed && w.uuid != running) {
+      verdict.status = w.status;
+      verdict.failure = w.failure;
+      break;
+    }
+  }
+  return verdict;
+}
+
+int worker_main() {
+  // Kernels' printf goes to fd 1; keep the protocol on a private copy of stdout and send fd 1 to
+  // stderr, which the parent captures (bounded).
+  int protocol_fd = ::dup(1);
+  ::dup2(2, 1);
+  FILE* protocol = ::fdopen(protocol_fd, "w");
+  // A crashing kernel must not leave core files behind.
+  struct rlimit no_core {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  auto emit = [&](const json& j) {
+    std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    std::fwrite(line.data(), 1, line.size(), protocol);
+    std::fflush(protocol);
+  };
+  try {
+    std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    json j = json::parse(input, nullptr, false);
+    if (j.is_discarded()) throw Error(ExitCode::kInternal, "worker", "the request is not JSON");
+    CheckRequest request = request_from_json(j);
+    auto t0 = std::chrono::steady_clock::now();
+    Loaded loaded = load_and_compile(request);
+    if (!loaded.candidate_compiled.ok()) throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
+    auto t1 = std::chrono::steady_clock::now();
+    device::PrimaryContext context(0);
+    auto t2 = std::chrono::steady_clock::now();
+    verify::EvaluationSink sink;
+    sink.started = [&](const std::string& uuid) { emit({{"event", "started"}, {"workload", uuid}}); };
+    sink.finished = [&](const WorkloadVerdict& w) { emit({{"event", "workload"}, {"result", to_json(w)}}); };
+    Verdict v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
+                                             {&loaded.candidate, &loaded.candidate_compiled}, request.options, sink);
+    v.phases["worker_load_compile"] = std::chrono::duration<double>(t1 - t0).count();
+    v.phases["worker_context"] = std::chrono::duration<double>(t2 - t1).count();
+    emit({{"event", "verdict"}, {"verdict", to_json(v)}});
+    return 0;
+  } catch (const Error& e) {
+    emit({{"event", "error"}, {"code", static_cast<int>(e.code())}, {"where", e.where()}, {"message", e.what()}});
+  } catch (const device::CudaError& e) {
+    emit({{"event", "error"}, {"code", 4}, {"where", "worker"}, {"message", e.what()}});
+  } catch (const std::exception& e) {
+    emit({{"event", "error"}, {"code", 4}, {"where", "worker"}, {"message", e.what()}});
+  }
+  return 4;
+}
+
+}  // namespace kharness

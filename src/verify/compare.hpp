@@ -1,0 +1,40 @@
+// Comparing a candidate's output tensor with the reference's, on the host, in parallel.
+// Rules (DESIGN §5): an element is a mismatch when abs_err > atol and rel_err > rtol; the matched
+// ratio must reach the definition's threshold; poison left where the reference wrote a value is
+// output_not_written; NaN/Inf where the reference is finite is nan_or_inf.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kharness/definition.hpp"
+#include "kharness/dtype.hpp"
+#include "kharness/verdict.hpp"
+
+namespace kharness::verify {
+
+struct OutputCheck {
+  Comparison comparison;              // tolerance statistics over finite, written elements
+  std::uint64_t poison_left = 0;      // candidate elements still holding the poison pattern
+  std::int64_t first_poison = -1;
+  std::uint64_t nonfinite = 0;        // NaN/Inf where the reference is finite (poison excluded)
+  std::int64_t first_nonfinite = -1;
+  double nonfinite_expected = 0.0;
+  double nonfinite_got = 0.0;
+  std::uint64_t reference_unwritten = 0;  // poison in the *expected* tensor: a broken reference
+};
+
+// `expected` and `got` hold `count` elements of `dtype`. Uses up to `threads` threads (0: all).
+OutputCheck compare_output(const std::string& tensor, DType dtype, const std::uint8_t* expected,
+                           const std::uint8_t* got, std::uint64_t count, const Tolerance& tolerance,
+                           unsigned threads = 0);
+
+// The failure an output check shows, if any, in the order a person should fix them:
+// output_not_written, nan_or_inf, tolerance.
+std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance& tolerance);
+
+// Counts the elements that differ bit for bit.
+std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b, std::uint64_t bytes);
+
+}  // namespace kharness::verify
