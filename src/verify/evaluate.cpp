@@ -153,6 +153,8 @@ struct TrialBuffers {
 };
 
 class Evaluator {
+  friend class kharness::verify::TimedOutputs;
+
  public:
   Evaluator(const Operator& op, const Compiled& reference, const Compiled& candidate, const CheckOptions& options)
       : op_(op),
@@ -259,7 +261,7 @@ class Evaluator {
     Driver::instance().check(Driver::instance().cuMemcpyHtoD(buf.data(), tensor.data, tensor.bytes), "cuMemcpyHtoD");
   }
 
-  void make_outputs(TrialBuffers& b, const PlanLauncher& launcher, CUstream s) {
+  void make_outputs(TrialBuffers& b, const LaunchPlan& plan, CUstream s) {
     for (const auto& t : def_.outputs) {
       std::uint64_t count = element_count(t, b.env.axes);
       auto buf = std::make_unique<GuardedBuffer>(t.name, count * dtype_size(t.dtype));
@@ -268,7 +270,7 @@ class Evaluator {
       b.env.tensors[t.name] = buf->data();
       b.outputs[t.name] = std::move(buf);
     }
-    std::int64_t ws = launcher.workspace_bytes(b.env.axes);
+    std::int64_t ws = plan.workspace_bytes.eval(b.env.axes);
     if (ws > 0) {
       b.workspace = std::make_unique<GuardedBuffer>("workspace", static_cast<std::size_t>(ws));
       b.workspace->fill_guards(kernels_, s);
@@ -292,7 +294,7 @@ class Evaluator {
   std::vector<HostBytes> run_reference(TrialBuffers& b, CUstream s) {
     Module module(reference_.result->cubin);
     PlanLauncher launcher(reference_.solution->plan, reference_.result->kernels, module);
-    make_outputs(b, launcher, s);
+    make_outputs(b, reference_.solution->plan, s);
     LaunchOutcome o = launcher.launch(b.env, s, true);
     if (!o.ok) throw Error(ExitCode::kInternal, "reference", fmt::format("the operator's reference failed: {}", o.message));
     std::vector<HostBytes> expected(def_.outputs.size());
@@ -400,7 +402,7 @@ class Evaluator {
     std::unique_ptr<PlanLauncher> launcher;
     try {
       launcher = std::make_unique<PlanLauncher>(candidate_.solution->plan, candidate_.result->kernels, *module);
-      make_outputs(b, *launcher, s);
+      make_outputs(b, candidate_.solution->plan, s);
     } catch (const device::CudaError& e) {
       return fail(Failure{"launch_failed", e.what(), {{"cuda_error", e.name()}}});
     } catch (const ExprError& e) {
@@ -534,6 +536,64 @@ std::vector<const Workload*> select_workloads(const Operator& op, const CheckOpt
 
 std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int trial) {
   return splitmix(base ^ splitmix(static_cast<std::uint64_t>(workload_index) * 1000003ull + static_cast<std::uint64_t>(trial)));
+}
+
+struct TimedOutputs::Impl {
+  Evaluator evaluator;
+  std::vector<std::unique_ptr<TrialBuffers>> sets;
+  std::vector<std::vector<HostBytes>> expected;
+  std::vector<std::map<std::string, std::uint64_t>> checksums;
+  Stream stream;
+  Impl(const Operator& op, const Compiled& reference, const Compiled& candidate, const CheckOptions& options)
+      : evaluator(op, reference, candidate, options) {}
+};
+
+TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const Compiled& candidate,
+                           const Workload& workload, int sets, const CheckOptions& options)
+    : impl_(std::make_unique<Impl>(op, reference, candidate, options)) {
+  Evaluator& ev = impl_->evaluator;
+  CUstream s = impl_->stream.get();
+  std::size_t index = ev.workload_index(workload);
+  for (int i = 0; i < sets; ++i) {
+    auto b = std::make_unique<TrialBuffers>();
+    // Seeds apart from the correctness trials' (which use trial numbers 0, 1, 2, ...).
+    ev.make_inputs(workload, trial_seed(options.seed, index, 1000 + i), *b, s);
+    impl_->expected.push_back(ev.run_reference(*b, s));
+    std::map<std::string, std::uint64_t> sums;
+    for (auto& [name, buf] : b->inputs) sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
+    impl_->checksums.push_back(std::move(sums));
+    ev.make_outputs(*b, candidate.solution->plan, s);
+    impl_->sets.push_back(std::move(b));
+  }
+  impl_->stream.synchronize();
+}
+
+TimedOutputs::~TimedOutputs() = default;
+
+int TimedOutputs::sets() const { return static_cast<int>(impl_->sets.size()); }
+
+const device::LaunchEnv& TimedOutputs::env(int set) const { return impl_->sets.at(set)->env; }
+
+void TimedOutputs::poison(int set, CUstream stream) const {
+  impl_->evaluator.repoison(*impl_->sets.at(set), stream);
+}
+
+std::optional<Failure> TimedOutputs::verify(int set) {
+  Evaluator& ev = impl_->evaluator;
+  TrialBuffers& b = *impl_->sets.at(set);
+  TrialResult result;
+  auto stale = [&](const Failure& f) {
+    Failure out{"stale_output", fmt::format("outputs of a timed iteration (input set {}) are wrong: {}", set, f.message),
+                f.evidence};
+    out.evidence["input_set"] = set;
+    out.evidence["cause"] = f.kind;
+    return out;
+  };
+  if (!ev.check_memory(b, impl_->checksums.at(set), result, impl_->stream.get())) return stale(*result.failure);
+  std::vector<HostBytes> got;
+  ev.download_outputs(b, got);
+  if (!ev.check_outputs(impl_->expected.at(set), got, result)) return stale(*result.failure);
+  return std::nullopt;
 }
 
 Verdict evaluate_correctness(const Operator& op, const Compiled& reference, const Compiled& candidate,

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "device/plan_launcher.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
@@ -50,6 +52,33 @@ Tolerance effective_tolerance(const Definition& definition, const CheckOptions& 
 std::vector<const Workload*> select_workloads(const Operator& op, const CheckOptions& options);
 // The seed of one trial: a mix of the base seed, the workload's index and the trial number.
 std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int trial);
+
+// The hook the timing stage uses to check outputs produced *inside* timed iterations: several
+// input sets, each with the reference's outputs (computed first, kept on the host) and the
+// candidate's own poisoned, guard-fenced output buffers. The timing loop rotates the sets, poisons a
+// set's outputs before that set's last timed iteration and verifies them afterwards; a kernel that
+// computes only while it is being checked (or replays cached results) fails as stale_output.
+class TimedOutputs {
+ public:
+  TimedOutputs(const Operator& op, const Compiled& reference, const Compiled& candidate, const Workload& workload,
+               int sets, const CheckOptions& options);
+  ~TimedOutputs();
+  TimedOutputs(const TimedOutputs&) = delete;  // owns device buffers
+  TimedOutputs& operator=(const TimedOutputs&) = delete;
+
+  int sets() const;
+  // Inputs, candidate outputs and workspace of one set, for the candidate's launches.
+  const device::LaunchEnv& env(int set) const;
+  // Poisons the set's outputs and workspace (enqueued on `stream`).
+  void poison(int set, CUstream stream) const;
+  // Guards, inputs and outputs of the set against the reference: nullopt, or a stale_output failure
+  // whose evidence names the underlying cause (output_not_written, tolerance, ...).
+  std::optional<Failure> verify(int set);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Runs on the current device. Never throws for a misbehaving candidate: the verdict says what it
 // did. Throws kharness::Error (internal) when the reference itself fails.

@@ -1,0 +1,134 @@
+// The hook the timing stage uses to check outputs of timed iterations (TimedOutputs), on a GPU.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "device/driver.hpp"
+#include "device/plan_launcher.hpp"
+#include "kharness/compile.hpp"
+#include "kharness/device.hpp"
+#include "kharness/operators.hpp"
+#include "kharness/solution.hpp"
+#include "verify/evaluate.hpp"
+
+namespace kharness {
+namespace {
+
+// Correct on its first launch after a module load; afterwards returns at once, leaving whatever
+// the output buffer held: fast "on repeated inputs" and right only while nobody looks.
+constexpr const char* kFirstLaunchOnly = R"(/* kharness
+{ "definition": "rmsnorm_h4096",
+  "launches": [{ "kernel": "rms", "grid": ["batch_size", 1, 1], "block": [256, 1, 1],
+                 "args": ["hidden_states", "weight", "output", "batch_size"] }] }
+*/
+#include <cuda_bf16.h>
+__device__ int launches_seen;
+extern "C" __global__ void rms(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int rows) {
+  __shared__ float partial[256];
+  __shared__ int skip;
+  if (threadIdx.x == 0) {
+    skip = launches_seen > 0;
+    __threadfence();
+  }
+  __syncthreads();
+  if (skip) return;
+  const int row = blockIdx.x;
+  float acc = 0.f;
+  for (int i = threadIdx.x; i < 4096; i += 256) {
+    float v = __bfloat162float(x[(size_t)row * 4096 + i]);
+    acc += v * v;
+  }
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  float inv = rsqrtf(partial[0] / 4096.f + 1e-5f);
+  for (int i = threadIdx.x; i < 4096; i += 256) {
+    float v = __bfloat162float(x[(size_t)row * 4096 + i]);
+    y[(size_t)row * 4096 + i] = __float2bfloat16(v * inv * __bfloat162float(w[i]));
+  }
+  __syncthreads();
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) launches_seen = 1;
+}
+)";
+
+class TimedOutputsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) GTEST_SKIP() << "no GPU";
+    context_ = std::make_unique<device::PrimaryContext>(0);
+    op_ = std::make_unique<Operator>(OperatorRegistry::from_environment({}).load("rmsnorm_h4096"));
+    options_.arch = default_arch_for_device();
+    options_.use_cache = false;
+    reference_ = load_solution(*op_->reference);
+    reference_compiled_ = compile_solution(reference_, &op_->definition, &op_->workloads, options_);
+    ASSERT_TRUE(reference_compiled_.ok()) << reference_compiled_.log;
+  }
+
+  const Workload& workload(std::int64_t batch) {
+    for (const auto& w : op_->workloads) {
+      if (w.axes.at("batch_size") == batch) return w;
+    }
+    throw std::runtime_error("no workload");
+  }
+
+  std::unique_ptr<device::PrimaryContext> context_;
+  std::unique_ptr<Operator> op_;
+  CompileOptions options_;
+  Solution reference_;
+  CompileResult reference_compiled_;
+};
+
+TEST_F(TimedOutputsTest, CorrectKernelPassesEverySetAndUnlaunchedSetIsStale) {
+  Solution seed = load_solution(*op_->seed);
+  CompileResult compiled = compile_solution(seed, &op_->definition, &op_->workloads, options_);
+  ASSERT_TRUE(compiled.ok()) << compiled.log;
+  verify::CheckOptions check;
+  check.seed = 11;
+  verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&seed, &compiled}, workload(64), 2, check);
+  ASSERT_EQ(timed.sets(), 2);
+  device::Module module(compiled.cubin);
+  device::PlanLauncher launcher(seed.plan, compiled.kernels, module);
+  device::Stream stream;
+  for (int set = 0; set < 2; ++set) {
+    timed.poison(set, stream.get());
+    ASSERT_TRUE(launcher.launch(timed.env(set), stream.get(), true).ok);
+    auto failure = timed.verify(set);
+    EXPECT_FALSE(failure.has_value()) << failure->message;
+  }
+  // Poisoned and not computed again: the check must see it.
+  timed.poison(1, stream.get());
+  stream.synchronize();
+  auto stale = timed.verify(1);
+  ASSERT_TRUE(stale.has_value());
+  EXPECT_EQ(stale->kind, "stale_output");
+  EXPECT_EQ(stale->evidence["cause"], "output_not_written");
+}
+
+TEST_F(TimedOutputsTest, KernelFastOnlyOnRepeatsIsCaughtWhenInputsRotate) {
+  Solution cheat = parse_single_file_solution(kFirstLaunchOnly, "first_launch_only.cu");
+  CompileResult compiled = compile_solution(cheat, &op_->definition, &op_->workloads, options_);
+  ASSERT_TRUE(compiled.ok()) << compiled.log;
+  verify::CheckOptions check;
+  check.seed = 12;
+  verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&cheat, &compiled}, workload(128), 2, check);
+  device::Module module(compiled.cubin);
+  device::PlanLauncher launcher(cheat.plan, compiled.kernels, module);
+  device::Stream stream;
+  // Iterations rotate the sets; each set's outputs are poisoned before its last iteration.
+  for (int iteration = 0; iteration < 6; ++iteration) {
+    int set = iteration % 2;
+    if (iteration >= 4) timed.poison(set, stream.get());
+    ASSERT_TRUE(launcher.launch(timed.env(set), stream.get(), false).ok);
+  }
+  stream.synchronize();
+  auto first = timed.verify(0);
+  auto second = timed.verify(1);
+  ASSERT_TRUE(first.has_value() || second.has_value());
+  EXPECT_EQ((first ? first : second)->kind, "stale_output");
+}
+
+}  // namespace
+}  // namespace kharness
