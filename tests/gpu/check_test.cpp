@@ -143,11 +143,11 @@ struct FixtureCase {
 
 std::ostream& operator<<(std::ostream& os, const FixtureCase& c) { return os << c.file; }
 
-const json& evidence_of(const json& v) {
-  static const json empty = json::object();
-  const auto f = v.find("failure");
-  if (f == v.end() || !f->is_object() || !f->contains("evidence")) return empty;
-  return f->at("evidence");
+json evidence_of(const json& v) {
+  if (!v.is_object() || !v.contains("failure")) return json::object();
+  const json& f = v.at("failure");
+  if (!f.is_object() || !f.contains("evidence") || !f.at("evidence").is_object()) return json::object();
+  return f.at("evidence");
 }
 
 const std::vector<FixtureCase>& fixture_cases() {
@@ -286,7 +286,13 @@ TEST_P(CheckFixture, VerdictAndFailureKind) {
       EXPECT_TRUE(c.kinds.count(wf.value("kind", ""))) << w.dump();
     }
   }
-  if (c.evidence) c.evidence(v);
+  if (c.evidence) {
+    try {
+      c.evidence(v);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "checking the evidence threw: " << e.what() << "\n" << v.dump(2).substr(0, 4000);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CheckFixture, ::testing::ValuesIn(fixture_cases()),
