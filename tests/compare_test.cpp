@@ -8,6 +8,7 @@
 
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
+#include "kharness/text.hpp"
 #include "kharness/verdict.hpp"
 #include "test_util.hpp"
 
@@ -94,6 +95,12 @@ TEST(Compare, ParallelResultEqualsSerialOnALargeTensor) {
   EXPECT_GT(serial.comparison.mismatches, 20u);
 }
 
+TEST(Compare, ComparatorsByName) {
+  EXPECT_EQ(find_comparator("elementwise"), &compare_output);
+  EXPECT_EQ(find_comparator("topk_sets"), nullptr);
+  EXPECT_EQ(comparator_names(), std::vector<std::string>{"elementwise"});
+}
+
 TEST(Verdict, JsonRoundTripKeepsWorkloadsTrialsAndNonFiniteNumbers) {
   Verdict v;
   v.solution = "s";
@@ -141,6 +148,22 @@ TEST(CheckCli, WithoutAGpuCompileProblemsStillReportAndGpuWorkExitsThree) {
   EXPECT_NE(good.out.find("no NVIDIA driver"), std::string::npos) << good.out;
   auto seed = testing::kharness("check '" + testing::fixture("good/rmsnorm_simple.cu").string() + "' --seed banana");
   EXPECT_EQ(seed.exit_code, 2) << seed.out;
+}
+
+TEST(CheckCli, UnknownComparatorInADefinitionIsBadInput) {
+  testing::TempDir dir;
+  auto def = nlohmann::ordered_json::parse(
+      read_file((testing::source_dir() / "operators/rmsnorm_h4096/definition.json").string()));
+  def["name"] = "rmsnorm_bogus";
+  def["kharness"]["comparator"] = "bogus";
+  def["kharness"].erase("baseline");
+  std::filesystem::create_directories(dir.path() / "rmsnorm_bogus");
+  write_file_atomic((dir.path() / "rmsnorm_bogus/definition.json").string(), def.dump(2));
+  auto r = testing::kharness("--operators-dir '" + dir.path().string() + "' check '" +
+                             testing::fixture("good/rmsnorm_simple.cu").string() + "' --operator rmsnorm_bogus");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("kharness.comparator"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown comparator 'bogus'"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -83,6 +83,8 @@ TEST(Definition, FieldErrorsNameFileAndField) {
                      "kharness.tolerance.rtoll", "did you mean 'rtol'");
   expect_input_error([&] { parse_definition_text(with("4 * batch_size * hidden_size\", \"bytes", "4 * tokens\", \"bytes"), "d.json"); },
                      "kharness.flops", "unknown axis 'tokens'");
+  expect_input_error([&] { parse_definition_text(with("\"constants\"", "\"comparator\": 3, \"constants\""), "d.json"); },
+                     "kharness.comparator", "expected a string");
   expect_input_error([&] { parse_definition_text(with("\"uniform\"", "\"gaussian\""), "d.json"); },
                      "kharness.inputs.weight.distribution", "unknown distribution");
   expect_input_error([&] { parse_definition_text(with("\"name\": \"rms\",", ""), "d.json"); }, "d.json: name",

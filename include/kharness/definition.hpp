@@ -58,6 +58,7 @@ struct KharnessSpec {
   std::optional<Expr> bytes;  // minimum DRAM bytes moved by one call, over the axes
   std::string baseline;       // folder of the baseline solution, relative to the operator folder
   std::map<std::string, double> constants;  // named constants of the semantics (e.g. eps)
+  std::string comparator = "elementwise";   // how outputs are compared (verify/compare.hpp registry)
   bool present = false;       // false for a plain FlashInfer-Bench definition
 };
 

@@ -115,12 +115,13 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
   const std::string root = "kharness";
   const auto& k = ju::require_object(*it, source, root);
   ju::reject_unknown_keys(k, {"family", "tolerance", "inputs", "flops", "bytes", "baseline",
-                              "constants", "notes"},
+                              "constants", "comparator", "notes"},
                           source, root);
   KharnessSpec& spec = d.kharness;
   spec.present = true;
   spec.family = ju::string_or(k, "family", "", source, root);
   spec.baseline = ju::string_or(k, "baseline", "", source, root);
+  spec.comparator = ju::string_or(k, "comparator", "elementwise", source, root);
   if (auto t = k.find("tolerance"); t != k.end()) {
     std::string path = root + ".tolerance";
     ju::require_object(*t, source, path);
@@ -464,6 +465,7 @@ nlohmann::ordered_json to_json(const Definition& d) {
     if (k.bytes) kj["bytes"] = k.bytes->text();
     if (!k.baseline.empty()) kj["baseline"] = k.baseline;
     if (!k.constants.empty()) kj["constants"] = k.constants;
+    if (k.comparator != "elementwise") kj["comparator"] = k.comparator;
     j["kharness"] = kj;
   }
   return j;

@@ -19,7 +19,9 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/subprocess.hpp"
+#include "kharness/text.hpp"
 #include "kharness/version.hpp"
+#include "verify/compare.hpp"
 
 namespace kharness {
 namespace {
@@ -72,6 +74,11 @@ Loaded load_and_compile(const CheckRequest& request) {
   if (!op.reference) {
     throw input_error(op.definition_file.string(),
                       fmt::format("no reference.cu for {} (nor for its family '{}')", op.definition.name, op.definition.family()));
+  }
+  if (!verify::find_comparator(op.definition.kharness.comparator)) {
+    throw input_error(op.definition_file.string() + ": kharness.comparator",
+                      fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
+                                  join(verify::comparator_names(), ", ")));
   }
   Solution reference = load_solution(*op.reference);
   CompileOptions options = compile_options(request);

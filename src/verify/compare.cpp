@@ -259,6 +259,26 @@ std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance&
   return std::nullopt;
 }
 
+namespace {
+const std::vector<std::pair<std::string, Comparator>>& comparators() {
+  static const std::vector<std::pair<std::string, Comparator>> table = {{"elementwise", &compare_output}};
+  return table;
+}
+}  // namespace
+
+Comparator find_comparator(const std::string& name) {
+  for (const auto& [n, c] : comparators()) {
+    if (n == name) return c;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> comparator_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, c] : comparators()) names.push_back(n);
+  return names;
+}
+
 std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b, std::uint64_t bytes) {
   if (std::memcmp(a, b, bytes) == 0) return 0;
   std::uint64_t n = 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kharness/definition.hpp"
 #include "kharness/dtype.hpp"
@@ -34,7 +35,16 @@ OutputCheck compare_output(const std::string& tensor, DType dtype, const std::ui
 // output_not_written, nan_or_inf, tolerance.
 std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance& tolerance);
 
-// Counts the elements that differ bit for bit.
+// Comparators by name (a definition's kharness.comparator). "elementwise" is the default; operators
+// whose outputs are not compared element by element (top-k index sets, ...) register their own.
+using Comparator = OutputCheck (*)(const std::string& tensor, DType dtype, const std::uint8_t* expected,
+                                   const std::uint8_t* got, std::uint64_t count, const Tolerance& tolerance,
+                                   unsigned threads);
+// nullptr when no comparator has that name.
+Comparator find_comparator(const std::string& name);
+std::vector<std::string> comparator_names();
+
+// Counts the bytes that differ.
 std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b, std::uint64_t bytes);
 
 }  // namespace kharness::verify

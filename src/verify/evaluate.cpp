@@ -11,6 +11,7 @@
 #include "device/plan_launcher.hpp"
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
+#include "kharness/text.hpp"
 #include "verify/compare.hpp"
 #include "verify/harness_kernels.hpp"
 #include "verify/safetensors.hpp"
@@ -36,23 +37,46 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Host copy of a tensor. Unlike std::vector it does not zero-fill: outputs are hundreds of MiB and
-// are overwritten by the copy anyway.
+// Host copy of a tensor, in pinned memory: outputs are hundreds of MiB, and pinned copies run at
+// the bus's speed where pageable ones fault in fresh pages every trial. Reused across trials (it
+// only grows), and never zero-filled: the copy overwrites it.
 class HostBytes {
  public:
+  HostBytes() = default;
+  HostBytes(HostBytes&& o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+    o.data_ = nullptr;
+    o.size_ = o.capacity_ = 0;
+  }
+  HostBytes& operator=(HostBytes&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(capacity_, o.capacity_);
+    return *this;
+  }
+  HostBytes(const HostBytes&) = delete;  // owns pinned memory
+  HostBytes& operator=(const HostBytes&) = delete;
+  ~HostBytes() {
+    if (data_) Driver::instance().cuMemFreeHost(data_);
+  }
   void resize(std::size_t n) {
     if (n > capacity_) {
-      data_.reset(new std::uint8_t[n]);
+      const Driver& d = Driver::instance();
+      if (data_) d.cuMemFreeHost(data_);
+      data_ = nullptr;
+      capacity_ = 0;
+      void* p = nullptr;
+      d.check(d.cuMemAllocHost(&p, n), "cuMemAllocHost");
+      data_ = static_cast<std::uint8_t*>(p);
       capacity_ = n;
     }
     size_ = n;
   }
-  std::uint8_t* data() { return data_.get(); }
-  const std::uint8_t* data() const { return data_.get(); }
+  std::uint8_t* data() { return data_; }
+  const std::uint8_t* data() const { return data_; }
   std::size_t size() const { return size_; }
 
  private:
-  std::unique_ptr<std::uint8_t[]> data_;
+  std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0, capacity_ = 0;
 };
 
@@ -163,7 +187,14 @@ class Evaluator {
         candidate_(candidate),
         options_(options),
         tolerance_(effective_tolerance(op.definition, options)),
-        kernels_() {}
+        comparator_(find_comparator(op.definition.kharness.comparator)),
+        kernels_() {
+    if (!comparator_) {
+      throw input_error(op.definition_file.string() + ": kharness.comparator",
+                        fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
+                                    join(comparator_names(), ", ")));
+    }
+  }
 
   Verdict run(const EvaluationSink& sink) {
     auto start = std::chrono::steady_clock::now();
@@ -291,13 +322,13 @@ class Evaluator {
 
   // Runs the reference on the trial's inputs; returns its outputs on the host. Its device buffers
   // are scrubbed (poisoned) and freed before this returns, and its module unloaded.
-  std::vector<HostBytes> run_reference(TrialBuffers& b, CUstream s) {
+  void run_reference(TrialBuffers& b, CUstream s, std::vector<HostBytes>& expected) {
     Module module(reference_.result->cubin);
     PlanLauncher launcher(reference_.solution->plan, reference_.result->kernels, module);
     make_outputs(b, reference_.solution->plan, s);
     LaunchOutcome o = launcher.launch(b.env, s, true);
     if (!o.ok) throw Error(ExitCode::kInternal, "reference", fmt::format("the operator's reference failed: {}", o.message));
-    std::vector<HostBytes> expected(def_.outputs.size());
+    expected.resize(def_.outputs.size());
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
       b.outputs[t.name]->download(expected[i]);
@@ -310,7 +341,6 @@ class Evaluator {
     Driver::instance().check(Driver::instance().cuStreamSynchronize(s), "cuStreamSynchronize");
     b.outputs.clear();
     b.workspace.reset();
-    return expected;
   }
 
   // Guards intact and inputs unchanged; fills `trial.failure` and returns false otherwise.
@@ -348,8 +378,8 @@ class Evaluator {
   bool check_outputs(const std::vector<HostBytes>& expected, const std::vector<HostBytes>& got, TrialResult& trial) {
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
-      OutputCheck check = compare_output(t.name, t.dtype, expected[i].data(), got[i].data(),
-                                         expected[i].size() / dtype_size(t.dtype), tolerance_);
+      OutputCheck check = comparator_(t.name, t.dtype, expected[i].data(), got[i].data(),
+                                      expected[i].size() / dtype_size(t.dtype), tolerance_, 0);
       trial.comparisons.push_back(check.comparison);
       if (check.reference_unwritten > 0) {
         throw Error(ExitCode::kInternal, "reference",
@@ -377,7 +407,8 @@ class Evaluator {
     d.check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
     phases_.add("inputs", t0);
     t0 = std::chrono::steady_clock::now();
-    auto expected = run_reference(b, s);
+    std::vector<HostBytes>& expected = expected_;
+    run_reference(b, s, expected);
     phases_.add("reference", t0);
     t0 = std::chrono::steady_clock::now();
     std::map<std::string, std::uint64_t> checksums;
@@ -418,7 +449,7 @@ class Evaluator {
     }
     t0 = std::chrono::steady_clock::now();
     if (!check_memory(b, checksums, trial, s)) return fail(*trial.failure);
-    std::vector<HostBytes> got;
+    std::vector<HostBytes>& got = got_;
     download_outputs(b, got);
     phases_.add("download", t0);
     t0 = std::chrono::steady_clock::now();
@@ -441,7 +472,7 @@ class Evaluator {
         f.message = "on a rerun with the same inputs: " + f.message;
         return fail(f);
       }
-      std::vector<HostBytes> again;
+      std::vector<HostBytes>& again = again_;
       download_outputs(b, again);
       for (std::size_t i = 0; i < got.size(); ++i) {
         if (bitwise_differences(got[i].data(), again[i].data(), got[i].size()) == 0) continue;
@@ -476,10 +507,12 @@ class Evaluator {
   const Compiled& candidate_;
   const CheckOptions& options_;
   Tolerance tolerance_;
+  Comparator comparator_;
   HarnessKernels kernels_;  // harness-internal kernels, loaded in the current context
   std::map<std::string, std::unique_ptr<SafetensorsFile>> safetensors_;
   bool fatal_ = false;
   PhaseClock phases_;
+  std::vector<HostBytes> expected_, got_, again_;  // pinned host copies, reused across trials
 
  public:
   const PhaseClock& phases() const { return phases_; }
@@ -558,7 +591,8 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
     auto b = std::make_unique<TrialBuffers>();
     // Seeds apart from the correctness trials' (which use trial numbers 0, 1, 2, ...).
     ev.make_inputs(workload, trial_seed(options.seed, index, 1000 + i), *b, s);
-    impl_->expected.push_back(ev.run_reference(*b, s));
+    impl_->expected.emplace_back();
+    ev.run_reference(*b, s, impl_->expected.back());
     std::map<std::string, std::uint64_t> sums;
     for (auto& [name, buf] : b->inputs) sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
     impl_->checksums.push_back(std::move(sums));
