@@ -85,6 +85,10 @@ TEST(Definition, FieldErrorsNameFileAndField) {
                      "kharness.flops", "unknown axis 'tokens'");
   expect_input_error([&] { parse_definition_text(with("\"constants\"", "\"comparator\": 3, \"constants\""), "d.json"); },
                      "kharness.comparator", "expected a string");
+  expect_input_error([&] { parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5", "\"distribution\": \"indices\""), "d.json"); },
+                     "kharness.inputs.weight", "needs \"max\"");
+  expect_input_error([&] { parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5", "\"distribution\": \"indices\", \"max\": \"pages - 1\""), "d.json"); },
+                     "kharness.inputs.weight.max", "unknown axis 'pages'");
   expect_input_error([&] { parse_definition_text(with("\"uniform\"", "\"gaussian\""), "d.json"); },
                      "kharness.inputs.weight.distribution", "unknown distribution");
   expect_input_error([&] { parse_definition_text(with("\"name\": \"rms\",", ""), "d.json"); }, "d.json: name",

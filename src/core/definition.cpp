@@ -176,6 +176,15 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
         }
       }
       if (out.low > out.high) throw input_error(ju::field(source, gpath), "low > high");
+      // Index roles: their size parameters are expressions over the axes.
+      const char* role_key = out.distribution == "indptr" ? "total" : out.distribution == "indices" ? "max" : nullptr;
+      if (role_key) {
+        auto it = out.extra.find(role_key);
+        if (it == out.extra.end()) {
+          throw input_error(ju::field(source, gpath), fmt::format("the {} role needs \"{}\"", out.distribution, role_key));
+        }
+        if (!it->is_number_integer()) parse_formula(OJson(*it), source, gpath + "." + role_key, d);
+      }
       if (out.std < 0) throw input_error(ju::field(source, gpath + ".std"), "must be >= 0");
       spec.inputs[g.key()] = std::move(out);
     }

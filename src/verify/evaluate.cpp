@@ -14,6 +14,7 @@
 #include "kharness/text.hpp"
 #include "verify/compare.hpp"
 #include "verify/harness_kernels.hpp"
+#include "verify/index_inputs.hpp"
 #include "verify/safetensors.hpp"
 
 namespace kharness::verify {
@@ -263,17 +264,27 @@ class Evaluator {
       std::uint64_t count = element_count(t, b.env.axes);
       auto buf = std::make_unique<GuardedBuffer>(t.name, count * dtype_size(t.dtype));
       buf->fill_guards(kernels_, s);
+      InputGenerator gen = generator_for(def_, t);
       if (in.kind == WorkloadInput::Kind::kSafetensors) {
-        upload_safetensors(t, in, count, *buf);
+        upload_safetensors(t, in, count, *buf, s);
+      } else if (is_index_role(gen.distribution)) {
+        // Offsets and ids must be valid for their role: made on the host, from the same seed.
+        auto bytes = make_index_input(t, gen, b.env.axes, count, splitmix(seed ^ (i + 1)));
+        const Driver& d = Driver::instance();
+        // Stream-ordered after the guard fills; a pageable source is staged before the call returns.
+        if (!bytes.empty()) {
+          d.check(d.cuMemcpyHtoDAsync(buf->data(), bytes.data(), bytes.size(), s), "cuMemcpyHtoDAsync");
+        }
       } else {
-        kernels_.fill_random(buf->data(), count, t.dtype, generator_for(def_, t), seed, i, s);
+        kernels_.fill_random(buf->data(), count, t.dtype, gen, seed, i, s);
       }
       b.env.tensors[t.name] = buf->data();
       b.inputs[t.name] = std::move(buf);
     }
   }
 
-  void upload_safetensors(const TensorSpec& t, const WorkloadInput& in, std::uint64_t count, GuardedBuffer& buf) {
+  void upload_safetensors(const TensorSpec& t, const WorkloadInput& in, std::uint64_t count, GuardedBuffer& buf,
+                          CUstream s) {
     std::filesystem::path path(in.path);
     if (path.is_relative() && op_.workloads_file) {
       // FlashInfer-Bench paths are relative to the dataset root, two folders above the .jsonl.
@@ -289,7 +300,8 @@ class Evaluator {
                         fmt::format("is {} with {} elements; {} needs {} with {}", SafetensorsFile::dtype_name(tensor.dtype),
                                     tensor.element_count(), t.name, dtype_name(t.dtype), count));
     }
-    Driver::instance().check(Driver::instance().cuMemcpyHtoD(buf.data(), tensor.data, tensor.bytes), "cuMemcpyHtoD");
+    const Driver& d = Driver::instance();
+    d.check(d.cuMemcpyHtoDAsync(buf.data(), tensor.data, tensor.bytes, s), "cuMemcpyHtoDAsync");
   }
 
   void make_outputs(TrialBuffers& b, const LaunchPlan& plan, CUstream s) {
