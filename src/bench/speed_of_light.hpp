@@ -1,0 +1,88 @@
+// Speed of light: the least time a GPU could take for one call of a definition, from its peak
+// rates (configs/gpus/*.json) and the definition's FLOP and byte formulas (kharness.flops,
+// kharness.bytes). A roofline bound, not a prediction: a kernel at 100% would run every FLOP at
+// the datasheet peak or move every byte at the DRAM peak. DESIGN §6 reports the fraction.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kharness/definition.hpp"
+#include "kharness/error.hpp"  // load_gpu_specs throws kharness::Error
+#include "kharness/expr.hpp"
+
+namespace kharness::bench {
+
+// One GPU model, as in configs/gpus/<model>.json (schema "kharness.gpu/1"):
+//   match                                 substring of the driver's device name ("NVIDIA H200")
+//   arch                                  NVRTC target ("sm_90a")
+//   sm_count, l2_bytes, max_sm_clock_mhz  positive integers
+//   dram_bandwidth_bytes_per_s            datasheet DRAM bandwidth (> 0)
+//   measured_copy_bandwidth_bytes_per_s   optional: what a device-to-device copy reaches (> 0)
+//   peak_flops                            dense (no sparsity) peak per dtype name or "tf32" (> 0)
+//   schema, notes                         optional strings (schema must be "kharness.gpu/1")
+struct GpuSpec {
+  std::string match;
+  std::string arch;
+  int sm_count = 0;
+  std::int64_t l2_bytes = 0;
+  double dram_bandwidth = 0.0;           // bytes/s
+  double measured_copy_bandwidth = 0.0;  // bytes/s; 0 when the file has none
+  int max_sm_clock_mhz = 0;
+  std::map<std::string, double> peak_flops;  // dtype name (or "tf32") -> FLOP/s
+  std::string notes;
+  std::filesystem::path source;  // the file it came from
+};
+
+inline constexpr const char* kGpuSpecSchema = "kharness.gpu/1";
+
+// Every *.json in `dir` (not recursive), in file-name order. Throws kharness::Error (exit 2)
+// naming the file and the field for a missing folder, a malformed file, a missing or mistyped
+// field, an unknown field, a non-positive rate, or two files with the same `match`.
+std::vector<GpuSpec> load_gpu_specs(const std::filesystem::path& dir);
+// One file's JSON text; `source` names it in errors.
+GpuSpec parse_gpu_spec(const std::string& text, const std::string& source);
+
+// The spec whose `match` occurs in `gpu_name` (case-sensitive substring: "H200" matches
+// "NVIDIA H200"); when several do, the longest `match` wins (the most specific). nullptr if none.
+const GpuSpec* match_gpu(const std::vector<GpuSpec>& specs, const std::string& gpu_name);
+
+struct SolEstimate {
+  double seconds = 0.0;          // max(compute_seconds, memory_seconds); 0 when unknown
+  double compute_seconds = 0.0;  // flops / peak_flops[peak_dtype]; 0 when unknown
+  double memory_seconds = 0.0;   // bytes / bandwidth; 0 when unknown
+  double flops = 0.0;            // the formulas' values for these axes
+  double bytes = 0.0;
+  double bandwidth = 0.0;  // bytes/s used
+  std::string bound;       // "compute" | "memory" | "" (unknown)
+  std::string peak_dtype;  // key of peak_flops used; "" when no peak applied
+  std::string note;        // why part of the estimate is missing; empty when complete
+};
+
+// The dtype whose peak bounds the definition's arithmetic: the lowest-precision floating *tensor*
+// input that has a peak in `gpu`, in the order float8 (e4m3fn; e5m2 falls back to the e4m3fn
+// peak, the same tensor-core rate on Hopper and Blackwell), bfloat16, float16, float32. Scalar
+// inputs (eps, scales passed by value) and integer tensors (indices, int8 quantized data) are not
+// considered: an fp8 GEMM with float32 scale tensors is bounded by the fp8 peak, since the
+// scales are few elements and the bulk of the FLOPs runs on the fp8 tensor cores. Choosing the
+// fastest applicable peak keeps speed of light a true lower bound on time. Falls back to
+// "float32" when no input qualifies; "" when the GPU has no matching peak at all.
+std::string compute_dtype(const GpuSpec& gpu, const Definition& definition);
+
+// max(flops / peak, bytes / bandwidth) for one call at `axes` (every axis bound, e.g. from
+// Workload::bindings). Bandwidth is the datasheet DRAM rate, or the measured copy rate when
+// `use_measured_bandwidth` and the spec has one. A missing formula (or peak) leaves its term 0
+// and the estimate rests on the other term alone, with `note` saying so; with neither, seconds is
+// 0 and bound "" (callers treat 0 as "no speed of light"). A formula that cannot be evaluated
+// (unbound axis, overflow, division by zero) is treated as missing, the note giving the error.
+// Never throws.
+SolEstimate speed_of_light(const GpuSpec& gpu, const Definition& definition, const Bindings& axes,
+                           bool use_measured_bandwidth);
+
+// sol_seconds / measured_seconds: 1.0 means at speed of light. 0 when either is not positive.
+double sol_fraction(double sol_seconds, double measured_seconds);
+
+}  // namespace kharness::bench
