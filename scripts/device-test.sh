@@ -82,6 +82,7 @@ step gpu-tests ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure \
   --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests.xml"
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
+step bench-timing need_binary scripts/bench-timing.sh "$KHARNESS"
 # The worker under compute-sanitizer on the good fixtures: any memcheck error fails the worker
 # (exit 9), which fails the verdict.
 sanitize() {
@@ -102,6 +103,7 @@ read -r CPU_P CPU_F CPU_S < <(count_tests "$LOGS/cpu-tests.xml")
 read -r GPU_P GPU_F GPU_S < <(count_tests "$LOGS/gpu-tests.xml")
 BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"
 CHECK_BENCH="$(grep -h '^BENCH ' "$LOGS/bench-check.log" 2>/dev/null | tail -n 1)"
+TIMING_TABLE="$(sed -n '/^operator /,/^BENCH timing/p' "$LOGS/bench-timing.log" 2>/dev/null)"
 bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
 
 {
@@ -125,6 +127,7 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
     echo "compile bench: no figures (see $LOGS/bench-compile.log)"
   fi
   echo "check (s): ${CHECK_BENCH#BENCH }"
+  [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
 } | tee "$LOGS/summary.txt"

@@ -52,6 +52,8 @@ struct WorkloadVerdict {
   Status status = Status::kPassed;
   std::optional<Failure> failure;  // the first failing trial's
   std::vector<TrialResult> trials;
+  // Timing stage: protocol, candidate and baseline latency statistics, speedup, speed-of-light.
+  nlohmann::json timing = nlohmann::json::object();
 };
 
 struct Verdict {
@@ -68,6 +70,7 @@ struct Verdict {
   nlohmann::json environment = nlohmann::json::object();  // GPU, driver, versions
   std::uint64_t seed = 0;                                  // base seed of the run (replay with --seed)
   nlohmann::json phases = nlohmann::json::object();        // seconds spent per phase, for "where the time goes"
+  nlohmann::json score = nlohmann::json::object();         // mean and geometric-mean speedup, fast_p, SOL
 
   bool passed() const { return status == Status::kPassed; }
 };

@@ -22,6 +22,9 @@ struct CheckRequest {
   bool use_cache = true;
   double timeout_seconds = 60;
   verify::CheckOptions options;
+  // "check" (correctness), "bench" (timing, with timed outputs checked) or "validate" (both).
+  std::string mode = "check";
+  nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions, as JSON
 };
 
 // Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)

@@ -1,5 +1,6 @@
 // kharness check SOLUTION... --operator NAME [--workloads U,...] [--trials N] [--seed N] [--json]
 // and the hidden worker mode it runs each solution in.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -16,6 +17,13 @@ namespace kharness::cli {
 namespace {
 
 struct CheckArgs {
+  std::string mode = "check";  // "check", "bench" or "validate"
+  std::string timing = "adaptive";
+  std::string timer = "cupti";
+  double max_noise = 0.005;
+  double max_time = 2.0;
+  int warmup = 10, iterations = 50, num_trials = 3, input_sets = 2;
+  bool no_baseline = false;
   std::vector<std::string> solutions;
   std::string operator_name;
   std::vector<std::string> workloads;
@@ -57,6 +65,33 @@ std::string render_verdict(const Verdict& v, int verbosity) {
     }
     out += table.render();
   }
+  bool timed = std::any_of(v.workloads.begin(), v.workloads.end(),
+                           [](const WorkloadVerdict& w) { return w.timing.contains("candidate"); });
+  if (timed) {
+    Table t({"  workload", "axes", "latency", "baseline", "speedup", "% SOL", "noise", "samples", "note"});
+    auto us = [](const nlohmann::json& j) { return fmt::format("{:.2f} us", j.value("latency", 0.0) * 1e6); };
+    for (const auto& w : v.workloads) {
+      if (!w.timing.contains("candidate")) continue;
+      const auto& c = w.timing["candidate"];
+      std::vector<std::string> axes;
+      for (auto it = w.axes.begin(); it != w.axes.end(); ++it) axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+      std::string note;
+      if (!c.value("noise_met", true)) note = "noise target not met";
+      if (c.value("clock_flagged_samples", 0) > 0) note += (note.empty() ? "" : "; ") + fmt::format("{} samples at low SM clock", c.value("clock_flagged_samples", 0));
+      t.add({"  " + w.uuid.substr(0, 8), join(axes, " "), us(c),
+             w.timing.contains("baseline") ? us(w.timing["baseline"]) : "-",
+             w.timing.contains("speedup") ? fmt::format("{:.3f}x", w.timing["speedup"].get<double>()) : "-",
+             w.timing.contains("sol") ? fmt::format("{:.1f}%", 100 * w.timing["sol"].value("fraction", 0.0)) : "-",
+             fmt::format("{:.2f}%", 100 * c.value("noise", 0.0)), std::to_string(c.value("count", 0)), note});
+    }
+    out += t.render();
+    if (v.score.contains("mean_speedup")) {
+      out += fmt::format("  score: mean speedup {:.3f}x, geomean {:.3f}x", v.score["mean_speedup"].get<double>(),
+                         v.score["geomean_speedup"].get<double>());
+      if (v.score.contains("mean_sol_fraction")) out += fmt::format(", mean {:.1f}% of speed-of-light", 100 * v.score["mean_sol_fraction"].get<double>());
+      out += "\n";
+    }
+  }
   out += fmt::format("  seed {} (replay with --seed {}), {:.2f} s\n", v.seed, v.seed, v.seconds);
   if (!v.worker_stderr.empty() && (verbosity > 0 || !v.passed())) {
     std::string tail = v.worker_stderr.size() > 2000 ? "…" + v.worker_stderr.substr(v.worker_stderr.size() - 2000)
@@ -81,6 +116,8 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
     }
   }
   if (args.trials < 1) throw input_error("--trials", "must be at least 1");
+  if (args.input_sets < 2) throw input_error("--input-sets", "must be at least 2 (inputs rotate during timing)");
+  if (args.max_noise <= 0) throw input_error("--max-noise", "must be > 0");
   std::string arch = resolve_arch(args.arch);
   nlohmann::json all = nlohmann::json::array();
   bool all_passed = true;
@@ -98,6 +135,10 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
     if (args.atol >= 0) request.options.atol = args.atol;
     if (args.rtol >= 0) request.options.rtol = args.rtol;
     if (args.matched_ratio >= 0) request.options.required_matched_ratio = args.matched_ratio;
+    request.mode = args.mode;
+    request.bench = {{"protocol", args.timing},     {"timer", args.timer},          {"warmup", args.warmup},
+                     {"iterations", args.iterations}, {"trials", args.num_trials},  {"max_noise", args.max_noise},
+                     {"max_seconds", args.max_time},  {"input_sets", args.input_sets}, {"baseline", !args.no_baseline}};
     Verdict v = check_solution(request);
     all_passed = all_passed && v.passed();
     if (args.json) {
@@ -111,10 +152,11 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
-}  // namespace
-
-Runner setup_check(CLI::App& app) {
+// The options every mode shares, then the timing options for bench and validate.
+Runner setup_mode(CLI::App& app, const std::string& mode) {
   auto args = std::make_shared<CheckArgs>();
+  args->mode = mode;
+  if (mode != "check") args->timeout = 300;
   app.add_option("solutions", args->solutions, "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker")
       ->required();
   app.add_option("--operator", args->operator_name, "Operator name or definition file (default: the plan's)")
@@ -122,17 +164,41 @@ Runner setup_check(CLI::App& app) {
   app.add_option("--workloads", args->workloads, "Only these workloads (uuids or prefixes; repeatable or comma-separated)")
       ->delimiter(',')
       ->type_name("UUID");
-  app.add_option("--trials", args->trials, "Trials per workload, each with fresh inputs (default 3)");
+  app.add_option("--timeout", args->timeout, mode == "check" ? "Wall-clock limit per solution in seconds (default 60)"
+                                                             : "Wall-clock limit per solution in seconds (default 300)");
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
-  app.add_option("--atol", args->atol, "Absolute tolerance (default: the definition's)");
-  app.add_option("--rtol", args->rtol, "Relative tolerance (default: the definition's)");
-  app.add_option("--required-matched-ratio", args->matched_ratio, "Fraction of elements that must match (default: the definition's)");
-  app.add_option("--timeout", args->timeout, "Wall-clock limit per solution in seconds (default 60)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
   app.add_flag("--json", args->json, "Print verdicts as JSON");
+  if (mode != "bench") {
+    app.add_option("--trials", args->trials, "Correctness trials per workload, each with fresh inputs (default 3)");
+    app.add_option("--atol", args->atol, "Absolute tolerance (default: the definition's)");
+    app.add_option("--rtol", args->rtol, "Relative tolerance (default: the definition's)");
+    app.add_option("--required-matched-ratio", args->matched_ratio,
+                   "Fraction of elements that must match (default: the definition's)");
+  }
+  if (mode != "check") {
+    app.add_option("--timing", args->timing, "adaptive (stop at --max-noise) or official (FlashInfer-Bench's protocol)")
+        ->check(CLI::IsMember({"adaptive", "official"}));
+    app.add_option("--timer", args->timer, "cupti (default) or events (CUDA events, for comparison only)")
+        ->check(CLI::IsMember({"cupti", "events"}));
+    app.add_option("--max-noise", args->max_noise, "Adaptive: relative noise of the median to reach (default 0.005)");
+    app.add_option("--max-time", args->max_time, "Adaptive: seconds per workload before giving up on the noise (default 2)");
+    app.add_option("--warmup-runs", args->warmup, "Warmup iterations (default 10)");
+    app.add_option("--iterations", args->iterations, "Official: timed iterations per trial (default 50)");
+    app.add_option("--num-trials", args->num_trials, "Official: trials (default 3)");
+    app.add_option("--input-sets", args->input_sets, "Input sets rotated during timing (default 2)");
+    app.add_flag("--no-baseline", args->no_baseline, "Do not time the operator's baseline (no speedup)");
+  }
   return [args](const GlobalOptions& global) { return run_check(*args, global); };
 }
+
+}  // namespace
+
+Runner setup_check(CLI::App& app) { return setup_mode(app, "check"); }
+Runner setup_bench(CLI::App& app) { return setup_mode(app, "bench"); }
+Runner setup_validate(CLI::App& app) { return setup_mode(app, "validate"); }
+
 
 Runner setup_worker(CLI::App&) {
   return [](const GlobalOptions&) { return static_cast<ExitCode>(worker_main()); };

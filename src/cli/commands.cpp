@@ -10,8 +10,11 @@ const std::vector<Command>& commands() {
        setup_compile},
       {"doctor", "Show GPUs, driver, NVRTC/CUPTI versions and whether counters are permitted",
        setup_doctor},
+      {"validate", "Compile, check and time solutions: one verdict with latency, speedup and % SOL",
+       setup_validate},
       {"check", "Compile and check solutions for correctness on the GPU, each in an isolated worker",
        setup_check},
+      {"bench", "Time solutions with CUPTI (cold L2, rotated inputs, baseline interleaved)", setup_bench},
       {"operators", "List, show and check operator definitions", setup_operators},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},

@@ -9,6 +9,8 @@ Runner setup_compile(CLI::App& app);
 Runner setup_doctor(CLI::App& app);
 Runner setup_operators(CLI::App& app);
 Runner setup_check(CLI::App& app);
+Runner setup_bench(CLI::App& app);
+Runner setup_validate(CLI::App& app);
 Runner setup_worker(CLI::App& app);
 
 }  // namespace kharness::cli

@@ -95,7 +95,8 @@ json to_json(const WorkloadVerdict& w) {
           {"axes", w.axes},
           {"status", std::string(status_name(w.status))},
           {"failure", optional_failure(w.failure)},
-          {"trials", trials}};
+          {"trials", trials},
+          {"timing", w.timing}};
 }
 
 json to_json(const Verdict& v) {
@@ -113,6 +114,7 @@ json to_json(const Verdict& v) {
           {"worker_stderr", v.worker_stderr},
           {"worker_stderr_truncated", v.worker_stderr_truncated},
           {"phases", v.phases},
+          {"score", v.score},
           {"compile", v.compile},
           {"environment", v.environment}};
 }
@@ -124,6 +126,7 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
     w.axes = wj.value("axes", json::object());
     w.status = status_from(wj, "status");
     w.failure = failure_from(wj.value("failure", json(nullptr)));
+    w.timing = wj.value("timing", json::object());
     for (const auto& tj : wj.value("trials", json::array())) {
       TrialResult t;
       t.seed = tj.value("seed", 0ull);
@@ -155,6 +158,7 @@ Verdict verdict_from_json(const json& j) {
     v.compile = j.value("compile", json::object());
     v.environment = j.value("environment", json::object());
     v.phases = j.value("phases", json::object());
+    v.score = j.value("score", json::object());
     for (const auto& wj : j.value("workloads", json::array())) v.workloads.push_back(workload_verdict_from_json(wj));
     return v;
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "bench/benchmark.hpp"
 #include "device/driver.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
@@ -102,7 +103,9 @@ json request_json(const CheckRequest& r) {
           {"operators_dirs", dirs},
           {"arch", r.arch},
           {"use_cache", r.use_cache},
-          {"options", r.options.to_json()}};
+          {"options", r.options.to_json()},
+          {"mode", r.mode},
+          {"bench", r.bench}};
 }
 
 CheckRequest request_from_json(const json& j) {
@@ -113,6 +116,8 @@ CheckRequest request_from_json(const json& j) {
   r.arch = j.at("arch").get<std::string>();
   r.use_cache = j.value("use_cache", true);
   r.options = verify::CheckOptions::from_json(j.value("options", json::object()));
+  r.mode = j.value("mode", "check");
+  r.bench = j.value("bench", json::object());
   return r;
 }
 
@@ -265,8 +270,35 @@ int worker_main() {
     verify::EvaluationSink sink;
     sink.started = [&](const std::string& uuid) { emit({{"event", "started"}, {"workload", uuid}}); };
     sink.finished = [&](const WorkloadVerdict& w) { emit({{"event", "workload"}, {"result", to_json(w)}}); };
-    Verdict v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
-                                             {&loaded.candidate, &loaded.candidate_compiled}, request.options, sink);
+    Verdict v;
+    if (request.mode != "bench") {
+      v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
+                                       {&loaded.candidate, &loaded.candidate_compiled}, request.options, sink);
+    } else {
+      v.solution = loaded.candidate.name;
+      v.definition = loaded.op.definition.name;
+      v.seed = request.options.seed;
+    }
+    if (request.mode != "check" && v.passed()) {
+      auto t3 = std::chrono::steady_clock::now();
+      bench::BenchOptions bench_options = bench::BenchOptions::from_json(request.bench);
+      // The baseline, compiled like the candidate; an operator without one gets no speedup.
+      std::unique_ptr<Solution> baseline;
+      std::unique_ptr<CompileResult> baseline_compiled;
+      if (bench_options.baseline && loaded.op.baseline) {
+        baseline = std::make_unique<Solution>(load_solution(*loaded.op.baseline));
+        baseline_compiled = std::make_unique<CompileResult>(
+            compile_solution(*baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
+        if (!baseline_compiled->ok()) {
+          throw Error(ExitCode::kInternal, loaded.op.baseline->string(), "the operator's baseline does not compile");
+        }
+      }
+      verify::Compiled base{baseline.get(), baseline_compiled.get()};
+      bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
+                       {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr, request.options,
+                       bench_options, v);
+      v.phases["timing"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
+    }
     v.phases["worker_load_compile"] = std::chrono::duration<double>(t1 - t0).count();
     v.phases["worker_context"] = std::chrono::duration<double>(t2 - t1).count();
     emit({{"event", "verdict"}, {"verdict", to_json(v)}});

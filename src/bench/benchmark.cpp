@@ -1,0 +1,388 @@
+#include "bench/benchmark.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "bench/cupti_timer.hpp"
+#include "bench/speed_of_light.hpp"
+#include "bench/statistics.hpp"
+#include "device/driver.hpp"
+#include "device/nvml.hpp"
+#include "device/plan_launcher.hpp"
+#include "kharness/device.hpp"
+
+namespace kharness::bench {
+namespace {
+
+using device::Driver;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Times iterations by id: CUPTI activity spans, or CUDA events around the launches.
+class IterationTimer {
+ public:
+  virtual ~IterationTimer() = default;
+  virtual void begin(std::uint64_t id, CUstream s) = 0;
+  virtual void end(std::uint64_t id, CUstream s) = 0;
+  // Seconds by id, with the iteration's kernel signature (empty for events).
+  virtual std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream s) = 0;
+};
+
+class CuptiIterationTimer : public IterationTimer {
+ public:
+  void begin(std::uint64_t id, CUstream) override { timer_.begin(id); }
+  void end(std::uint64_t, CUstream) override { timer_.end(); }
+  std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream s) override {
+    Driver::instance().check(Driver::instance().cuStreamSynchronize(s), "cuStreamSynchronize");
+    std::map<std::uint64_t, std::pair<double, std::string>> out;
+    for (const auto& [id, span] : timer_.collect()) {
+      if (span.kernels == 0) throw std::runtime_error(fmt::format("iteration {} ran no kernel", id));
+      out[id] = {span.seconds(), span.signature};
+    }
+    return out;
+  }
+
+ private:
+  CuptiTimer timer_;
+};
+
+// For comparison only: includes launch overhead and misses work on other streams.
+class EventIterationTimer : public IterationTimer {
+ public:
+  void begin(std::uint64_t id, CUstream s) override {
+    auto& pair = events_[id];
+    pair.first = std::make_unique<device::Event>();
+    pair.second = std::make_unique<device::Event>();
+    pair.first->record(s);
+  }
+  void end(std::uint64_t id, CUstream s) override { events_[id].second->record(s); }
+  std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream) override {
+    std::map<std::uint64_t, std::pair<double, std::string>> out;
+    for (auto& [id, pair] : events_) {
+      pair.second->synchronize();
+      out[id] = {pair.second->elapsed_ms_since(*pair.first) / 1000.0, ""};
+    }
+    events_.clear();
+    return out;
+  }
+
+ private:
+  std::map<std::uint64_t, std::pair<std::unique_ptr<device::Event>, std::unique_ptr<device::Event>>> events_;
+};
+
+// One solution being timed: its module, launcher, input sets and samples.
+struct Contender {
+  std::string role;  // "candidate" or "baseline"
+  const verify::Compiled* compiled = nullptr;
+  std::unique_ptr<verify::TimedOutputs> timed;
+  std::unique_ptr<device::Module> module;
+  std::unique_ptr<device::PlanLauncher> launcher;
+  std::vector<double> samples;
+  std::vector<std::vector<double>> trial_samples;  // official protocol
+  std::string signature;
+  int flagged = 0;  // samples taken while the SM clock was below 80% of its maximum
+  bool done = false;
+  std::unique_ptr<StoppingCriterion> criterion;  // adaptive protocol
+  std::optional<Failure> failure;
+};
+
+class WorkloadBench {
+ public:
+  WorkloadBench(const Operator& op, const verify::Compiled& reference, const verify::Compiled& candidate,
+                const verify::Compiled* baseline, const verify::CheckOptions& check, const BenchOptions& options,
+                const Workload& workload, device::DeviceBuffer& flush_buffer, const GpuInfo* gpu)
+      : options_(options), flush_(flush_buffer), gpu_(gpu) {
+    add("candidate", op, reference, candidate, check, workload);
+    if (baseline) add("baseline", op, reference, *baseline, check, workload);
+    if (options.timer == "events") {
+      timer_ = std::make_unique<EventIterationTimer>();
+    } else {
+      timer_ = std::make_unique<CuptiIterationTimer>();
+    }
+  }
+
+  nlohmann::json run() {
+    CUstream s = stream_.get();
+    if (options_.protocol == "official") {
+      for (int t = 0; t < options_.trials; ++t) {
+        for (int i = 0; i < options_.warmup; ++i) round(s, false, i);
+        std::map<Contender*, std::size_t> before;
+        for (auto& c : contenders_) before[c.get()] = c->samples.size();
+        for (int i = 0; i < options_.iterations; ++i) round(s, true, i);
+        harvest(s);
+        for (auto& c : contenders_) {
+          c->trial_samples.emplace_back(c->samples.begin() + static_cast<std::ptrdiff_t>(before[c.get()]), c->samples.end());
+        }
+      }
+    } else {
+      for (int i = 0; i < options_.warmup; ++i) round(s, false, i);
+      harvest(s);
+      // Stopping is a plugin (nvbench's "stdrel"): noise of the median under max_noise with at least
+      // min_samples samples, or the time budget spent. Its clock starts after the warmup.
+      for (auto& c : contenders_) {
+        c->criterion = make_criterion("stdrel", {{"max_noise", options_.max_noise},
+                                                 {"min_samples", static_cast<double>(options_.min_samples)},
+                                                 {"max_seconds", options_.max_seconds}});
+      }
+      int iteration = 0;
+      while (std::any_of(contenders_.begin(), contenders_.end(), [](const auto& c) { return !c->done; })) {
+        for (int k = 0; k < kBatch; ++k) round(s, true, iteration++);
+        harvest(s);
+        for (auto& c : contenders_) c->done = c->done || c->criterion->is_finished();
+      }
+    }
+    verify_last_iterations(s);
+    return report();
+  }
+
+  std::optional<Failure> failure() const {
+    for (const auto& c : contenders_) {
+      if (c->failure) return c->failure;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr int kBatch = 10;
+
+  void add(const std::string& role, const Operator& op, const verify::Compiled& reference,
+           const verify::Compiled& solution, const verify::CheckOptions& check, const Workload& workload) {
+    auto c = std::make_unique<Contender>();
+    c->role = role;
+    c->compiled = &solution;
+    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, options_.input_sets, check);
+    c->module = std::make_unique<device::Module>(solution.result->cubin);
+    c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan, solution.result->kernels, *c->module);
+    contenders_.push_back(std::move(c));
+  }
+
+  // Writes twice the L2's size so no iteration finds its data in L2. A memset: it is not inside any
+  // timed iteration, so CUPTI's spans exclude it.
+  void flush_l2(CUstream s) {
+    const Driver& d = Driver::instance();
+    d.check(d.cuMemsetD32Async(flush_.ptr(), ++flush_value_, flush_.size() / 4, s), "cuMemsetD32Async");
+  }
+
+  void iterate(Contender& c, int set, bool timed, CUstream s) {
+    flush_l2(s);
+    std::uint64_t id = next_id_++;
+    if (timed) {
+      timer_->begin(id, s);
+      owner_[id] = &c;
+    }
+    device::LaunchOutcome o = c.launcher->launch(c.timed->env(set), s, false);
+    if (timed) timer_->end(id, s);
+    if (!o.ok) throw std::runtime_error(o.message);
+  }
+
+  // One iteration of every contender still sampling, in alternating order (A B, B A, ...).
+  void round(CUstream s, bool timed, int iteration) {
+    int set = iteration % options_.input_sets;
+    std::vector<Contender*> order;
+    for (auto& c : contenders_) {
+      if (!timed || !c->done) order.push_back(c.get());
+    }
+    if (iteration % 2 == 1) std::reverse(order.begin(), order.end());
+    for (Contender* c : order) iterate(*c, set, timed, s);
+  }
+
+  void harvest(CUstream s) {
+    bool throttled = false;
+    if (gpu_ && gpu_->max_sm_clock_mhz) {
+      if (auto clocks = device::Nvml::instance().clocks(gpu_->uuid, gpu_->pci_bus_id); clocks && clocks->sm_mhz) {
+        throttled = clock_throttled(*clocks->sm_mhz, *gpu_->max_sm_clock_mhz);
+      }
+    }
+    for (const auto& [id, sample] : timer_->collect(s)) {
+      auto it = owner_.find(id);
+      if (it == owner_.end()) continue;
+      Contender& c = *it->second;
+      if (!sample.second.empty()) {
+        if (c.signature.empty()) c.signature = sample.second;
+        if (sample.second != c.signature) {
+          throw std::runtime_error(fmt::format("{}: iterations ran different kernels ('{}' then '{}')", c.role,
+                                               c.signature, sample.second));
+        }
+      }
+      c.samples.push_back(sample.first);
+      if (c.criterion && !c.done) c.criterion->add_measurement(sample.first);
+      if (throttled) ++c.flagged;
+    }
+    owner_.clear();
+  }
+
+  // The outputs of each input set's last timed iteration, poisoned first, against the reference.
+  void verify_last_iterations(CUstream s) {
+    for (auto& c : contenders_) {
+      for (int set = 0; set < options_.input_sets; ++set) {
+        c->timed->poison(set, s);
+        iterate(*c, set, true, s);
+      }
+      harvest(s);
+      for (int set = 0; set < options_.input_sets && !c->failure; ++set) {
+        if (auto f = c->timed->verify(set)) {
+          c->failure = *f;
+          c->failure->evidence["solution"] = c->role;
+        }
+      }
+    }
+  }
+
+  nlohmann::json report() {
+    nlohmann::json j;
+    j["protocol"] = options_.protocol;
+    j["timer"] = options_.timer;
+    j["input_sets"] = options_.input_sets;
+    for (auto& c : contenders_) {
+      LatencyStats st = summarize(c->samples, options_.max_noise);
+      nlohmann::json cj = to_json(st);
+      double latency = st.median;
+      if (options_.protocol == "official") {
+        latency = official_latency(c->trial_samples);
+        cj["official_latency"] = latency;
+      }
+      cj["latency"] = latency;
+      if (c->criterion) cj["stop_reason"] = std::string(stop_reason_name(c->criterion->stop_reason()));
+      cj["clock_flagged_samples"] = c->flagged;
+      if (!gpu_ || !gpu_->max_sm_clock_mhz) cj["clock_note"] = "SM clock not readable (no NVML): throttling unknown";
+      cj["kernels"] = c->signature;
+      j[c->role] = cj;
+    }
+    if (j.contains("baseline") && j["candidate"]["latency"].get<double>() > 0) {
+      j["speedup"] = j["baseline"]["latency"].get<double>() / j["candidate"]["latency"].get<double>();
+    }
+    return j;
+  }
+
+  const BenchOptions& options_;
+  device::DeviceBuffer& flush_;
+  const GpuInfo* gpu_;
+  std::vector<std::unique_ptr<Contender>> contenders_;
+  std::unique_ptr<IterationTimer> timer_;
+  std::map<std::uint64_t, Contender*> owner_;
+  std::uint64_t next_id_ = 1;
+  unsigned flush_value_ = 0;
+  device::Stream stream_;
+};
+
+std::filesystem::path gpu_config_dir() {
+  return OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus";
+}
+
+}  // namespace
+
+nlohmann::json BenchOptions::to_json() const {
+  return {{"protocol", protocol}, {"timer", timer},     {"warmup", warmup},
+          {"iterations", iterations}, {"trials", trials}, {"max_noise", max_noise},
+          {"max_seconds", max_seconds}, {"min_samples", min_samples}, {"input_sets", input_sets},
+          {"baseline", baseline}};
+}
+
+BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
+  BenchOptions o;
+  o.protocol = j.value("protocol", o.protocol);
+  o.timer = j.value("timer", o.timer);
+  o.warmup = j.value("warmup", o.warmup);
+  o.iterations = j.value("iterations", o.iterations);
+  o.trials = j.value("trials", o.trials);
+  o.max_noise = j.value("max_noise", o.max_noise);
+  o.max_seconds = j.value("max_seconds", o.max_seconds);
+  o.min_samples = j.value("min_samples", o.min_samples);
+  o.input_sets = j.value("input_sets", o.input_sets);
+  o.baseline = j.value("baseline", o.baseline);
+  return o;
+}
+
+void benchmark(const Operator& op, const verify::Compiled& reference, const verify::Compiled& candidate,
+               const verify::Compiled* baseline, const verify::CheckOptions& check, const BenchOptions& options,
+               Verdict& verdict) {
+  const Driver& d = Driver::instance();
+  // No access-policy window may keep data in L2 between iterations.
+  d.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
+  EnvironmentReport env = probe_environment();
+  const GpuInfo* gpu = env.gpus.empty() ? nullptr : &env.gpus[0];
+  std::size_t l2 = gpu && gpu->l2_cache_bytes > 0 ? static_cast<std::size_t>(gpu->l2_cache_bytes) : (64u << 20);
+  device::DeviceBuffer flush(2 * l2);
+  std::vector<GpuSpec> specs;
+  try {
+    specs = load_gpu_specs(gpu_config_dir());
+  } catch (const std::exception& e) {
+    spdlog::debug("no GPU specs: {}", e.what());
+  }
+  const GpuSpec* spec = gpu ? match_gpu(specs, gpu->name) : nullptr;
+
+  std::vector<double> speedups, sol_fractions;
+  auto selected = verify::select_workloads(op, check);
+  for (const Workload* w : selected) {
+    auto it = std::find_if(verdict.workloads.begin(), verdict.workloads.end(),
+                           [&](const WorkloadVerdict& v) { return v.uuid == w->uuid; });
+    if (it == verdict.workloads.end()) {
+      WorkloadVerdict wv;
+      wv.uuid = w->uuid;
+      wv.axes = w->axes;
+      verdict.workloads.push_back(wv);
+      it = verdict.workloads.end() - 1;
+    }
+    WorkloadVerdict& wv = *it;
+    if (wv.status != Status::kPassed) continue;  // failed its correctness check: nothing to time
+    auto start = Clock::now();
+    try {
+      WorkloadBench bench(op, reference, candidate, options.baseline ? baseline : nullptr, check, options, *w, flush,
+                          gpu);
+      wv.timing = bench.run();
+      if (auto f = bench.failure()) {
+        wv.status = Status::kIncorrectNumerical;
+        wv.failure = f;
+      }
+    } catch (const device::CudaError& e) {
+      wv.status = Status::kRuntimeError;
+      wv.failure = Failure{device::failure_kind_of(e.name()), std::string("during timing: ") + e.what(),
+                           {{"cuda_error", e.name()}}};
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      wv.status = Status::kRuntimeError;
+      wv.failure = Failure{"timing_error", e.what(), {}};
+    }
+    wv.timing["seconds"] = since(start);
+    if (spec && wv.timing.contains("candidate")) {
+      SolEstimate sol = speed_of_light(*spec, op.definition, w->bindings(op.definition), false);
+      if (sol.seconds > 0) {
+        double latency = wv.timing["candidate"]["latency"].get<double>();
+        double fraction = latency > 0 ? sol.seconds / latency : 0.0;
+        wv.timing["sol"] = {{"seconds", sol.seconds}, {"bound", sol.bound}, {"fraction", fraction}, {"gpu", spec->match}};
+        sol_fractions.push_back(fraction);
+      }
+    }
+    if (wv.timing.contains("speedup")) speedups.push_back(wv.timing["speedup"].get<double>());
+    if (wv.status != Status::kPassed && verdict.status == Status::kPassed) {
+      verdict.status = wv.status;
+      verdict.failure = wv.failure;
+      if (verdict.failure) verdict.failure->evidence["workload"] = wv.uuid;
+    }
+  }
+  nlohmann::json score;
+  if (!speedups.empty()) {
+    ScoreSummary s = summarize_speedups(speedups);
+    score["mean_speedup"] = s.mean_speedup;
+    score["geomean_speedup"] = s.geomean_speedup;
+    nlohmann::json fast = nlohmann::json::object();
+    for (const auto& [p, f] : s.fast_p) fast[fmt::format("fast_{}", p)] = f;
+    score["fast_p"] = fast;
+  }
+  if (!sol_fractions.empty()) {
+    double sum = 0;
+    for (double f : sol_fractions) sum += f;
+    score["mean_sol_fraction"] = sum / static_cast<double>(sol_fractions.size());
+  }
+  score["workloads_timed"] = speedups.empty() ? sol_fractions.size() : speedups.size();
+  verdict.score = score;
+}
+
+}  // namespace kharness::bench
