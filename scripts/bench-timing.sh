@@ -66,6 +66,8 @@ for entry in ops:
         cases.append((name, seed, w["uuid"], w["axes"]))
 
 rows, failures = [], []
+ok = True
+print(f"{'operator':14s} {'axes':22s} {'kharness':>10s} {'ncu':>10s} {'events':>10s} {'kh/ncu':>7s} {'ev/kh':>6s} {'spread':>7s} {'samples':>7s} target", flush=True)
 for op, seed, uuid, axes in cases:
     try:
         k = bench(seed, op, uuid)
@@ -76,33 +78,28 @@ for op, seed, uuid, axes in cases:
         if op == "copy_f32" or k["median"] >= 20e-6:
             meds = [bench(seed, op, uuid)["median"] for _ in range(N)]
             spread = max(meds) / min(meds) - 1
-        rows.append(dict(op=op, axes=axes, kh=k["median"], samples=k["count"], noise=k["noise"], ncu=n,
-                         ev=e["median"], spread=spread, note=note, gpu_time=k["median"] * k["count"]))
+        r = dict(op=op, axes=axes, kh=k["median"], samples=k["count"], noise=k["noise"], ncu=n,
+                 ev=e["median"], spread=spread, note=note, gpu_time=k["median"] * k["count"])
+        rows.append(r)
     except Exception as ex:  # keep going: one broken case must not hide the others
         failures.append(f"{op} {axes}: {ex}")
-
-ok = True
-print(f"{'operator':14s} {'axes':22s} {'kharness':>10s} {'ncu':>10s} {'events':>10s} {'kh/ncu':>7s} {'ev/kh':>6s} {'spread':>7s} {'samples':>7s} target")
-for r in rows:
+        print("ERROR", failures[-1], flush=True)
+        continue
     kh, n, ev = r["kh"], r["ncu"], r["ev"]
-    if n:
-        good = abs(kh - n) <= (0.02 * n if n >= 10e-6 else 0.5e-6)
-    else:
-        good = False
+    good = bool(n) and abs(kh - n) <= (0.02 * n if n >= 10e-6 else 0.5e-6)
     if r["spread"] is not None and kh >= 20e-6 and r["spread"] > 0.01:
         good = False
     ok = ok and good
     print(f"{r['op']:14s} {json.dumps(r['axes']):22s} {kh*1e6:9.2f}u {(n or 0)*1e6:9.2f}u {ev*1e6:9.2f}u "
           f"{(kh/n if n else float('nan')):7.3f} {ev/kh:6.2f} "
-          f"{('%.2f%%' % (100*r['spread'])) if r['spread'] is not None else '-':>7s} {r['samples']:7d} {'PASS' if good else 'FAIL'}")
+          f"{('%.2f%%' % (100*r['spread'])) if r['spread'] is not None else '-':>7s} {r['samples']:7d} {'PASS' if good else 'FAIL'}",
+          flush=True)
     if r["note"]:
-        print(f"    ncu: {r['note']}")
+        print(f"    ncu: {r['note']}", flush=True)
 for r in rows:
     if r["op"] == "copy_f32":
         bw = 8 * r["axes"]["n"] / r["kh"]
         print(f"copy n={r['axes']['n']}: {bw/1e12:.2f} TB/s achieved; adaptive GPU time {r['gpu_time']:.3f} s over {r['samples']} samples")
-for f in failures:
-    print("ERROR", f)
 print(f"BENCH timing cases={len(rows)} failures={len(failures)} result={'PASS' if ok and not failures else 'FAIL'}")
 sys.exit(0 if ok and not failures else 1)
 PY

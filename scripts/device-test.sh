@@ -82,7 +82,7 @@ step gpu-tests ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure \
   --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests.xml"
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
-step bench-timing need_binary scripts/bench-timing.sh "$KHARNESS"
+step bench-timing need_binary timeout "${TIMING_TIMEOUT:-300}" scripts/bench-timing.sh "$KHARNESS"
 # The worker under compute-sanitizer on the good fixtures: any memcheck error fails the worker
 # (exit 9), which fails the verdict.
 sanitize() {
