@@ -6,7 +6,8 @@
 # Targets (issue 4): kharness within 2% of ncu for kernels >= 10 us and within 0.5 us below; spread
 # <= 1% for kernels >= 20 us; copy bandwidth within 10% of the measured ceiling.
 #
-#   scripts/bench-timing.sh [KHARNESS_BINARY]    PROCESSES (default 5), NCU (default ncu)
+#   scripts/bench-timing.sh [KHARNESS_BINARY]    PROCESSES (default 5), NCU (default ncu),
+#                                                ONLY (regex over "operator {axes}": a subset)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -18,7 +19,9 @@ export KHARNESS PROCESSES NCU
 exec python3 - <<'PY'
 import csv, io, json, os, statistics, subprocess, sys
 
+import re
 K, N, NCU = os.environ["KHARNESS"], int(os.environ["PROCESSES"]), os.environ["NCU"]
+ONLY = re.compile(os.environ.get("ONLY", ""))  # a regex over "operator {axes}" to run a subset
 
 def run(args, timeout=600):
     p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
@@ -63,7 +66,8 @@ for entry in ops:
     if name != "copy_f32":  # seeds: smallest, middle and largest workload
         wls = [wls[0], wls[len(wls) // 2], wls[-1]]
     for w in wls:
-        cases.append((name, seed, w["uuid"], w["axes"]))
+        if ONLY.search(f"{name} {json.dumps(w['axes'])}"):
+            cases.append((name, seed, w["uuid"], w["axes"]))
 
 rows, failures = [], []
 ok = True

@@ -707,6 +707,7 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   checksum_ = module_->function("kh_checksum");
   check_pattern_ = module_->function("kh_check_pattern");
   scratch_ = device::DeviceBuffer(16);
+  sink_ = device::DeviceBuffer(16);
 }
 
 void HarnessKernels::launch(CUfunction f, const char* name, std::uint64_t work_items,
@@ -825,6 +826,14 @@ void HarnessKernels::fill_pattern(CUdeviceptr p, std::size_t bytes,
   std::uint64_t n = bytes;
   void* params[] = {&p, &n, &lo, &hi};
   launch(fill_pattern_, "cuLaunchKernelEx(kh_fill_pattern)", n / 16, stream, params);
+}
+
+void HarnessKernels::read_through(CUdeviceptr p, std::size_t bytes, CUstream stream) const {
+  if (bytes == 0) return;
+  CUdeviceptr out = sink_.ptr();
+  std::uint64_t n = bytes;
+  void* params[] = {&p, &n, &out};
+  launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
 }
 
 std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const {

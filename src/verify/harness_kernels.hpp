@@ -100,6 +100,10 @@ class HarnessKernels {
   // region's 8-byte words w_i (a short last word zero-padded) of a per-index bijection of w_i,
   // finished with the length. Equal bytes hash equal; changing any one word (so any single bit)
   // always changes it. Synchronises `stream`.
+  // Reads every byte of the region (the checksum kernel, result discarded) without waiting for it.
+  // The timing stage runs it after its L2-flush write so that L2 holds clean lines: dirty ones
+  // would be written back during the next timed kernel and slow it down.
+  void read_through(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
   std::uint64_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
 
   // Compares `bytes` bytes at `p` against `element_pattern` repeated (as fill_pattern writes
@@ -131,6 +135,7 @@ class HarnessKernels {
   CUfunction fill_random_ = nullptr;
   CUfunction fill_pattern_ = nullptr;
   CUfunction checksum_ = nullptr;
+  device::DeviceBuffer sink_;  // read_through's discarded result
   CUfunction check_pattern_ = nullptr;
 };
 
