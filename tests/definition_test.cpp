@@ -13,18 +13,7 @@ namespace {
 
 using testing::fixture;
 
-// Expects `fn` to throw an input Error whose location contains `where` and message `what`.
-template <class Fn>
-void expect_input_error(Fn fn, const std::string& where, const std::string& what) {
-  try {
-    fn();
-    FAIL() << "no error; expected " << where << ": " << what;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ExitCode::kUsage) << e.message();
-    EXPECT_NE(e.where().find(where), std::string::npos) << e.message();
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.message();
-  }
-}
+using testing::expect_input_error;
 
 const char* kRmsnorm = R"J({
   "name": "rms", "op_type": "rmsnorm",

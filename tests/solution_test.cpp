@@ -13,17 +13,7 @@ namespace {
 
 using testing::fixture;
 
-template <class Fn>
-void expect_input_error(Fn fn, const std::string& where, const std::string& what) {
-  try {
-    fn();
-    FAIL() << "no error; expected " << where << ": " << what;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ExitCode::kUsage) << e.message();
-    EXPECT_NE(e.where().find(where), std::string::npos) << e.message();
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.message();
-  }
-}
+using testing::expect_input_error;
 
 std::string solution_text(const std::string& plan) {
   return "// leading line comment\n/* kharness " + plan + " */\n__global__ void k(float* x) {}\n";

@@ -8,6 +8,10 @@
 #include <filesystem>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "kharness/error.hpp"
+
 namespace kharness::testing {
 
 inline std::filesystem::path fixture(const std::string& relative) {
@@ -59,5 +63,19 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Expects `fn` to throw a kharness::Error of exit code 2 whose location contains `where` and whose
+// message contains `what`.
+template <class Fn>
+void expect_input_error(Fn fn, const std::string& where, const std::string& what) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected " << where << ": " << what;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage) << e.message();
+    EXPECT_NE(e.where().find(where), std::string::npos) << e.message();
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.message();
+  }
+}
 
 }  // namespace kharness::testing

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nvrtc.h>
+
 #include "kharness/compile.hpp"
 
 namespace kharness {
@@ -39,5 +41,19 @@ KernelMatch match_kernel(std::string_view name, const std::vector<KernelInfo>& k
 // own files are in-memory NVRTC headers, which win over files on disk.
 std::string angle_toolkit_includes(const std::string& content,
                                    const std::vector<std::string>& own_paths);
+
+// One NVRTC compile: `entry_text` (named `entry_name` in diagnostics) with in-memory headers,
+// and the log, PTX and cubin it produced. A failed compile is a value (result != NVRTC_SUCCESS,
+// the log says why); an NVRTC that cannot work at all (no builtins library) throws
+// environment_error. Shared by the compile stage and the harness's own kernels.
+struct NvrtcOutput {
+  nvrtcResult result = NVRTC_SUCCESS;
+  std::string log;
+  std::string ptx;
+  std::string cubin;
+};
+NvrtcOutput nvrtc_compile(const std::string& entry_text, const std::string& entry_name,
+                          const std::vector<std::pair<std::string, std::string>>& headers,
+                          const std::vector<std::string>& options);
 
 }  // namespace kharness

@@ -286,36 +286,21 @@ bool gives_std(const std::vector<std::string>& options) {
   });
 }
 
-struct NvrtcOutput {
-  nvrtcResult result = NVRTC_SUCCESS;
-  std::string log;
-  std::string ptx;
-  std::string cubin;
-};
+}  // namespace
 
-NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& options) {
-  std::vector<std::string> own;
-  for (const auto& f : solution.sources) {
-    own.push_back(f.path);
-  }
-  std::vector<std::string> texts;
-  for (const auto& f : solution.sources) {
-    texts.push_back(angle_toolkit_includes(f.content, own));
-  }
+NvrtcOutput nvrtc_compile(const std::string& entry_text, const std::string& entry_name,
+                          const std::vector<std::pair<std::string, std::string>>& headers,
+                          const std::vector<std::string>& options) {
   std::vector<const char*> header_texts;
   std::vector<const char*> header_names;
-  for (std::size_t i = 0; i < solution.sources.size(); ++i) {
-    if (i == solution.entry) {
-      continue;
-    }
-    header_texts.push_back(texts[i].c_str());
-    header_names.push_back(solution.sources[i].path.c_str());
+  for (const auto& [name, text] : headers) {
+    header_names.push_back(name.c_str());
+    header_texts.push_back(text.c_str());
   }
-  const SourceFile& entry = solution.entry_source();
   nvrtcProgram program = nullptr;
-  nvrtcResult created = nvrtcCreateProgram(
-      &program, texts[solution.entry].c_str(), entry.path.c_str(),
-      static_cast<int>(header_texts.size()), header_texts.data(), header_names.data());
+  nvrtcResult created = nvrtcCreateProgram(&program, entry_text.c_str(), entry_name.c_str(),
+                                           static_cast<int>(header_texts.size()), header_texts.data(),
+                                           header_names.data());
   if (created != NVRTC_SUCCESS) {
     throw environment_error(
         fmt::format("NVRTC cannot create a program: {}", nvrtcGetErrorString(created)));
@@ -369,6 +354,24 @@ NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& 
     out.log += fmt::format("nvrtc: error: no cubin: {}\n", nvrtcGetErrorString(out.result));
   }
   return out;
+}
+
+namespace {
+
+// The solution's entry file as the translation unit, its other files as in-memory headers.
+NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& options) {
+  std::vector<std::string> own;
+  for (const auto& f : solution.sources) {
+    own.push_back(f.path);
+  }
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (std::size_t i = 0; i < solution.sources.size(); ++i) {
+    if (i != solution.entry) {
+      headers.emplace_back(solution.sources[i].path, angle_toolkit_includes(solution.sources[i].content, own));
+    }
+  }
+  const SourceFile& entry = solution.entry_source();
+  return nvrtc_compile(angle_toolkit_includes(entry.content, own), entry.path, headers, options);
 }
 
 // "k.cu:1" -> {"k.cu", 1}; "dir/solution.json" -> {"dir/solution.json", 0}.

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "compile/compile_cache.hpp"
+#include "compile/compile_internal.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/hash.hpp"
@@ -534,63 +535,12 @@ std::uint64_t fmix64(std::uint64_t k) {  // as in the kernel source
   return k;
 }
 
-struct Nvrtc {
-  std::string log;
-  std::string ptx;
-  std::string cubin;
-};
-
-Nvrtc run_nvrtc(const std::string& arch, const std::vector<std::string>& options) {
-  nvrtcProgram program = nullptr;
-  const nvrtcResult created =
-      nvrtcCreateProgram(&program, kSource, "kharness_harness_kernels.cu", 0, nullptr, nullptr);
-  if (created != NVRTC_SUCCESS) {
-    throw environment_error(
-        fmt::format("NVRTC cannot create a program: {}", nvrtcGetErrorString(created)));
-  }
-  struct Destroy {
-    nvrtcProgram* p;
-    ~Destroy() { nvrtcDestroyProgram(p); }
-  } destroy{&program};
-  std::vector<const char*> argv;
-  for (const auto& o : options) {
-    argv.push_back(o.c_str());
-  }
-  const nvrtcResult result =
-      nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
-  Nvrtc out;
-  std::size_t size = 0;
-  if (nvrtcGetProgramLogSize(program, &size) == NVRTC_SUCCESS && size > 1) {
-    out.log.resize(size);
-    nvrtcGetProgramLog(program, out.log.data());
-    out.log.resize(size - 1);
-  }
-  if (result == NVRTC_ERROR_BUILTIN_OPERATION_FAILURE) {
-    throw environment_error(
-        fmt::format("NVRTC failed: {} (is libnvrtc-builtins installed next to libnvrtc?)",
-                    nvrtcGetErrorString(result)));
-  }
-  if (result != NVRTC_SUCCESS) {
+NvrtcOutput run_nvrtc(const std::string& arch, const std::vector<std::string>& options) {
+  NvrtcOutput out = nvrtc_compile(kSource, "kharness_harness_kernels.cu", {}, options);
+  if (out.result != NVRTC_SUCCESS || out.cubin.empty()) {
     throw Error(ExitCode::kInternal, "harness kernels",
-                fmt::format("NVRTC cannot compile them for {}: {}\n{}", arch,
-                            nvrtcGetErrorString(result), out.log));
-  }
-  if (nvrtcGetPTXSize(program, &size) == NVRTC_SUCCESS && size > 0) {
-    out.ptx.resize(size);
-    nvrtcGetPTX(program, out.ptx.data());
-    while (!out.ptx.empty() && out.ptx.back() == '\0') {
-      out.ptx.pop_back();
-    }
-  }
-  if (nvrtcGetCUBINSize(program, &size) == NVRTC_SUCCESS && size > 0) {
-    out.cubin.resize(size);
-    if (nvrtcGetCUBIN(program, out.cubin.data()) != NVRTC_SUCCESS) {
-      out.cubin.clear();
-    }
-  }
-  if (out.cubin.empty()) {
-    throw Error(ExitCode::kInternal, "harness kernels",
-                fmt::format("NVRTC produced no cubin for {}", arch));
+                fmt::format("NVRTC cannot compile them for {}: {}\n{}", arch, nvrtcGetErrorString(out.result),
+                            out.log));
   }
   return out;
 }
@@ -660,7 +610,7 @@ HarnessImage HarnessKernels::build(const HarnessKernelsOptions& options) {
     }
   }
   if (!image.cache_hit) {
-    Nvrtc out = run_nvrtc(image.arch, nvrtc_options);
+    NvrtcOutput out = run_nvrtc(image.arch, nvrtc_options);
     if (use_disk) {
       compile_cache::Entry entry;
       entry.status = Status::kPassed;
