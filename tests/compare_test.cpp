@@ -150,6 +150,25 @@ TEST(CheckCli, WithoutAGpuCompileProblemsStillReportAndGpuWorkExitsThree) {
   EXPECT_EQ(seed.exit_code, 2) << seed.out;
 }
 
+TEST(CheckCli, BenchAndValidateFlags) {
+  std::string good = "'" + testing::fixture("good/rmsnorm_simple.cu").string() + "'";
+  auto timing = testing::kharness("bench " + good + " --timing fast");
+  EXPECT_EQ(timing.exit_code, 2) << timing.out;
+  EXPECT_NE(timing.out.find("--timing"), std::string::npos) << timing.out;
+  auto sets = testing::kharness("validate " + good + " --input-sets 1");
+  EXPECT_EQ(sets.exit_code, 2) << sets.out;
+  EXPECT_NE(sets.out.find("--input-sets"), std::string::npos) << sets.out;
+  auto noise = testing::kharness("bench " + good + " --max-noise 0");
+  EXPECT_EQ(noise.exit_code, 2) << noise.out;
+  // bench has no correctness trials, so no --trials.
+  EXPECT_EQ(testing::kharness("bench " + good + " --trials 3").exit_code, 2);
+  auto probe = testing::kharness("doctor --json");
+  if (probe.out.find("\"available\": true") == std::string::npos) {
+    auto r = testing::kharness("validate " + good);
+    EXPECT_EQ(r.exit_code, 3) << r.out;  // compiles, then needs the GPU
+  }
+}
+
 TEST(CheckCli, UnknownComparatorInADefinitionIsBadInput) {
   testing::TempDir dir;
   auto def = nlohmann::ordered_json::parse(
