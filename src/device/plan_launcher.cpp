@@ -165,6 +165,13 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
       out.error_name = "CUDA_ERROR_INVALID_VALUE";
       return out;
     }
+    // Clusters above the portable 8 blocks (up to 16 on Hopper and Blackwell) must be opted into.
+    if (config.cluster[0] * config.cluster[1] * config.cluster[2] > 8) {
+      if (CUresult c = d.cuFuncSetAttribute(r.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+          c != CUDA_SUCCESS) {
+        return failed(c, "cannot opt into a non-portable cluster size");
+      }
+    }
     if (CUresult c = launch_kernel(r.function, config, params.data()); c != CUDA_SUCCESS) {
       return failed(c, "launch failed");
     }
