@@ -22,7 +22,8 @@ struct CheckRequest {
   bool use_cache = true;
   double timeout_seconds = 60;
   verify::CheckOptions options;
-  // "check" (correctness), "bench" (timing, with timed outputs checked) or "validate" (both).
+  // "check" (correctness), "bench" (timing, with timed outputs checked), "validate" (both) or
+  // "compile" (compile and rules only: no GPU needed).
   std::string mode = "check";
   nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions, as JSON
 };

@@ -1,6 +1,11 @@
 // kharness check SOLUTION... --operator NAME [--workloads U,...] [--trials N] [--seed N] [--json]
 // and the hidden worker mode it runs each solution in.
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -11,12 +16,15 @@
 #include "cli/common.hpp"
 #include "cli/table.hpp"
 #include "kharness/text.hpp"
+#include "kharness/report.hpp"
 #include "kharness/verify.hpp"
 
 namespace kharness::cli {
 namespace {
 
 struct CheckArgs {
+  // score: report files
+  std::string json_file, junit_file, markdown_file, traces_file;
   std::string mode = "check";  // "check", "bench" or "validate"
   std::string timing = "adaptive";
   std::string timer = "cupti";
@@ -101,45 +109,58 @@ std::string render_verdict(const Verdict& v, int verbosity) {
   return out;
 }
 
-ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
-  std::uint64_t seed = 0;
-  if (args.seed.empty()) {
+// The base seed: --seed, or a fresh random one (printed in every verdict, to replay it).
+std::uint64_t resolve_seed(const std::string& text) {
+  if (text.empty()) {
     std::random_device rd;
-    seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  } else {
-    try {
-      std::size_t used = 0;
-      seed = std::stoull(args.seed, &used, 0);
-      if (used != args.seed.size()) throw std::invalid_argument("trailing characters");
-    } catch (const std::exception&) {
-      throw input_error("--seed", fmt::format("'{}' is not an unsigned integer", args.seed));
-    }
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   }
+  try {
+    std::size_t used = 0;
+    std::uint64_t seed = std::stoull(text, &used, 0);
+    if (used != text.size()) throw std::invalid_argument("trailing characters");
+    return seed;
+  } catch (const std::exception&) {
+    throw input_error("--seed", fmt::format("'{}' is not an unsigned integer", text));
+  }
+}
+
+void validate_args(const CheckArgs& args) {
   if (args.trials < 1) throw input_error("--trials", "must be at least 1");
   if (args.input_sets < 2) throw input_error("--input-sets", "must be at least 2 (inputs rotate during timing)");
   if (args.max_noise <= 0) throw input_error("--max-noise", "must be > 0");
+}
+
+CheckRequest make_request(const CheckArgs& args, const std::string& path, const GlobalOptions& global,
+                          std::uint64_t seed, const std::string& arch) {
+  CheckRequest request;
+  request.solution = path;
+  request.operator_name = args.operator_name;
+  request.operators_dirs = global.operators_dirs;
+  request.arch = arch;
+  request.use_cache = !args.no_cache;
+  request.timeout_seconds = args.timeout;
+  request.options.trials = args.trials;
+  request.options.seed = seed;
+  for (const auto& w : args.workloads) request.options.workloads.push_back(w);
+  if (args.atol >= 0) request.options.atol = args.atol;
+  if (args.rtol >= 0) request.options.rtol = args.rtol;
+  if (args.matched_ratio >= 0) request.options.required_matched_ratio = args.matched_ratio;
+  request.mode = args.mode;
+  request.bench = {{"protocol", args.timing},     {"timer", args.timer},          {"warmup", args.warmup},
+                   {"iterations", args.iterations}, {"trials", args.num_trials},  {"max_noise", args.max_noise},
+                   {"max_seconds", args.max_time},  {"input_sets", args.input_sets}, {"baseline", !args.no_baseline}};
+  return request;
+}
+
+ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
+  validate_args(args);
+  std::uint64_t seed = resolve_seed(args.seed);
   std::string arch = resolve_arch(args.arch);
   nlohmann::json all = nlohmann::json::array();
   bool all_passed = true;
   for (const auto& path : args.solutions) {
-    CheckRequest request;
-    request.solution = path;
-    request.operator_name = args.operator_name;
-    request.operators_dirs = global.operators_dirs;
-    request.arch = arch;
-    request.use_cache = !args.no_cache;
-    request.timeout_seconds = args.timeout;
-    request.options.trials = args.trials;
-    request.options.seed = seed;
-    for (const auto& w : args.workloads) request.options.workloads.push_back(w);
-    if (args.atol >= 0) request.options.atol = args.atol;
-    if (args.rtol >= 0) request.options.rtol = args.rtol;
-    if (args.matched_ratio >= 0) request.options.required_matched_ratio = args.matched_ratio;
-    request.mode = args.mode;
-    request.bench = {{"protocol", args.timing},     {"timer", args.timer},          {"warmup", args.warmup},
-                     {"iterations", args.iterations}, {"trials", args.num_trials},  {"max_noise", args.max_noise},
-                     {"max_seconds", args.max_time},  {"input_sets", args.input_sets}, {"baseline", !args.no_baseline}};
-    Verdict v = check_solution(request);
+    Verdict v = check_solution(make_request(args, path, global, seed, arch));
     all_passed = all_passed && v.passed();
     if (args.json) {
       all.push_back(to_json(v));
@@ -152,12 +173,131 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
+// Files and folders to solutions, in a stable (sorted) order: a folder holding solution.json is
+// one solution; any other folder contributes its .cu files, solution folders and .json files.
+std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (!fs::exists(in, ec)) throw input_error(in, "no such file or folder");
+    if (!fs::is_directory(in, ec) || fs::exists(fs::path(in) / "solution.json", ec)) {
+      out.push_back(in);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(in, ec)) {
+      const fs::path& p = entry.path();
+      std::string name = p.filename().string();
+      if (name.empty() || name[0] == '.') continue;
+      if (entry.is_directory() ? fs::exists(p / "solution.json", ec) : (p.extension() == ".cu" || p.extension() == ".json")) {
+        found.push_back(p.string());
+      }
+    }
+    std::sort(found.begin(), found.end());
+    if (found.empty()) throw input_error(in, "no solutions in this folder (.cu files, solution folders or .json files)");
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+// A progress line on a terminal (rewritten in place), plain lines otherwise; on stderr.
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(2) != 0), start_(std::chrono::steady_clock::now()) {}
+  void starting(std::size_t index, const std::string& name) {
+    if (!tty_) return;
+    double elapsed = seconds();
+    std::string eta = index == 0 ? "?" : fmt::format("{:.0f} s", elapsed / static_cast<double>(index) * static_cast<double>(total_ - index));
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  elapsed %.0f s  eta %s", index + 1, total_, name.c_str(), elapsed, eta.c_str());
+    std::fflush(stderr);
+  }
+  void finished(std::size_t index, const std::string& name, const Verdict& v) {
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K");
+    }
+    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)\n", index + 1, total_, name.c_str(),
+                 std::string(status_name(v.status)).c_str(), v.seconds);
+    std::fflush(stderr);
+  }
+
+ private:
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  std::size_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+void write_report(const std::string& file, const std::string& text) {
+  if (!file.empty()) write_file_atomic(file, text);
+}
+
+ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
+  validate_args(args);
+  std::vector<std::string> solutions = expand_solutions(args.solutions);
+  std::uint64_t seed = resolve_seed(args.seed);
+  std::string arch = resolve_arch(args.arch);
+  std::vector<Verdict> verdicts;
+  Progress progress(solutions.size());
+  for (std::size_t i = 0; i < solutions.size(); ++i) {
+    progress.starting(i, solutions[i]);
+    Verdict v;
+    try {
+      v = check_solution(make_request(args, solutions[i], global, seed, arch));
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness bug: scoring cannot go on
+      // A malformed submission is that submission's failure, not the end of the run.
+      v.solution = std::filesystem::path(solutions[i]).stem().string();
+      v.source = solutions[i];
+      v.definition = args.operator_name;
+      v.status = Status::kRejected;
+      v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
+    }
+    progress.finished(i, solutions[i], v);
+    verdicts.push_back(std::move(v));
+  }
+  write_report(args.json_file, report::to_report_json(verdicts).dump(2) + "\n");
+  write_report(args.junit_file, report::to_junit(verdicts, "kharness"));
+  write_report(args.markdown_file, report::to_markdown(verdicts));
+  if (!args.traces_file.empty()) {
+    // The workloads of every operator scored, so a solution that failed before running any still
+    // gets trace lines (a Trace needs a workload).
+    report::TraceOptions traces;
+    std::set<std::string> operators;
+    for (const auto& v : verdicts) {
+      if (!v.definition.empty()) operators.insert(v.definition);
+    }
+    OperatorRegistry registry = make_registry(global);
+    for (const auto& name : operators) {
+      try {
+        Operator op = registry.load(name);
+        for (const auto& w : op.workloads) {
+          traces.workloads.push_back({{"definition", op.definition.name}, {"workload", to_json(w)}});
+        }
+      } catch (const Error&) {
+        // an operator that does not load: its failed solutions get no trace lines
+      }
+    }
+    write_report(args.traces_file, report::to_traces_jsonl(verdicts, traces));
+  }
+  std::fputs(report::to_markdown(verdicts).c_str(), stdout);
+  bool all_passed = std::all_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.passed(); });
+  return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
+}
+
 // The options every mode shares, then the timing options for bench and validate.
 Runner setup_mode(CLI::App& app, const std::string& mode) {
   auto args = std::make_shared<CheckArgs>();
   args->mode = mode;
   if (mode != "check") args->timeout = 300;
-  app.add_option("solutions", args->solutions, "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker")
+  if (mode == "score") args->mode = "validate";
+  if (mode == "validate" || mode == "score") {
+    app.add_flag_callback("--compile-only", [args] { args->mode = "compile"; },
+                          "Only compile and check the rules (no GPU needed)");
+  }
+  app.add_option("solutions", args->solutions,
+                 mode == "score" ? "Solutions and folders of solutions, scored in sorted order"
+                                 : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker")
       ->required();
   app.add_option("--operator", args->operator_name, "Operator name or definition file (default: the plan's)")
       ->type_name("NAME");
@@ -169,7 +309,14 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
-  app.add_flag("--json", args->json, "Print verdicts as JSON");
+  if (mode == "score") {
+    app.add_option("--json", args->json_file, "Write the results as JSON (schema kharness.score/1)")->type_name("FILE");
+    app.add_option("--junit", args->junit_file, "Write JUnit XML: a testcase per solution and workload")->type_name("FILE");
+    app.add_option("--markdown", args->markdown_file, "Write a Markdown leaderboard")->type_name("FILE");
+    app.add_option("--traces", args->traces_file, "Write FlashInfer-Bench Trace JSON lines")->type_name("FILE");
+  } else {
+    app.add_flag("--json", args->json, "Print verdicts as JSON");
+  }
   if (mode != "bench") {
     app.add_option("--trials", args->trials, "Correctness trials per workload, each with fresh inputs (default 3)");
     app.add_option("--atol", args->atol, "Absolute tolerance (default: the definition's)");
@@ -190,6 +337,7 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
     app.add_option("--input-sets", args->input_sets, "Input sets rotated during timing (default 2)");
     app.add_flag("--no-baseline", args->no_baseline, "Do not time the operator's baseline (no speedup)");
   }
+  if (mode == "score") return [args](const GlobalOptions& global) { return run_score(*args, global); };
   return [args](const GlobalOptions& global) { return run_check(*args, global); };
 }
 
@@ -198,6 +346,7 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
 Runner setup_check(CLI::App& app) { return setup_mode(app, "check"); }
 Runner setup_bench(CLI::App& app) { return setup_mode(app, "bench"); }
 Runner setup_validate(CLI::App& app) { return setup_mode(app, "validate"); }
+Runner setup_score(CLI::App& app) { return setup_mode(app, "score"); }
 
 
 Runner setup_worker(CLI::App&) {

@@ -15,6 +15,8 @@ const std::vector<Command>& commands() {
       {"check", "Compile and check solutions for correctness on the GPU, each in an isolated worker",
        setup_check},
       {"bench", "Time solutions with CUPTI (cold L2, rotated inputs, baseline interleaved)", setup_bench},
+      {"score", "Validate many solutions; write JSON, JUnit, Markdown and FlashInfer-Bench traces",
+       setup_score},
       {"operators", "List, show and check operator definitions", setup_operators},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},

@@ -11,6 +11,7 @@ Runner setup_operators(CLI::App& app);
 Runner setup_check(CLI::App& app);
 Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
+Runner setup_score(CLI::App& app);
 Runner setup_worker(CLI::App& app);
 
 }  // namespace kharness::cli

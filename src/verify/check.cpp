@@ -145,6 +145,7 @@ Verdict check_solution(const CheckRequest& request) {
     }
     return verdict;
   }
+  if (request.mode == "compile") return verdict;  // --compile-only: what needs no GPU
   // Only now is a GPU needed.
   EnvironmentReport env = probe_environment();
   if (!env.gpu_ready()) {
