@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "kharness/error.hpp"
+#include "kharness/text.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -201,6 +202,38 @@ TEST(Operators, EnvironmentVariableAddsDirs) {
   EXPECT_EQ(registry.load("gemm_n64_k128").origin, "KHARNESS_OPERATORS");
   expect_input_error([] { OperatorRegistry::from_environment({"/nonexistent/dir"}); }, "--operators-dir",
                      "not a folder");
+}
+
+TEST(Operators, FamilyFromTheLongestNamePrefixThenOpType) {
+  testing::TempDir dir;
+  namespace fs = std::filesystem;
+  auto def = nlohmann::ordered_json::parse(
+      read_file((testing::source_dir() / "operators/rmsnorm_h4096/definition.json").string()));
+  def.erase("kharness");  // a plain FlashInfer-Bench definition: no family given
+  def["name"] = "fused_add_rmsnorm_h4096";
+  fs::create_directories(dir.path() / "defs");
+  write_file_atomic((dir.path() / "defs/fused_add_rmsnorm_h4096.json").string(), def.dump());
+  def["name"] = "rmsnorm_h1024";
+  write_file_atomic((dir.path() / "defs/rmsnorm_h1024.json").string(), def.dump());
+  write_file_atomic((dir.path() / "defs/_families/fused_add_rmsnorm/reference.cu").string(), "// family\n");
+  OperatorRegistry registry = OperatorRegistry::from_environment({dir.path() / "defs"});
+  auto fused = registry.load("fused_add_rmsnorm_h4096");
+  ASSERT_TRUE(fused.reference.has_value());
+  EXPECT_EQ(fused.reference->parent_path().filename(), "fused_add_rmsnorm");  // not op_type rmsnorm
+  auto plain = registry.load("rmsnorm_h1024");
+  ASSERT_TRUE(plain.reference.has_value());
+  EXPECT_EQ(plain.reference->parent_path().filename(), "rmsnorm");  // the built-in family
+}
+
+TEST(Definition, RangeBoundsMayBeAxisExpressions) {
+  std::string text = kRmsnorm;
+  std::string from = "\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5";
+  text.replace(text.find(from), from.size(), "\"distribution\": \"range\", \"low\": 0, \"high\": \"hidden_size - 1\"");
+  Definition d = parse_definition_text(text, "d.json");
+  EXPECT_EQ(d.kharness.inputs.at("weight").extra.at("high_expr"), "hidden_size - 1");
+  EXPECT_EQ(to_json(d)["kharness"]["inputs"]["weight"]["high"], "hidden_size - 1");  // exported as written
+  text.replace(text.find("hidden_size - 1"), 15, "tokens - 1");
+  expect_input_error([&] { parse_definition_text(text, "d.json"); }, "kharness.inputs.weight.high", "unknown axis 'tokens'");
 }
 
 // The real FlashInfer-Bench snapshot, where the checkout has it beside the repository.

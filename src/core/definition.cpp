@@ -167,6 +167,10 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
           out.mean = ju::as_number(f.value(), source, fpath);
         } else if (key == "std") {
           out.std = ju::as_number(f.value(), source, fpath);
+        } else if ((key == "low" || key == "high") && f.value().is_string()) {
+          // An expression over the axes (e.g. "max_seq_len - 1"), evaluated per workload.
+          parse_formula(f.value(), source, fpath, d);
+          out.extra[key + "_expr"] = f.value().get<std::string>();
         } else if (key == "low") {
           out.low = ju::as_number(f.value(), source, fpath);
         } else if (key == "high") {
@@ -465,7 +469,11 @@ nlohmann::ordered_json to_json(const Definition& d) {
           gj["low"] = g.low;
           gj["high"] = g.high;
         }
-        for (auto it = g.extra.begin(); it != g.extra.end(); ++it) gj[it.key()] = OJson(it.value());
+        for (auto it = g.extra.begin(); it != g.extra.end(); ++it) {
+          std::string key = it.key();
+          if (key == "low_expr" || key == "high_expr") key = key.substr(0, key.size() - 5);  // written back as low/high
+          gj[key] = OJson(it.value());
+        }
         inputs[name] = gj;
       }
       kj["inputs"] = inputs;

@@ -214,11 +214,27 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
     op.baseline = solution_in(op.baseline);
   }
   if (!op.reference) {
-    for (const auto& families : family_dirs()) {
-      if (auto ref = existing(families / op.definition.family() / "reference.cu")) {
-        op.reference = ref;
-        break;
+    // The family: kharness.family when given; otherwise the longest '_'-separated prefix of the
+    // name that has a family folder (fused_add_rmsnorm_h4096 -> fused_add_rmsnorm, although its
+    // op_type is rmsnorm), then the op_type.
+    std::vector<std::string> families;
+    if (!op.definition.kharness.family.empty()) {
+      families.push_back(op.definition.kharness.family);
+    } else {
+      std::string name = op.definition.name;
+      for (std::size_t cut = name.size(); cut != std::string::npos && cut > 0; cut = name.rfind('_', cut - 1)) {
+        families.push_back(name.substr(0, cut));
       }
+      if (!op.definition.op_type.empty()) families.push_back(op.definition.op_type);
+    }
+    for (const auto& family : families) {
+      for (const auto& dir : family_dirs()) {
+        if (auto ref = existing(dir / family / "reference.cu")) {
+          op.reference = ref;
+          break;
+        }
+      }
+      if (op.reference) break;
     }
   }
   return op;

@@ -265,6 +265,13 @@ class Evaluator {
       auto buf = std::make_unique<GuardedBuffer>(t.name, count * dtype_size(t.dtype));
       buf->fill_guards(kernels_, s);
       InputGenerator gen = generator_for(def_, t);
+      // Bounds given as expressions over the axes take this workload's values.
+      for (const char* key : {"low", "high"}) {
+        auto it = gen.extra.find(std::string(key) + "_expr");
+        if (it == gen.extra.end()) continue;
+        double v = static_cast<double>(Expr::parse(it->get<std::string>()).eval(b.env.axes));
+        (std::string(key) == "low" ? gen.low : gen.high) = v;
+      }
       if (in.kind == WorkloadInput::Kind::kSafetensors) {
         upload_safetensors(t, in, count, *buf, s);
       } else if (is_index_role(gen.distribution)) {
