@@ -34,10 +34,14 @@ fi
 
 if [[ $have_gpu == 0 ]]; then
   echo "No GPU is present on this machine, so nothing can run or be timed here."
+  echo "What works without one: compiling (NVRTC needs no GPU) and checking the rules."
 else
-  echo "This kharness build has no 'run' command yet, so no optimisation run is started."
+  echo "This kharness build has no 'run' command yet, so no optimisation run is started;"
+  echo "instead: the whole pipeline on the rmsnorm seed (compile, check, time against the baseline)."
+  echo
+  echo "+ kharness validate operators/rmsnorm_h4096/seed.cu --operator rmsnorm_h4096"
+  "$KHARNESS" validate operators/rmsnorm_h4096/seed.cu --operator rmsnorm_h4096
 fi
-echo "What works without that: compiling (NVRTC needs no GPU)."
 echo
 echo "+ kharness operators check"
 "$KHARNESS" operators check
