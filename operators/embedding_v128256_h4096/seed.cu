@@ -14,7 +14,6 @@
 // Seed solution for embedding_v128256_h4096: a correct, reasonable starting point.
 // One block of 256 threads per token; a row is 4096 bf16 = 8 KiB = 512 128-bit vectors, so each
 // thread copies two 128-bit vectors (consecutive threads touch consecutive 16 B).
-#include <cstdint>
 
 constexpr int kHidden = 4096;
 constexpr int kThreads = 256;

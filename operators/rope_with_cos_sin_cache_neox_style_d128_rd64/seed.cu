@@ -18,7 +18,6 @@
 // x2 = x[32+2l, 32+2l+1], float2 loads of cos and sin; lanes 16..31 copy the 64 pass-through
 // dimensions, 8 bytes each.
 #include <cuda_bf16.h>
-#include <cstdint>
 
 constexpr int kHead = 128;
 constexpr int kRot = 64;
@@ -26,7 +25,7 @@ constexpr int kHalf = kRot / 2;
 
 extern "C" __global__ void __launch_bounds__(128)
     rope_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-                const float* __restrict__ cos_sin_cache, const int64_t* __restrict__ positions,
+                const float* __restrict__ cos_sin_cache, const long long* __restrict__ positions,
                 __nv_bfloat16* __restrict__ q_out, __nv_bfloat16* __restrict__ k_out,
                 int num_tokens, int num_qo_heads, int num_kv_heads) {
   const int heads = num_qo_heads + num_kv_heads;

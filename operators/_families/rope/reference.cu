@@ -23,7 +23,6 @@
 // into FMAs, as PyTorch computes it), one rounding to bfloat16. One block per token, a strided
 // loop over the token's q elements, then its k elements.
 #include <cuda_bf16.h>
-#include <cstdint>
 
 __device__ float rope_element(const __nv_bfloat16* head, const float* cs, int d, int head_size,
                               int rotary_dim) {
@@ -40,7 +39,7 @@ __device__ float rope_element(const __nv_bfloat16* head, const float* cs, int d,
 
 extern "C" __global__ void rope_neox_reference(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                                const float* cos_sin_cache,
-                                               const int64_t* positions, __nv_bfloat16* q_out,
+                                               const long long* positions, __nv_bfloat16* q_out,
                                                __nv_bfloat16* k_out, int num_tokens,
                                                int num_qo_heads, int num_kv_heads, int head_size,
                                                int rotary_dim) {

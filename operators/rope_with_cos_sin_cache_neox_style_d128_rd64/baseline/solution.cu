@@ -16,7 +16,6 @@
 // block of 128 threads per token; thread d handles dimension d of every q head, then of every
 // k head, with scalar bf16 loads.
 #include <cuda_bf16.h>
-#include <cstdint>
 
 constexpr int kHead = 128;
 constexpr int kRot = 64;
@@ -30,7 +29,7 @@ __device__ float rotate(const __nv_bfloat16* x, const float* cs, int d) {
 }
 
 extern "C" __global__ void rope_baseline(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                         const float* cos_sin_cache, const int64_t* positions,
+                                         const float* cos_sin_cache, const long long* positions,
                                          __nv_bfloat16* q_out, __nv_bfloat16* k_out,
                                          int num_tokens, int num_qo_heads, int num_kv_heads) {
   const int t = blockIdx.x;
