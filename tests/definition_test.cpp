@@ -175,7 +175,10 @@ TEST(Operators, UnknownNameSuggestsCloseNames) {
 TEST(Operators, ExtraDirsPlainAndFlashInferBenchLayouts) {
   OperatorRegistry plain = OperatorRegistry::from_environment({fixture("defs/fib_plain")});
   Operator gemm = plain.load("gemm_n64_k128");
-  EXPECT_FALSE(gemm.definition.kharness.present);  // a plain FlashInfer-Bench definition, as it is
+  // A plain FlashInfer-Bench definition loads as it is; the gemm family's defaults fill its section.
+  EXPECT_FALSE(load_definition(fixture("defs/fib_plain/gemm_n64_k128.json")).kharness.present);
+  EXPECT_TRUE(gemm.definition.kharness.present);
+  EXPECT_EQ(gemm.definition.kharness.flops->text(), "2 * M * N * K");
   EXPECT_EQ(gemm.origin, "--operators-dir");
   EXPECT_EQ(gemm.definition.inputs[0].name, "A");
 
@@ -236,6 +239,30 @@ TEST(Definition, RangeBoundsMayBeAxisExpressions) {
   expect_input_error([&] { parse_definition_text(text, "d.json"); }, "kharness.inputs.weight.high", "unknown axis 'tokens'");
 }
 
+TEST(Definition, FamilyDefaultsFillOnlyWhatTheDefinitionLeavesUnset) {
+  std::string plain = kRmsnorm;
+  plain = plain.substr(0, plain.find(",\n  \"kharness\"")) + "\n}";  // the same definition, no kharness section
+  Definition d = parse_definition_text(plain, "plain.json");
+  ASSERT_FALSE(d.kharness.present);
+  auto family = nlohmann::ordered_json::parse(R"J({"kharness": {
+      "tolerance": {"atol": 0.5, "rtol": 0.25},
+      "inputs": {"weight": {"distribution": "uniform", "low": 0.5, "high": 1.5}},
+      "flops": "4 * batch_size * hidden_size"}})J");
+  apply_family_defaults(d, family, "family.json");
+  EXPECT_TRUE(d.kharness.present);
+  EXPECT_DOUBLE_EQ(d.kharness.tolerance.atol, 0.5);
+  EXPECT_EQ(d.kharness.inputs.at("weight").distribution, "uniform");
+  EXPECT_EQ(d.kharness.flops->text(), "4 * batch_size * hidden_size");
+  // A definition's own section wins.
+  Definition own = parse_definition_text(kRmsnorm, "own.json");
+  apply_family_defaults(own, family, "family.json");
+  EXPECT_DOUBLE_EQ(own.kharness.tolerance.atol, 0.01);
+  // Names the definition does not have are an error naming the family file.
+  auto bad = nlohmann::ordered_json::parse(R"J({"kharness": {"inputs": {"page_table": {"distribution": "normal"}}}})J");
+  expect_input_error([&] { apply_family_defaults(d, bad, "family.json"); }, "family.json: kharness.inputs.page_table",
+                     "unknown input");
+}
+
 // The real FlashInfer-Bench snapshot, where the checkout has it beside the repository.
 TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
   std::filesystem::path fib(KHARNESS_FIB_DIR);
@@ -248,6 +275,17 @@ TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
   EXPECT_GE(op.workloads.size(), 10u);
   Operator moe = registry.load("moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048");
   EXPECT_FALSE(moe.workloads.empty());
+  // Imported as they are, definitions of a known family get its reference and its defaults:
+  // valid page tables for paged attention, FLOP formulas for GEMMs.
+  OperatorRegistry with_builtin = OperatorRegistry::from_environment({fib});
+  Operator gqa = with_builtin.load("gqa_paged_decode_h32_kv8_d128_ps1");
+  ASSERT_TRUE(gqa.reference.has_value());
+  Operator fib_gqa = with_builtin.load((fib / "definitions/gqa_paged/gqa_paged_decode_h16_kv2_d128_ps64.json").string());
+  ASSERT_TRUE(fib_gqa.reference.has_value());
+  EXPECT_EQ(fib_gqa.definition.kharness.inputs.at("kv_indptr").distribution, "indptr");
+  Operator fib_gemm = with_builtin.load((fib / "definitions/gemm/gemm_n4096_k4096.json").string());
+  ASSERT_TRUE(fib_gemm.definition.kharness.flops.has_value());
+  EXPECT_EQ(fib_gemm.reference->parent_path().filename(), "gemm");
 }
 
 }  // namespace

@@ -86,6 +86,12 @@ struct Definition {
 Definition parse_definition(const nlohmann::ordered_json& json, const std::string& source);
 Definition parse_definition_text(const std::string& text, const std::string& source);
 Definition load_definition(const std::filesystem::path& file);
+// A family's defaults (`_families/<family>/family.json`: {"kharness": {...}}) for what a definition
+// leaves unset — tolerance when it has no kharness section, generators of inputs it does not
+// describe, FLOP/byte formulas, comparator, constants — so a plain FlashInfer-Bench definition of a
+// known family runs with valid index tensors and realistic ranges. Throws Error naming `source`.
+void apply_family_defaults(Definition& definition, const nlohmann::ordered_json& family_json,
+                           const std::string& source);
 
 struct WorkloadInput {
   enum class Kind { kRandom, kScalar, kSafetensors };

@@ -275,6 +275,28 @@ Definition parse_definition(const OJson& j, const std::string& source) {
   return d;
 }
 
+void apply_family_defaults(Definition& definition, const nlohmann::ordered_json& family_json,
+                           const std::string& source) {
+  ju::require_object(family_json, source, "");
+  ju::reject_unknown_keys(family_json, {"kharness", "description"}, source, "");
+  auto it = family_json.find("kharness");
+  if (it == family_json.end()) return;
+  // Parse the family's section against this definition (names must exist in it), then fill only
+  // what the definition leaves unset.
+  Definition scratch = definition;
+  scratch.kharness = KharnessSpec{};
+  parse_kharness(OJson{{"kharness", *it}}, source, scratch);
+  const KharnessSpec& family = scratch.kharness;
+  KharnessSpec& own = definition.kharness;
+  if (!own.present) own.tolerance = family.tolerance;
+  for (const auto& [name, gen] : family.inputs) own.inputs.emplace(name, gen);  // keeps the definition's
+  if (!own.flops) own.flops = family.flops;
+  if (!own.bytes) own.bytes = family.bytes;
+  if (own.comparator == "elementwise") own.comparator = family.comparator;
+  for (const auto& [name, value] : family.constants) own.constants.emplace(name, value);
+  own.present = true;  // the definition now has a kharness section: its family's
+}
+
 Definition parse_definition_text(const std::string& text, const std::string& source) {
   return parse_definition(ju::parse_text<OJson>(text, source), source);
 }

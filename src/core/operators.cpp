@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
 
@@ -235,6 +236,15 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
         }
       }
       if (op.reference) break;
+    }
+  }
+  if (op.reference) {
+    std::filesystem::path family_file = op.reference->parent_path() / "family.json";
+    if (existing(family_file) && op.reference->parent_path().parent_path().filename() == "_families") {
+      apply_family_defaults(op.definition,
+                            json_util::parse_text<nlohmann::ordered_json>(read_file(family_file.string()),
+                                                                          family_file.string()),
+                            family_file.string());
     }
   }
   return op;
