@@ -121,6 +121,41 @@ TEST(Cli, OperatorsListShowAndCheck) {
   EXPECT_NE(check.out.find("baseline"), std::string::npos);
 }
 
+TEST(Cli, OperatorsImportSaysWhatRunsAndWritesOperatorFolders) {
+  testing::TempDir out;
+  auto r = kharness("operators import " + fx("defs/fib_layout") + " --into '" + out.path().string() + "' --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j["definitions"].size(), 1u) << r.out;
+  EXPECT_EQ(j["definitions"][0]["name"], "gemm_n64_k128");
+  EXPECT_TRUE(j["definitions"][0]["runnable"].get<bool>()) << r.out;  // the gemm family's reference
+  EXPECT_TRUE(std::filesystem::exists(out.path() / "gemm_n64_k128/definition.json"));
+  EXPECT_TRUE(std::filesystem::exists(out.path() / "gemm_n64_k128/workloads.jsonl"));
+  // The written folder is an operator kharness loads and whose reference compiles.
+  auto check = kharness("--operators-dir '" + out.path().string() + "' operators check gemm_n64_k128 --arch sm_90a");
+  EXPECT_NE(check.out.find("reference  PASSED"), std::string::npos) << check.out;
+  auto missing = kharness("operators import /nonexistent/fib");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+}
+
+// Every FlashInfer-Bench definition of the snapshot beside the repository: runnable, or a reason.
+TEST(Cli, OperatorsImportOfTheFlashInferBenchSnapshot) {
+  std::filesystem::path fib(KHARNESS_FIB_DIR);
+  if (!std::filesystem::exists(fib / "definitions")) GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib;
+  auto r = kharness("operators import '" + fib.string() + "' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 2000);
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_GE(j["definitions"].size(), 150u);
+  for (const auto& d : j["definitions"]) {
+    std::string name = d["name"];
+    bool runnable = d["runnable"];
+    EXPECT_TRUE(runnable || !d["reason"].get<std::string>().empty()) << name;
+    // Every gemm and rmsnorm definition that has workloads here runs as it is.
+    bool family = name.rfind("gemm_", 0) == 0 || name.rfind("rmsnorm_", 0) == 0 || name.rfind("fused_add_rmsnorm_", 0) == 0;
+    if (family && d["reason"] != "no workloads") EXPECT_TRUE(runnable) << name << ": " << d["reason"];
+  }
+}
+
 TEST(Cli, DoctorWithoutDriverSaysSoAndExitsThree) {
   auto probe = kharness("doctor --json");
   auto j = nlohmann::json::parse(probe.out.substr(probe.out.find('{')), nullptr, false);

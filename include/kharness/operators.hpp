@@ -38,6 +38,15 @@ struct SearchDir {
   std::string origin;
 };
 
+// Whether kharness can evaluate an operator as it is, and if not, why: it needs a reference (its
+// own or its family's), workloads, a generator for every integer input (a random int tensor is no
+// valid page table or index), and the files of safetensors inputs.
+struct Runnability {
+  bool runnable = false;
+  std::string reason;  // empty when runnable
+};
+Runnability assess(const Operator& op);
+
 class OperatorRegistry {
  public:
   explicit OperatorRegistry(std::vector<SearchDir> search_dirs);

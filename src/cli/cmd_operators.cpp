@@ -15,6 +15,9 @@ namespace kharness::cli {
 namespace {
 
 struct OperatorsArgs {
+  std::vector<std::string> import_paths;  // import
+  std::string into;                       // import: write runnable ones as operator folders here
+  CLI::App* import = nullptr;
   bool json = false;
   std::string name;                // show
   std::vector<std::string> names;  // check
@@ -193,6 +196,68 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
   return failed ? ExitCode::kFailed : ExitCode::kPassed;
 }
 
+// Which FlashInfer-Bench definitions kharness can run as they are, and why not the others;
+// with --into, the runnable ones become kharness operator folders.
+ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
+  namespace fs = std::filesystem;
+  Table table({"name", "op_type", "workloads", "runnable", "reason"});
+  nlohmann::json report = nlohmann::json::array();
+  std::size_t runnable = 0, total = 0;
+  for (const auto& path : args.import_paths) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) throw input_error(path, "no such file or folder");
+    fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+    std::vector<SearchDir> dirs = {{dir, "import"}};
+    const OperatorRegistry defaults = make_registry(global);
+    for (const auto& d : defaults.search_dirs()) dirs.push_back(d);  // for the families
+    OperatorRegistry registry(dirs);
+    std::vector<fs::path> files;
+    if (fs::is_directory(path, ec)) {
+      for (const auto& e : registry.list()) {
+        if (e.origin == "import") files.push_back(e.definition_file);
+      }
+    } else {
+      files.push_back(path);
+    }
+    for (const auto& file : files) {
+      ++total;
+      std::string name = file.stem().string(), op_type = "-", workloads = "-";
+      Runnability r;
+      std::unique_ptr<Operator> op;
+      try {
+        op = std::make_unique<Operator>(registry.load(file.string()));
+        name = op->definition.name;
+        op_type = op->definition.op_type;
+        workloads = std::to_string(op->workloads.size());
+        r = assess(*op);
+      } catch (const Error& e) {
+        r = {false, e.message()};
+      }
+      if (r.runnable) {
+        ++runnable;
+        if (!args.into.empty()) {
+          fs::path out = fs::path(args.into) / name;
+          write_file_atomic((out / "definition.json").string(), read_file(file.string()));
+          std::string lines;
+          for (const auto& w : op->workloads) lines += to_json(w).dump() + "\n";
+          write_file_atomic((out / "workloads.jsonl").string(), lines);
+        }
+      }
+      table.add({name, op_type, workloads, r.runnable ? "yes" : "no", r.reason});
+      report.push_back({{"name", name}, {"op_type", op_type}, {"definition_file", file.string()},
+                        {"runnable", r.runnable}, {"reason", r.reason}});
+    }
+  }
+  if (args.json) {
+    print(nlohmann::json({{"schema", "kharness.import/1"}, {"definitions", report}}).dump(2) + "\n");
+  } else {
+    print(table.render());
+    print(fmt::format("{} of {} definitions runnable{}\n", runnable, total,
+                      args.into.empty() ? "" : fmt::format("; written to {}", args.into)));
+  }
+  return ExitCode::kPassed;
+}
+
 }  // namespace
 
 Runner setup_operators(CLI::App& app) {
@@ -208,7 +273,14 @@ Runner setup_operators(CLI::App& app) {
   args->check->add_option("--arch", args->arch, "Target (default: this GPU, else sm_90a)")->type_name("ARCH");
   args->check->add_flag("--json", args->json, "Print as JSON");
   args->check->add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
+  args->import = app.add_subcommand("import", "Which FlashInfer-Bench definitions run as they are (and why not the rest)");
+  args->import->add_option("paths", args->import_paths, "A FlashInfer-Bench checkout, a folder of definitions, or files")
+      ->required();
+  args->import->add_option("--into", args->into, "Write the runnable ones here as kharness operator folders")
+      ->type_name("DIR");
+  args->import->add_flag("--json", args->json, "Print as JSON");
   return [args](const GlobalOptions& global) {
+    if (args->import->parsed()) return run_import(*args, global);
     if (args->list->parsed()) return run_list(*args, global);
     if (args->show->parsed()) return run_show(*args, global);
     return run_check(*args, global);

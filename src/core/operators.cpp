@@ -121,6 +121,38 @@ fs::path executable_dir() {
 
 }  // namespace
 
+Runnability assess(const Operator& op) {
+  const Definition& d = op.definition;
+  if (!op.reference) {
+    return {false, d.kharness.family.empty()
+                       ? fmt::format("no reference: no reference.cu beside it, and no _families folder for a prefix "
+                                     "of its name or for its op_type '{}'", d.op_type)
+                       : fmt::format("no reference: no _families/{}/reference.cu", d.kharness.family)};
+  }
+  if (op.workloads.empty()) return {false, "no workloads"};
+  for (const auto& t : d.inputs) {
+    if (!t.is_scalar() && !is_floating(t.dtype) && !d.kharness.inputs.count(t.name)) {
+      return {false, fmt::format("integer input '{}' has no generator (its valid values depend on its role)", t.name)};
+    }
+  }
+  std::error_code ec;
+  for (const auto& w : op.workloads) {
+    for (const auto& [name, in] : w.inputs) {
+      if (in.kind != WorkloadInput::Kind::kSafetensors) continue;
+      fs::path path(in.path);
+      bool found = path.is_absolute() && fs::exists(path, ec);
+      if (!found && op.workloads_file) {
+        auto dir = op.workloads_file->parent_path();
+        for (int up = 0; up < 4 && !found; ++up, dir = dir.parent_path()) found = fs::exists(dir / path, ec);
+      }
+      if (!found) {
+        return {false, fmt::format("workload {} reads '{}' from {}, which is not there", w.uuid, name, in.path)};
+      }
+    }
+  }
+  return {true, ""};
+}
+
 OperatorRegistry::OperatorRegistry(std::vector<SearchDir> search_dirs)
     : search_dirs_(std::move(search_dirs)) {}
 
