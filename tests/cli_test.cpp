@@ -1,7 +1,7 @@
 // End-to-end: the real binary, its exit codes and its one-line errors (DESIGN §4).
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
@@ -52,13 +52,15 @@ TEST(Cli, BadUsageIsOneLineAndExitTwo) {
   expect_usage_error("operators show " + fx("defs/not_json.json"), "not_json.json:1:");
   expect_usage_error("operators show " + fx("defs/wrong_type.json"), "wrong_type.json: axes");
   expect_usage_error("operators show " + fx("defs/unknown_dtype.json"), "inputs.weight.dtype");
-  expect_usage_error("operators show " + fx("defs/unknown_axis_in_shape.json"), "outputs.output.shape");
+  expect_usage_error("operators show " + fx("defs/unknown_axis_in_shape.json"),
+                     "outputs.output.shape");
   expect_usage_error("--operators-dir /nonexistent operators list", "--operators-dir");
 }
 
 TEST(Cli, CompilePrintsResourcesForSm100a) {
-  auto r = kharness("compile '" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +
-                    "' --operator rmsnorm_h4096 --arch sm_100a --no-cache");
+  auto r =
+      kharness("compile '" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +
+               "' --operator rmsnorm_h4096 --arch sm_100a --no-cache");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("PASSED for sm_100a"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("registers"), std::string::npos) << r.out;
@@ -77,11 +79,12 @@ TEST(Cli, RuleViolationsAreRejectedWithExitOne) {
     const char* file;
     const char* rule;
   };
-  for (const Case& c : {Case{"bad/host_code.cu", "host_code"}, Case{"bad/host_launch.cu", "host"},
-                        Case{"bad/include_absolute.cu", "include"}, Case{"bad/include_parent.cu", "include"},
-                        Case{"bad/unknown_kernel.cu", "unknown_kernel"}, Case{"bad/param_count.cu", "param_mismatch"},
-                        Case{"bad/param_size.cu", "param_mismatch"}, Case{"bad/unknown_axis.cu", "unknown_axis"},
-                        Case{"bad/div_zero.cu", "division_by_zero"}}) {
+  for (const Case& c :
+       {Case{"bad/host_code.cu", "host_code"}, Case{"bad/host_launch.cu", "host"},
+        Case{"bad/include_absolute.cu", "include"}, Case{"bad/include_parent.cu", "include"},
+        Case{"bad/unknown_kernel.cu", "unknown_kernel"},
+        Case{"bad/param_count.cu", "param_mismatch"}, Case{"bad/param_size.cu", "param_mismatch"},
+        Case{"bad/unknown_axis.cu", "unknown_axis"}, Case{"bad/div_zero.cu", "division_by_zero"}}) {
     auto r = kharness("compile " + fx(c.file) + " --no-cache");
     EXPECT_EQ(r.exit_code, 1) << c.file << "\n" << r.out;
     EXPECT_NE(r.out.find("REJECTED"), std::string::npos) << c.file << "\n" << r.out;
@@ -91,8 +94,8 @@ TEST(Cli, RuleViolationsAreRejectedWithExitOne) {
 
 TEST(Cli, CompileJsonAndArtifacts) {
   testing::TempDir out;
-  auto r = kharness("compile " + fx("good/folder_solution") + " --json --no-cache --arch sm_90a --out '" +
-                    out.path().string() + "'");
+  auto r = kharness("compile " + fx("good/folder_solution") +
+                    " --json --no-cache --arch sm_90a --out '" + out.path().string() + "'");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto start = r.out.find('{');
   ASSERT_NE(start, std::string::npos) << r.out;
@@ -111,8 +114,8 @@ TEST(Cli, OperatorsListShowAndCheck) {
   EXPECT_NE(list.out.find("rmsnorm_h4096"), std::string::npos);
   auto show = kharness("operators show rmsnorm_h4096");
   EXPECT_EQ(show.exit_code, 0) << show.out;
-  for (const char* s : {"hidden_states", "weight", "output", "batch_size", "4096", "bfloat16", "atol",
-                        "4 * batch_size * hidden_size", "workloads"}) {
+  for (const char* s : {"hidden_states", "weight", "output", "batch_size", "4096", "bfloat16",
+                        "atol", "4 * batch_size * hidden_size", "workloads"}) {
     EXPECT_NE(show.out.find(s), std::string::npos) << s;
   }
   auto check = kharness("operators check rmsnorm_h4096 --arch sm_90a");
@@ -123,7 +126,8 @@ TEST(Cli, OperatorsListShowAndCheck) {
 
 TEST(Cli, OperatorsImportSaysWhatRunsAndWritesOperatorFolders) {
   testing::TempDir out;
-  auto r = kharness("operators import " + fx("defs/fib_layout") + " --into '" + out.path().string() + "' --json");
+  auto r = kharness("operators import " + fx("defs/fib_layout") + " --into '" +
+                    out.path().string() + "' --json");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   ASSERT_EQ(j["definitions"].size(), 1u) << r.out;
@@ -132,7 +136,8 @@ TEST(Cli, OperatorsImportSaysWhatRunsAndWritesOperatorFolders) {
   EXPECT_TRUE(std::filesystem::exists(out.path() / "gemm_n64_k128/definition.json"));
   EXPECT_TRUE(std::filesystem::exists(out.path() / "gemm_n64_k128/workloads.jsonl"));
   // The written folder is an operator kharness loads and whose reference compiles.
-  auto check = kharness("--operators-dir '" + out.path().string() + "' operators check gemm_n64_k128 --arch sm_90a");
+  auto check = kharness("--operators-dir '" + out.path().string() +
+                        "' operators check gemm_n64_k128 --arch sm_90a");
   EXPECT_NE(check.out.find("reference  PASSED"), std::string::npos) << check.out;
   auto missing = kharness("operators import /nonexistent/fib");
   EXPECT_EQ(missing.exit_code, 2) << missing.out;
@@ -141,7 +146,8 @@ TEST(Cli, OperatorsImportSaysWhatRunsAndWritesOperatorFolders) {
 // Every FlashInfer-Bench definition of the snapshot beside the repository: runnable, or a reason.
 TEST(Cli, OperatorsImportOfTheFlashInferBenchSnapshot) {
   std::filesystem::path fib(KHARNESS_FIB_DIR);
-  if (!std::filesystem::exists(fib / "definitions")) GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib;
+  if (!std::filesystem::exists(fib / "definitions"))
+    GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib;
   auto r = kharness("operators import '" + fib.string() + "' --json");
   ASSERT_EQ(r.exit_code, 0) << r.out.substr(0, 2000);
   auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
@@ -151,8 +157,10 @@ TEST(Cli, OperatorsImportOfTheFlashInferBenchSnapshot) {
     bool runnable = d["runnable"];
     EXPECT_TRUE(runnable || !d["reason"].get<std::string>().empty()) << name;
     // Every gemm and rmsnorm definition that has workloads here runs as it is.
-    bool family = name.rfind("gemm_", 0) == 0 || name.rfind("rmsnorm_", 0) == 0 || name.rfind("fused_add_rmsnorm_", 0) == 0;
-    if (family && d["reason"] != "no workloads") EXPECT_TRUE(runnable) << name << ": " << d["reason"];
+    bool family = name.rfind("gemm_", 0) == 0 || name.rfind("rmsnorm_", 0) == 0 ||
+                  name.rfind("fused_add_rmsnorm_", 0) == 0;
+    if (family && d["reason"] != "no workloads")
+      EXPECT_TRUE(runnable) << name << ": " << d["reason"];
   }
 }
 

@@ -1,10 +1,10 @@
 #include "verify/compare.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
@@ -17,7 +17,8 @@ namespace {
 
 std::vector<std::uint8_t> encode(DType dtype, const std::vector<double>& values) {
   std::vector<std::uint8_t> out(values.size() * dtype_size(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i) from_double(dtype, values[i], &out[i * dtype_size(dtype)]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    from_double(dtype, values[i], &out[i * dtype_size(dtype)]);
   return out;
 }
 
@@ -137,16 +138,20 @@ TEST(Verdict, JsonRoundTripKeepsWorkloadsTrialsAndNonFiniteNumbers) {
 
 TEST(CheckCli, WithoutAGpuCompileProblemsStillReportAndGpuWorkExitsThree) {
   auto probe = testing::kharness("doctor --json");
-  if (probe.out.find("\"available\": true") != std::string::npos) GTEST_SKIP() << "this machine has a driver";
+  if (probe.out.find("\"available\": true") != std::string::npos)
+    GTEST_SKIP() << "this machine has a driver";
   // A compile error needs no GPU: it is a verdict (exit 1).
-  auto bad = testing::kharness("check '" + testing::fixture("bad/syntax_error_line37.cu").string() + "' --no-cache");
+  auto bad = testing::kharness("check '" + testing::fixture("bad/syntax_error_line37.cu").string() +
+                               "' --no-cache");
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
   EXPECT_NE(bad.out.find("COMPILE_ERROR"), std::string::npos) << bad.out;
   // A solution that compiles needs the GPU: exit 3 and one line saying so.
-  auto good = testing::kharness("check '" + testing::fixture("good/rmsnorm_simple.cu").string() + "'");
+  auto good =
+      testing::kharness("check '" + testing::fixture("good/rmsnorm_simple.cu").string() + "'");
   EXPECT_EQ(good.exit_code, 3) << good.out;
   EXPECT_NE(good.out.find("no NVIDIA driver"), std::string::npos) << good.out;
-  auto seed = testing::kharness("check '" + testing::fixture("good/rmsnorm_simple.cu").string() + "' --seed banana");
+  auto seed = testing::kharness("check '" + testing::fixture("good/rmsnorm_simple.cu").string() +
+                                "' --seed banana");
   EXPECT_EQ(seed.exit_code, 2) << seed.out;
 }
 
@@ -179,7 +184,8 @@ TEST(CheckCli, UnknownComparatorInADefinitionIsBadInput) {
   std::filesystem::create_directories(dir.path() / "rmsnorm_bogus");
   write_file_atomic((dir.path() / "rmsnorm_bogus/definition.json").string(), def.dump(2));
   auto r = testing::kharness("--operators-dir '" + dir.path().string() + "' check '" +
-                             testing::fixture("good/rmsnorm_simple.cu").string() + "' --operator rmsnorm_bogus");
+                             testing::fixture("good/rmsnorm_simple.cu").string() +
+                             "' --operator rmsnorm_bogus");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("kharness.comparator"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unknown comparator 'bogus'"), std::string::npos) << r.out;

@@ -1,11 +1,11 @@
 #include "kharness/definition.hpp"
-#include "kharness/operators.hpp"
-
-#include <cstdlib>
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "kharness/error.hpp"
+#include "kharness/operators.hpp"
 #include "kharness/text.hpp"
 #include "test_util.hpp"
 
@@ -61,45 +61,70 @@ TEST(Definition, FieldErrorsNameFileAndField) {
     EXPECT_NE(pos, std::string::npos) << from;
     return s.replace(pos, from.size(), to);
   };
-  expect_input_error([&] { parse_definition_text(with("\"bfloat16\"}}", "\"bfloat17\"}}"), "d.json"); },
-                     "d.json: outputs.output.dtype", "unknown dtype 'bfloat17'");
-  expect_input_error([&] { parse_definition_text(with("[\"hidden_size\"]", "[\"hidden\"]"), "d.json"); },
-                     "inputs.weight.shape[0]", "unknown axis 'hidden'");
-  expect_input_error([&] { parse_definition_text(with("\"value\": 4096", "\"value\": \"4096\""), "d.json"); },
-                     "axes.hidden_size.value", "expected an integer, got string");
-  expect_input_error([&] { parse_definition_text(with("\"type\": \"var\"", "\"type\": \"variable\""), "d.json"); },
-                     "axes.batch_size.type", "unknown axis type");
-  expect_input_error([&] { parse_definition_text(with("\"rtol\": 0.02", "\"rtoll\": 0.02"), "d.json"); },
-                     "kharness.tolerance.rtoll", "did you mean 'rtol'");
-  expect_input_error([&] { parse_definition_text(with("4 * batch_size * hidden_size\", \"bytes", "4 * tokens\", \"bytes"), "d.json"); },
-                     "kharness.flops", "unknown axis 'tokens'");
-  expect_input_error([&] { parse_definition_text(with("\"constants\"", "\"comparator\": 3, \"constants\""), "d.json"); },
-                     "kharness.comparator", "expected a string");
-  expect_input_error([&] { parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5", "\"distribution\": \"indices\""), "d.json"); },
-                     "kharness.inputs.weight", "needs \"max\"");
-  expect_input_error([&] { parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5", "\"distribution\": \"indices\", \"max\": \"pages - 1\""), "d.json"); },
-                     "kharness.inputs.weight.max", "unknown axis 'pages'");
+  expect_input_error(
+      [&] { parse_definition_text(with("\"bfloat16\"}}", "\"bfloat17\"}}"), "d.json"); },
+      "d.json: outputs.output.dtype", "unknown dtype 'bfloat17'");
+  expect_input_error(
+      [&] { parse_definition_text(with("[\"hidden_size\"]", "[\"hidden\"]"), "d.json"); },
+      "inputs.weight.shape[0]", "unknown axis 'hidden'");
+  expect_input_error(
+      [&] { parse_definition_text(with("\"value\": 4096", "\"value\": \"4096\""), "d.json"); },
+      "axes.hidden_size.value", "expected an integer, got string");
+  expect_input_error(
+      [&] { parse_definition_text(with("\"type\": \"var\"", "\"type\": \"variable\""), "d.json"); },
+      "axes.batch_size.type", "unknown axis type");
+  expect_input_error(
+      [&] { parse_definition_text(with("\"rtol\": 0.02", "\"rtoll\": 0.02"), "d.json"); },
+      "kharness.tolerance.rtoll", "did you mean 'rtol'");
+  expect_input_error(
+      [&] {
+        parse_definition_text(
+            with("4 * batch_size * hidden_size\", \"bytes", "4 * tokens\", \"bytes"), "d.json");
+      },
+      "kharness.flops", "unknown axis 'tokens'");
+  expect_input_error(
+      [&] {
+        parse_definition_text(with("\"constants\"", "\"comparator\": 3, \"constants\""), "d.json");
+      },
+      "kharness.comparator", "expected a string");
+  expect_input_error(
+      [&] {
+        parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5",
+                                   "\"distribution\": \"indices\""),
+                              "d.json");
+      },
+      "kharness.inputs.weight", "needs \"max\"");
+  expect_input_error(
+      [&] {
+        parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5",
+                                   "\"distribution\": \"indices\", \"max\": \"pages - 1\""),
+                              "d.json");
+      },
+      "kharness.inputs.weight.max", "unknown axis 'pages'");
   expect_input_error([&] { parse_definition_text(with("\"uniform\"", "\"gaussian\""), "d.json"); },
                      "kharness.inputs.weight.distribution", "unknown distribution");
-  expect_input_error([&] { parse_definition_text(with("\"name\": \"rms\",", ""), "d.json"); }, "d.json: name",
-                     "missing required field");
-  expect_input_error([&] { parse_definition_text("{\"name\": ", "d.json"); }, "d.json:1:", "not valid JSON");
+  expect_input_error([&] { parse_definition_text(with("\"name\": \"rms\",", ""), "d.json"); },
+                     "d.json: name", "missing required field");
+  expect_input_error([&] { parse_definition_text("{\"name\": ", "d.json"); },
+                     "d.json:1:", "not valid JSON");
   expect_input_error([&] { parse_definition_text("", "d.json"); }, "d.json", "empty");
-  expect_input_error([&] { parse_definition_text("[1, 2]", "d.json"); }, "d.json", "expected an object, got array");
+  expect_input_error([&] { parse_definition_text("[1, 2]", "d.json"); }, "d.json",
+                     "expected an object, got array");
 }
 
 TEST(Definition, MalformedFixtureFiles) {
-  expect_input_error([] { load_definition(fixture("defs/not_json.json")); }, "not_json.json:1:", "not valid JSON");
-  expect_input_error([] { load_definition(fixture("defs/wrong_type.json")); }, "wrong_type.json: axes",
-                     "expected an object, got array");
-  expect_input_error([] { load_definition(fixture("defs/unknown_dtype.json")); }, "inputs.weight.dtype",
-                     "bfloat17");
-  expect_input_error([] { load_definition(fixture("defs/unknown_axis_in_shape.json")); }, "outputs.output.shape",
-                     "unknown axis 'hidden_dim'");
-  expect_input_error([] { load_definition(fixture("defs/missing_field.json")); }, "missing_field.json: outputs",
-                     "missing required field");
-  expect_input_error([] { load_definition(fixture("defs/does_not_exist.json")); }, "does_not_exist.json",
-                     "no such file");
+  expect_input_error([] { load_definition(fixture("defs/not_json.json")); },
+                     "not_json.json:1:", "not valid JSON");
+  expect_input_error([] { load_definition(fixture("defs/wrong_type.json")); },
+                     "wrong_type.json: axes", "expected an object, got array");
+  expect_input_error([] { load_definition(fixture("defs/unknown_dtype.json")); },
+                     "inputs.weight.dtype", "bfloat17");
+  expect_input_error([] { load_definition(fixture("defs/unknown_axis_in_shape.json")); },
+                     "outputs.output.shape", "unknown axis 'hidden_dim'");
+  expect_input_error([] { load_definition(fixture("defs/missing_field.json")); },
+                     "missing_field.json: outputs", "missing required field");
+  expect_input_error([] { load_definition(fixture("defs/does_not_exist.json")); },
+                     "does_not_exist.json", "no such file");
 }
 
 TEST(Workloads, ParsesPlainAndTraceLinesAndBindsAxes) {
@@ -125,19 +150,24 @@ TEST(Workloads, ParsesPlainAndTraceLinesAndBindsAxes) {
 
 TEST(Workloads, ErrorsNameFileLineAndField) {
   Definition d = load_definition(testing::source_dir() / "operators/rmsnorm_h4096/definition.json");
-  expect_input_error([&] { load_workloads(fixture("workloads/bad_line3.jsonl"), d); }, "bad_line3.jsonl:3:",
-                     "not valid JSON");
-  expect_input_error([&] { load_workloads(fixture("workloads/missing_axis.jsonl"), d); }, "missing_axis.jsonl:",
-                     "missing var axis 'batch_size'");
+  expect_input_error([&] { load_workloads(fixture("workloads/bad_line3.jsonl"), d); },
+                     "bad_line3.jsonl:3:", "not valid JSON");
+  expect_input_error([&] { load_workloads(fixture("workloads/missing_axis.jsonl"), d); },
+                     "missing_axis.jsonl:", "missing var axis 'batch_size'");
   expect_input_error([&] { load_workloads(fixture("workloads/const_mismatch.jsonl"), d); },
                      "const_mismatch.jsonl:", "const 4096");
   Definition rms = parse_definition_text(kRmsnorm, "rms.json");
   expect_input_error(
-      [&] { parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1}})J"), rms, "w:1"); },
+      [&] {
+        parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1}})J"), rms,
+                       "w:1");
+      },
       "w:1: inputs", "missing scalar input 'eps'");
   expect_input_error(
       [&] {
-        parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1, "seq": 2}})J"), rms, "w:1");
+        parse_workload(
+            nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1, "seq": 2}})J"), rms,
+            "w:1");
       },
       "w:1: axes.seq", "unknown axis 'seq'");
   expect_input_error(
@@ -169,13 +199,15 @@ TEST(Operators, BuiltinRmsnormLoadsWithItsFiles) {
 
 TEST(Operators, UnknownNameSuggestsCloseNames) {
   OperatorRegistry registry = OperatorRegistry::from_environment({});
-  expect_input_error([&] { registry.load("rmsnorm_h4097"); }, "--operator", "did you mean rmsnorm_h4096");
+  expect_input_error([&] { registry.load("rmsnorm_h4097"); }, "--operator",
+                     "did you mean rmsnorm_h4096");
 }
 
 TEST(Operators, ExtraDirsPlainAndFlashInferBenchLayouts) {
   OperatorRegistry plain = OperatorRegistry::from_environment({fixture("defs/fib_plain")});
   Operator gemm = plain.load("gemm_n64_k128");
-  // A plain FlashInfer-Bench definition loads as it is; the gemm family's defaults fill its section.
+  // A plain FlashInfer-Bench definition loads as it is; the gemm family's defaults fill its
+  // section.
   EXPECT_FALSE(load_definition(fixture("defs/fib_plain/gemm_n64_k128.json")).kharness.present);
   EXPECT_TRUE(gemm.definition.kharness.present);
   EXPECT_EQ(gemm.definition.kharness.flops->text(), "2 * M * N * K");
@@ -203,8 +235,8 @@ TEST(Operators, EnvironmentVariableAddsDirs) {
   OperatorRegistry registry = OperatorRegistry::from_environment({});
   ::unsetenv("KHARNESS_OPERATORS");
   EXPECT_EQ(registry.load("gemm_n64_k128").origin, "KHARNESS_OPERATORS");
-  expect_input_error([] { OperatorRegistry::from_environment({"/nonexistent/dir"}); }, "--operators-dir",
-                     "not a folder");
+  expect_input_error([] { OperatorRegistry::from_environment({"/nonexistent/dir"}); },
+                     "--operators-dir", "not a folder");
 }
 
 TEST(Operators, FamilyFromTheLongestNamePrefixThenOpType) {
@@ -218,7 +250,8 @@ TEST(Operators, FamilyFromTheLongestNamePrefixThenOpType) {
   write_file_atomic((dir.path() / "defs/fused_add_rmsnorm_h4096.json").string(), def.dump());
   def["name"] = "rmsnorm_h1024";
   write_file_atomic((dir.path() / "defs/rmsnorm_h1024.json").string(), def.dump());
-  write_file_atomic((dir.path() / "defs/_families/fused_add_rmsnorm/reference.cu").string(), "// family\n");
+  write_file_atomic((dir.path() / "defs/_families/fused_add_rmsnorm/reference.cu").string(),
+                    "// family\n");
   OperatorRegistry registry = OperatorRegistry::from_environment({dir.path() / "defs"});
   auto fused = registry.load("fused_add_rmsnorm_h4096");
   ASSERT_TRUE(fused.reference.has_value());
@@ -231,17 +264,21 @@ TEST(Operators, FamilyFromTheLongestNamePrefixThenOpType) {
 TEST(Definition, RangeBoundsMayBeAxisExpressions) {
   std::string text = kRmsnorm;
   std::string from = "\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5";
-  text.replace(text.find(from), from.size(), "\"distribution\": \"range\", \"low\": 0, \"high\": \"hidden_size - 1\"");
+  text.replace(text.find(from), from.size(),
+               "\"distribution\": \"range\", \"low\": 0, \"high\": \"hidden_size - 1\"");
   Definition d = parse_definition_text(text, "d.json");
   EXPECT_EQ(d.kharness.inputs.at("weight").extra.at("high_expr"), "hidden_size - 1");
-  EXPECT_EQ(to_json(d)["kharness"]["inputs"]["weight"]["high"], "hidden_size - 1");  // exported as written
+  EXPECT_EQ(to_json(d)["kharness"]["inputs"]["weight"]["high"],
+            "hidden_size - 1");  // exported as written
   text.replace(text.find("hidden_size - 1"), 15, "tokens - 1");
-  expect_input_error([&] { parse_definition_text(text, "d.json"); }, "kharness.inputs.weight.high", "unknown axis 'tokens'");
+  expect_input_error([&] { parse_definition_text(text, "d.json"); }, "kharness.inputs.weight.high",
+                     "unknown axis 'tokens'");
 }
 
 TEST(Definition, FamilyDefaultsFillOnlyWhatTheDefinitionLeavesUnset) {
   std::string plain = kRmsnorm;
-  plain = plain.substr(0, plain.find(",\n  \"kharness\"")) + "\n}";  // the same definition, no kharness section
+  plain = plain.substr(0, plain.find(",\n  \"kharness\"")) +
+          "\n}";  // the same definition, no kharness section
   Definition d = parse_definition_text(plain, "plain.json");
   ASSERT_FALSE(d.kharness.present);
   auto family = nlohmann::ordered_json::parse(R"J({"kharness": {
@@ -258,15 +295,17 @@ TEST(Definition, FamilyDefaultsFillOnlyWhatTheDefinitionLeavesUnset) {
   apply_family_defaults(own, family, "family.json");
   EXPECT_DOUBLE_EQ(own.kharness.tolerance.atol, 0.01);
   // Names the definition does not have are an error naming the family file.
-  auto bad = nlohmann::ordered_json::parse(R"J({"kharness": {"inputs": {"page_table": {"distribution": "normal"}}}})J");
-  expect_input_error([&] { apply_family_defaults(d, bad, "family.json"); }, "family.json: kharness.inputs.page_table",
-                     "unknown input");
+  auto bad = nlohmann::ordered_json::parse(
+      R"J({"kharness": {"inputs": {"page_table": {"distribution": "normal"}}}})J");
+  expect_input_error([&] { apply_family_defaults(d, bad, "family.json"); },
+                     "family.json: kharness.inputs.page_table", "unknown input");
 }
 
 // The real FlashInfer-Bench snapshot, where the checkout has it beside the repository.
 TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
   std::filesystem::path fib(KHARNESS_FIB_DIR);
-  if (!std::filesystem::exists(fib / "definitions")) GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib;
+  if (!std::filesystem::exists(fib / "definitions"))
+    GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib;
   OperatorRegistry registry({{fib, "--operators-dir"}});
   auto entries = registry.list();
   EXPECT_GE(entries.size(), 150u);
@@ -280,7 +319,8 @@ TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
   OperatorRegistry with_builtin = OperatorRegistry::from_environment({fib});
   Operator gqa = with_builtin.load("gqa_paged_decode_h32_kv8_d128_ps1");
   ASSERT_TRUE(gqa.reference.has_value());
-  Operator fib_gqa = with_builtin.load((fib / "definitions/gqa_paged/gqa_paged_decode_h16_kv2_d128_ps64.json").string());
+  Operator fib_gqa = with_builtin.load(
+      (fib / "definitions/gqa_paged/gqa_paged_decode_h16_kv2_d128_ps64.json").string());
   ASSERT_TRUE(fib_gqa.reference.has_value());
   EXPECT_EQ(fib_gqa.definition.kharness.inputs.at("kv_indptr").distribution, "indptr");
   Operator fib_gemm = with_builtin.load((fib / "definitions/gemm/gemm_n4096_k4096.json").string());

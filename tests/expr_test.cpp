@@ -5,7 +5,9 @@
 namespace kharness {
 namespace {
 
-std::int64_t eval(const std::string& text, const Bindings& b = {}) { return Expr::parse(text).eval(b); }
+std::int64_t eval(const std::string& text, const Bindings& b = {}) {
+  return Expr::parse(text).eval(b);
+}
 
 TEST(Expr, ArithmeticWithPrecedence) {
   EXPECT_EQ(eval("1 + 2 * 3"), 7);
@@ -27,7 +29,8 @@ TEST(Expr, FunctionsAndNames) {
   EXPECT_EQ(eval("max(batch_size, 4)", b), 7);
   EXPECT_EQ(eval("hidden_size / 8 * batch_size", b), 3584);
   EXPECT_EQ(eval("cdiv(hidden_size, min(256, batch_size * 32))", b), 19);
-  EXPECT_EQ(Expr::parse("cdiv(M, 128) * max(N, K)").names(), (std::vector<std::string>{"K", "M", "N"}));
+  EXPECT_EQ(Expr::parse("cdiv(M, 128) * max(N, K)").names(),
+            (std::vector<std::string>{"K", "M", "N"}));
   EXPECT_TRUE(Expr::parse("2 * (3 + 4)").is_constant());
   EXPECT_EQ(Expr::constant(42).eval({}), 42);
 }

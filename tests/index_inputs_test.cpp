@@ -1,8 +1,8 @@
 #include "verify/index_inputs.hpp"
 
-#include <set>
-
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
@@ -25,7 +25,8 @@ TEST(IndexInputs, IndptrStartsAtZeroNeverDecreasesAndEndsAtTotal) {
 }
 
 TEST(IndexInputs, IndicesAreDistinctAndInRange) {
-  for (auto [n, max] : {std::pair<std::uint64_t, std::int64_t>{100, 99}, {100, 1'000'000}, {1, 0}}) {
+  for (auto [n, max] :
+       {std::pair<std::uint64_t, std::int64_t>{100, 99}, {100, 1'000'000}, {1, 0}}) {
     auto v = make_indices(n, max, 9);
     ASSERT_EQ(v.size(), n);
     std::set<std::int64_t> distinct(v.begin(), v.end());

@@ -1,11 +1,11 @@
 #include "kharness/report.hpp"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
@@ -19,7 +19,8 @@ using nlohmann::json;
 const std::string kNastyName = "bad<\"name\">&'|x";
 const std::string kNastyMessage = "max error 3 > 1e-3 & <tol>\n\"quoted\" \x01 bell \xff ]]> end";
 
-WorkloadVerdict timed_workload(const std::string& uuid, int m, double latency, double speedup, double sol) {
+WorkloadVerdict timed_workload(const std::string& uuid, int m, double latency, double speedup,
+                               double sol) {
   WorkloadVerdict w;
   w.uuid = uuid;
   w.axes = {{"M", m}};
@@ -34,7 +35,12 @@ WorkloadVerdict timed_workload(const std::string& uuid, int m, double latency, d
   t.comparisons.push_back(c);
   w.trials.push_back(t);
   w.timing = {{"seconds", 0.5},
-              {"candidate", {{"latency", latency}, {"median", latency}, {"count", 50}, {"noise", 0.004}, {"noise_met", true}}},
+              {"candidate",
+               {{"latency", latency},
+                {"median", latency},
+                {"count", 50},
+                {"noise", 0.004},
+                {"noise_met", true}}},
               {"baseline", {{"latency", latency * speedup}}},
               {"speedup", speedup},
               {"sol", {{"seconds", latency * sol}, {"fraction", sol}, {"bound", "memory"}}}};
@@ -64,7 +70,9 @@ Verdict numerical_verdict() {
   WorkloadVerdict& w = v.workloads[1];
   w.status = Status::kIncorrectNumerical;
   w.timing = json::object();
-  Failure f{"tolerance", kNastyMessage, {{"tensor", "out"}, {"first_bad_index", 3}, {"note", kNastyMessage}}};
+  Failure f{"tolerance",
+            kNastyMessage,
+            {{"tensor", "out"}, {"first_bad_index", 3}, {"note", kNastyMessage}}};
   w.failure = f;
   w.trials[0].status = Status::kIncorrectNumerical;
   w.trials[0].failure = f;
@@ -80,7 +88,8 @@ Verdict compile_error_verdict() {
   v.solution = "broken";
   v.definition = "rmsnorm";
   v.status = Status::kCompileError;
-  v.failure = Failure{"compile_error", "kernel.cu(3): error: expected ';' <here>", {{"log", "a]]>b"}}};
+  v.failure =
+      Failure{"compile_error", "kernel.cu(3): error: expected ';' <here>", {{"log", "a]]>b"}}};
   v.seconds = 1.5;
   return v;
 }
@@ -96,13 +105,15 @@ Verdict timeout_verdict() {
 
 std::vector<Verdict> sample() {
   // Deliberately not in leaderboard order.
-  return {compile_error_verdict(), passed_verdict("slow_ok", 1.5, 1.1), numerical_verdict(), timeout_verdict(),
-          passed_verdict("fast", 2.0, 3.0)};
+  return {compile_error_verdict(), passed_verdict("slow_ok", 1.5, 1.1), numerical_verdict(),
+          timeout_verdict(), passed_verdict("fast", 2.0, 3.0)};
 }
 
 std::size_t count(const std::string& haystack, const std::string& needle) {
   std::size_t n = 0;
-  for (auto pos = haystack.find(needle); pos != std::string::npos; pos = haystack.find(needle, pos + 1)) ++n;
+  for (auto pos = haystack.find(needle); pos != std::string::npos;
+       pos = haystack.find(needle, pos + 1))
+    ++n;
   return n;
 }
 
@@ -119,7 +130,8 @@ TEST(ReportJUnit, CountsCasesAndFailures) {
   EXPECT_NE(xml.find("classname=\"slowpoke\" name=\"solution\""), std::string::npos);
   EXPECT_NE(xml.find("name=\"w2 [M=4096]\""), std::string::npos);
   // trials 0.25 s + timing 0.5 s
-  EXPECT_NE(xml.find("classname=\"fast\" name=\"w1 [M=128]\" time=\"0.750000\""), std::string::npos);
+  EXPECT_NE(xml.find("classname=\"fast\" name=\"w1 [M=128]\" time=\"0.750000\""),
+            std::string::npos);
 }
 
 TEST(ReportJUnit, EscapesEverything) {
@@ -127,7 +139,8 @@ TEST(ReportJUnit, EscapesEverything) {
   EXPECT_NE(xml.find("classname=\"bad&lt;&quot;name&quot;&gt;&amp;&apos;|x\""), std::string::npos);
   EXPECT_NE(xml.find("name=\"kharness &lt;check&gt;\""), std::string::npos);
   // The message attribute is one line; the body keeps the newline.
-  EXPECT_NE(xml.find("message=\"max error 3 &gt; 1e-3 &amp; &lt;tol&gt; &quot;quoted&quot; \\x01 bell \xEF\xBF\xBD ]]&gt; end\""),
+  EXPECT_NE(xml.find("message=\"max error 3 &gt; 1e-3 &amp; &lt;tol&gt; &quot;quoted&quot; \\x01 "
+                     "bell \xEF\xBF\xBD ]]&gt; end\""),
             std::string::npos)
       << xml;
   EXPECT_EQ(xml.find('\x01'), std::string::npos);
@@ -141,8 +154,9 @@ TEST(ReportJUnit, EscapesEverything) {
   EXPECT_EQ(count(xml, "<testsuite "), count(xml, "</testsuite>"));
   EXPECT_EQ(count(xml, "<failure "), count(xml, "</failure>"));
   EXPECT_EQ(count(xml, "<system-err>"), count(xml, "</system-err>"));
-  EXPECT_EQ(count(xml, "<"), count(xml, "<?xml") + 2 * (count(xml, "<testsuites ") + count(xml, "<testsuite ") +
-                                                       count(xml, "<failure ") + count(xml, "<system-err>")) +
+  EXPECT_EQ(count(xml, "<"), count(xml, "<?xml") +
+                                 2 * (count(xml, "<testsuites ") + count(xml, "<testsuite ") +
+                                      count(xml, "<failure ") + count(xml, "<system-err>")) +
                                  count(xml, "<testcase ") + count(xml, "</testcase>"));
 }
 
@@ -166,16 +180,20 @@ TEST(ReportMarkdown, RanksSolutions) {
   auto row = [&](const std::string& cell) { return md.find("| " + cell + " |"); };
   // passed by mean speedup (fast 2.5x, slow_ok 1.3x), then failed by mean speedup
   // (numerical 5x on its passing workload, slowpoke 0.5x, broken none).
-  std::vector<std::size_t> at = {row("fast"), row("slow_ok"), row("bad&lt;\"name\"&gt;&amp;'\\|x"), row("slowpoke"),
-                                 row("broken")};
+  std::vector<std::size_t> at = {row("fast"), row("slow_ok"), row("bad&lt;\"name\"&gt;&amp;'\\|x"),
+                                 row("slowpoke"), row("broken")};
   for (auto p : at) ASSERT_NE(p, std::string::npos) << md;
   EXPECT_TRUE(std::is_sorted(at.begin(), at.end())) << md;
-  EXPECT_NE(md.find("| 1 | fast | PASSED | 2/2 | 2.500x | 2.449x | 60.0% |  |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 5 | broken | COMPILE_ERROR | 0/0 | - | - | - | compile_error |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | fast | PASSED | 2/2 | 2.500x | 2.449x | 60.0% |  |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 5 | broken | COMPILE_ERROR | 0/0 | - | - | - | compile_error |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("| INCORRECT_NUMERICAL | 1/2 | 5.000x"), std::string::npos) << md;
   // Best per workload: w1 by the numerical solution's passing 5x, w2 by fast's 3x.
   EXPECT_NE(md.find("| w1 | M=128 | bad&lt;"), std::string::npos) << md;
-  EXPECT_NE(md.find("| w2 | M=4096 | fast | 20.00 us | 3.000x | 70.0% | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| w2 | M=4096 | fast | 20.00 us | 3.000x | 70.0% | 2 |"), std::string::npos)
+      << md;
 }
 
 TEST(ReportMarkdown, EmptyList) {
@@ -189,18 +207,22 @@ TEST(ReportTraces, OneLinePerSolutionAndWorkload) {
   options.timestamp = "2025-01-31T12:00:00Z";
   options.workloads = {
       {{"definition", "rmsnorm"},
-       {"workload", {{"uuid", "w1"}, {"axes", {{"M", 128}}}, {"inputs", {{"x", {{"type", "random"}}}}}}}},
-      {{"definition", "rmsnorm"}, {"workload", {{"uuid", "w2"}, {"axes", {{"M", 4096}}}, {"inputs", json::object()}}}},
+       {"workload",
+        {{"uuid", "w1"}, {"axes", {{"M", 128}}}, {"inputs", {{"x", {{"type", "random"}}}}}}}},
+      {{"definition", "rmsnorm"},
+       {"workload", {{"uuid", "w2"}, {"axes", {{"M", 4096}}}, {"inputs", json::object()}}}},
       {{"definition", "other_op"}, {"workload", {{"uuid", "w9"}, {"axes", json::object()}}}}};
   std::string text = report::to_traces_jsonl(sample(), options);
   std::istringstream in(text);
   std::string line;
   std::vector<json> traces;
   while (std::getline(in, line)) traces.push_back(json::parse(line));  // throws if not JSON
-  // broken: w1, w2 (never reached); slow_ok 2; numerical 2; slowpoke w1 + w2 (never reached); fast 2.
+  // broken: w1, w2 (never reached); slow_ok 2; numerical 2; slowpoke w1 + w2 (never reached);
+  // fast 2.
   ASSERT_EQ(traces.size(), 10u) << text;
   std::map<std::string, json> by_key;
-  for (const auto& t : traces) by_key[t["solution"].get<std::string>() + "/" + t["workload"]["uuid"].get<std::string>()] = t;
+  for (const auto& t : traces)
+    by_key[t["solution"].get<std::string>() + "/" + t["workload"]["uuid"].get<std::string>()] = t;
   ASSERT_EQ(by_key.size(), 10u);
 
   const json& fast = by_key["fast/w2"];

@@ -1,9 +1,9 @@
 // kharness score end to end on the CPU: solutions that fail before the GPU (compile errors,
 // rejected plans, malformed files) and --compile-only, with every report file written.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "kharness/text.hpp"
@@ -23,9 +23,10 @@ TEST(ScoreCli, FailuresBeforeTheGpuAreScoredAndEveryReportIsWritten) {
   fs::copy_file(testing::fixture("bad/host_code.cu"), subs / "b_host.cu");
   fs::copy_file(testing::fixture("bad/broken_plan_json.cu"), subs / "c_broken.cu");
   fs::path out = dir.path() / "out";
-  auto r = testing::kharness("score '" + subs.string() + "' --operator rmsnorm_h4096 --no-cache --json '" +
-                             (out / "r.json").string() + "' --junit '" + (out / "r.xml").string() + "' --markdown '" +
-                             (out / "r.md").string() + "' --traces '" + (out / "t.jsonl").string() + "'");
+  auto r = testing::kharness(
+      "score '" + subs.string() + "' --operator rmsnorm_h4096 --no-cache --json '" +
+      (out / "r.json").string() + "' --junit '" + (out / "r.xml").string() + "' --markdown '" +
+      (out / "r.md").string() + "' --traces '" + (out / "t.jsonl").string() + "'");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   auto json = nlohmann::json::parse(read_file((out / "r.json").string()));
   ASSERT_EQ(json["solutions"].size(), 3u) << json.dump(2);
@@ -52,10 +53,12 @@ TEST(ScoreCli, FailuresBeforeTheGpuAreScoredAndEveryReportIsWritten) {
 }
 
 TEST(ScoreCli, CompileOnlyNeedsNoGpu) {
-  auto r = testing::kharness("score '" + testing::fixture("good/rmsnorm_simple.cu").string() + "' '" +
-                             testing::fixture("good/folder_solution").string() + "' --compile-only --no-cache");
+  auto r = testing::kharness("score '" + testing::fixture("good/rmsnorm_simple.cu").string() +
+                             "' '" + testing::fixture("good/folder_solution").string() +
+                             "' --compile-only --no-cache");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  auto v = testing::kharness("validate '" + testing::fixture("good/rmsnorm_simple.cu").string() + "' --compile-only");
+  auto v = testing::kharness("validate '" + testing::fixture("good/rmsnorm_simple.cu").string() +
+                             "' --compile-only");
   EXPECT_EQ(v.exit_code, 0) << v.out;
   EXPECT_NE(v.out.find("PASSED"), std::string::npos) << v.out;
   EXPECT_EQ(testing::kharness("score /nonexistent/dir").exit_code, 2);

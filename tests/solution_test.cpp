@@ -1,8 +1,8 @@
 #include "kharness/solution.hpp"
 
-#include <cstring>
-
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
@@ -36,7 +36,7 @@ TEST(Plan, ParsesExpressionsDefaultsAndLiterals) {
   Bindings b{{"batch_size", 9}, {"hidden_size", 4096}};
   EXPECT_EQ(l.grid[0].eval(b), 3);
   EXPECT_EQ(l.grid[1].eval(b), 1);
-  EXPECT_EQ(l.grid[2].eval(b), 1);   // padded
+  EXPECT_EQ(l.grid[2].eval(b), 1);     // padded
   EXPECT_EQ(l.block[0].eval(b), 256);  // a single value is [x, 1, 1]
   EXPECT_EQ(l.cluster[0].eval(b), 1);  // default
   EXPECT_EQ(l.shared_bytes.eval(b), 16384);
@@ -57,10 +57,11 @@ TEST(Plan, ParsesExpressionsDefaultsAndLiterals) {
 
 TEST(Plan, HalfAndBfloat16LiteralsRoundToNearestEven) {
   auto encode = [](const std::string& dtype, double v) {
-    LaunchPlan p = parse_plan(nlohmann::json::parse(
-                                  "{\"launches\": [{\"kernel\": \"k\", \"grid\": 1, \"block\": 1, \"args\": [{\"" +
-                                  dtype + "\": " + std::to_string(v) + "}]}]}"),
-                              "p");
+    LaunchPlan p = parse_plan(
+        nlohmann::json::parse(
+            "{\"launches\": [{\"kernel\": \"k\", \"grid\": 1, \"block\": 1, \"args\": [{\"" +
+            dtype + "\": " + std::to_string(v) + "}]}]}"),
+        "p");
     auto b = p.launches[0].args[0].literal->encode();
     return static_cast<int>(b[0] | (b[1] << 8));
   };
@@ -72,45 +73,77 @@ TEST(Plan, HalfAndBfloat16LiteralsRoundToNearestEven) {
 }
 
 TEST(Plan, BadPlansNameTheField) {
-  auto parse = [](const std::string& plan) { parse_single_file_solution(solution_text(plan), "k.cu"); };
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grd": [1], "block": [1], "args": []}]})J"); },
-                     "launches[0].grd", "did you mean 'grid'");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "block": [1], "args": []}]})J"); },
-                     "launches[0].grid", "missing required field");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1, 1, 1, 1], "block": [1], "args": []}]})J"); },
-                     "launches[0].grid", "1 to 3 values");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": ["cdiv(M"], "block": [1], "args": []}]})J"); },
-                     "launches[0].grid[0]", "expected");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1.5], "block": [1], "args": []}]})J"); },
-                     "launches[0].grid[0]", "expected an integer or an expression string");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [{"int33": 1}]}]})J"); },
-                     "launches[0].args[0].int33", "unknown dtype");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [{"int8": 300}]}]})J"); },
-                     "launches[0].args[0].int8", "does not fit");
-  expect_input_error([&] { parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [3]}]})J"); },
-                     "launches[0].args[0]", "a name or a typed literal");
-  expect_input_error([&] { parse(R"J({"launches": {"kernel": "k"}})J"); }, "launches", "expected an array");
-  expect_input_error([&] { parse(R"J({"definition": 5, "launches": []})J"); }, "definition", "expected a string");
+  auto parse = [](const std::string& plan) {
+    parse_single_file_solution(solution_text(plan), "k.cu");
+  };
+  expect_input_error(
+      [&] { parse(R"J({"launches": [{"kernel": "k", "grd": [1], "block": [1], "args": []}]})J"); },
+      "launches[0].grd", "did you mean 'grid'");
+  expect_input_error(
+      [&] { parse(R"J({"launches": [{"kernel": "k", "block": [1], "args": []}]})J"); },
+      "launches[0].grid", "missing required field");
+  expect_input_error(
+      [&] {
+        parse(
+            R"J({"launches": [{"kernel": "k", "grid": [1, 1, 1, 1], "block": [1], "args": []}]})J");
+      },
+      "launches[0].grid", "1 to 3 values");
+  expect_input_error(
+      [&] {
+        parse(R"J({"launches": [{"kernel": "k", "grid": ["cdiv(M"], "block": [1], "args": []}]})J");
+      },
+      "launches[0].grid[0]", "expected");
+  expect_input_error(
+      [&] {
+        parse(R"J({"launches": [{"kernel": "k", "grid": [1.5], "block": [1], "args": []}]})J");
+      },
+      "launches[0].grid[0]", "expected an integer or an expression string");
+  expect_input_error(
+      [&] {
+        parse(
+            R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [{"int33": 1}]}]})J");
+      },
+      "launches[0].args[0].int33", "unknown dtype");
+  expect_input_error(
+      [&] {
+        parse(
+            R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [{"int8": 300}]}]})J");
+      },
+      "launches[0].args[0].int8", "does not fit");
+  expect_input_error(
+      [&] {
+        parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [3]}]})J");
+      },
+      "launches[0].args[0]", "a name or a typed literal");
+  expect_input_error([&] { parse(R"J({"launches": {"kernel": "k"}})J"); }, "launches",
+                     "expected an array");
+  expect_input_error([&] { parse(R"J({"definition": 5, "launches": []})J"); }, "definition",
+                     "expected a string");
   expect_input_error([&] { parse(R"J({})J"); }, "k.cu:2: launches", "missing required field");
 }
 
 TEST(SingleFile, CommentErrors) {
-  expect_input_error([] { load_solution(fixture("bad/no_kharness_comment.cu")); }, "no_kharness_comment.cu",
-                     "kharness");
+  expect_input_error([] { load_solution(fixture("bad/no_kharness_comment.cu")); },
+                     "no_kharness_comment.cu", "kharness");
   expect_input_error([] { load_solution(fixture("bad/empty.cu")); }, "empty.cu", "empty source");
   // The broken JSON is reported at the line of the file where the parser stopped.
-  expect_input_error([] { load_solution(fixture("bad/broken_plan_json.cu")); }, "broken_plan_json.cu:11:",
-                     "not valid JSON");
-  expect_input_error([] { parse_single_file_solution("/* just a comment */\n__global__ void k() {}\n", "a.cu"); },
-                     "a.cu:1", "not a kharness plan");
-  expect_input_error([] { parse_single_file_solution("/* kharness {\"launches\": []}\n", "a.cu"); }, "a.cu:1",
-                     "unterminated");
-  expect_input_error([] { parse_single_file_solution("/* kharness */\n__global__ void k() {}\n", "a.cu"); },
-                     "a.cu:1", "no JSON plan");
-  expect_input_error([] { load_solution(fixture("bad/nonexistent.cu")); }, "nonexistent.cu", "no such file");
+  expect_input_error([] { load_solution(fixture("bad/broken_plan_json.cu")); },
+                     "broken_plan_json.cu:11:", "not valid JSON");
+  expect_input_error(
+      [] { parse_single_file_solution("/* just a comment */\n__global__ void k() {}\n", "a.cu"); },
+      "a.cu:1", "not a kharness plan");
+  expect_input_error([] { parse_single_file_solution("/* kharness {\"launches\": []}\n", "a.cu"); },
+                     "a.cu:1", "unterminated");
+  expect_input_error(
+      [] { parse_single_file_solution("/* kharness */\n__global__ void k() {}\n", "a.cu"); },
+      "a.cu:1", "no JSON plan");
+  expect_input_error([] { load_solution(fixture("bad/nonexistent.cu")); }, "nonexistent.cu",
+                     "no such file");
   // A "/*" inside a string or a line comment does not start the plan comment.
   Solution s = parse_single_file_solution(
-      "// see /* not this */\n/* kharness {\"launches\": []} */\n__device__ const char* p = \"/*\";\n", "b.cu");
+      "// see /* not this */\n/* kharness {\"launches\": []} */\n__device__ const char* p = "
+      "\"/*\";\n",
+      "b.cu");
   EXPECT_TRUE(s.plan.launches.empty());
 }
 
@@ -147,13 +180,15 @@ TEST(Forms, FlashInferBenchErrors) {
   };
   expect_input_error(
       [&] {
-        load_solution(write(R"J({"name": "t", "spec": {"language": "triton", "entry_point": "k.py::run"},
+        load_solution(
+            write(R"J({"name": "t", "spec": {"language": "triton", "entry_point": "k.py::run"},
                                 "sources": [{"path": "k.py", "content": "x"}]})J"));
       },
       "s.json: spec.language", "CUDA solutions");
   expect_input_error(
       [&] {
-        load_solution(write(R"J({"name": "t", "spec": {"language": "cuda", "entry_point": "main.cu::run"},
+        load_solution(
+            write(R"J({"name": "t", "spec": {"language": "cuda", "entry_point": "main.cu::run"},
                                 "sources": [{"path": "k.cu", "content": "x"}]})J"));
       },
       "spec.entry_point", "'main.cu' is not one of the sources");
@@ -163,8 +198,11 @@ TEST(Forms, FlashInferBenchErrors) {
                                 "sources": [{"path": "../k.cu", "content": "x"}]})J"));
       },
       "sources[0].path", "leaves the solution folder");
-  expect_input_error([&] { load_solution(write(R"J({"name": "t", "spec": {"language": "cuda"}, "sources": 3})J")); },
-                     "s.json: sources", "expected an array");
+  expect_input_error(
+      [&] {
+        load_solution(write(R"J({"name": "t", "spec": {"language": "cuda"}, "sources": 3})J"));
+      },
+      "s.json: sources", "expected an array");
 }
 
 }  // namespace

@@ -1,14 +1,13 @@
 // Shared helpers for the CPU tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "kharness/error.hpp"
 
@@ -18,9 +17,7 @@ inline std::filesystem::path fixture(const std::string& relative) {
   return std::filesystem::path(KHARNESS_TEST_FIXTURES) / relative;
 }
 
-inline std::filesystem::path source_dir() {
-  return std::filesystem::path(KHARNESS_SOURCE_DIR);
-}
+inline std::filesystem::path source_dir() { return std::filesystem::path(KHARNESS_SOURCE_DIR); }
 
 struct CommandResult {
   int exit_code = -1;
@@ -49,7 +46,8 @@ inline CommandResult kharness(const std::string& args) {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kharness-test-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "kharness-test-XXXXXX").string();
     path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
   }
   ~TempDir() {

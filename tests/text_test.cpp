@@ -1,9 +1,9 @@
-#include "kharness/hash.hpp"
 #include "kharness/text.hpp"
-#include "kharness/error.hpp"
 
 #include <gtest/gtest.h>
 
+#include "kharness/error.hpp"
+#include "kharness/hash.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -15,7 +15,8 @@ TEST(Sha256, KnownVectors) {
   EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   std::string million(1000000, 'a');
-  EXPECT_EQ(sha256_hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(sha256_hex(million),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   // Incremental updates agree with one update.
   EXPECT_EQ(Sha256().update("ab").update("c").hex(), sha256_hex("abc"));
   // Fields are length-prefixed.

@@ -53,13 +53,13 @@ struct CompileOptions {
 };
 
 struct CompileResult {
-  Status status = Status::kPassed;  // kPassed, kCompileError or kRejected
+  Status status = Status::kPassed;        // kPassed, kCompileError or kRejected
   std::vector<RuleViolation> violations;  // why REJECTED
   std::vector<Diagnostic> diagnostics;    // compiler errors and warnings
   std::string log;                        // NVRTC log as printed, ptxas lines included
   std::string ptx;
-  std::string cubin;                      // bytes
-  std::vector<KernelInfo> kernels;        // every .entry of the module
+  std::string cubin;                // bytes
+  std::vector<KernelInfo> kernels;  // every .entry of the module
   std::string arch;
   std::string nvrtc_version;
   std::string cache_key;
@@ -83,7 +83,8 @@ std::string normalize_arch(std::string_view arch);
 std::vector<std::string> supported_archs();  // what this NVRTC can target, sm_XX[a|f]
 std::string nvrtc_version();
 std::filesystem::path default_cuda_include_dir();
-std::filesystem::path default_cache_dir();  // $KHARNESS_CACHE, else $XDG_CACHE_HOME/kharness, else ~/.cache/kharness
+std::filesystem::path
+default_cache_dir();  // $KHARNESS_CACHE, else $XDG_CACHE_HOME/kharness, else ~/.cache/kharness
 
 // Parsers, exposed for tests.
 std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);

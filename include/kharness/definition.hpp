@@ -5,11 +5,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/dtype.hpp"
 #include "kharness/expr.hpp"
@@ -58,8 +57,8 @@ struct KharnessSpec {
   std::optional<Expr> bytes;  // minimum DRAM bytes moved by one call, over the axes
   std::string baseline;       // folder of the baseline solution, relative to the operator folder
   std::map<std::string, double> constants;  // named constants of the semantics (e.g. eps)
-  std::string comparator = "elementwise";   // how outputs are compared (verify/compare.hpp registry)
-  bool present = false;       // false for a plain FlashInfer-Bench definition
+  std::string comparator = "elementwise";  // how outputs are compared (verify/compare.hpp registry)
+  bool present = false;                    // false for a plain FlashInfer-Bench definition
 };
 
 struct Definition {

@@ -30,7 +30,7 @@ class Expr {
  public:
   struct Node;
 
-  Expr();  // the constant 0
+  Expr();                                    // the constant 0
   static Expr parse(std::string_view text);  // throws ExprError(kSyntax)
   static Expr constant(std::int64_t value);
 

@@ -20,7 +20,7 @@ struct Operator {
   std::optional<std::filesystem::path> workloads_file;
   std::optional<std::filesystem::path> reference;  // the operator's, else its family's
   std::optional<std::filesystem::path> seed;
-  std::optional<std::filesystem::path> baseline;   // a solution file or folder
+  std::optional<std::filesystem::path> baseline;  // a solution file or folder
   std::string origin;  // "builtin", "--operators-dir", "KHARNESS_OPERATORS", "file"
 };
 

@@ -3,10 +3,9 @@
 // Pure functions: they return text or JSON and never print or touch files.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/verdict.hpp"
 
@@ -42,7 +41,8 @@ std::string to_traces_jsonl(const std::vector<Verdict>& verdicts, const TraceOpt
 
 // {"schema": "kharness.score/1", "generated_at": ISO-8601 UTC, "solutions": [verdict JSON...],
 //  "summary": {"solutions", "passed", "failed"}}. `generated_at` empty means now.
-nlohmann::json to_report_json(const std::vector<Verdict>& verdicts, const std::string& generated_at = "");
+nlohmann::json to_report_json(const std::vector<Verdict>& verdicts,
+                              const std::string& generated_at = "");
 
 // The current time as ISO-8601 UTC ("2025-01-31T12:00:00Z").
 std::string utc_now_iso8601();

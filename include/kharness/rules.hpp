@@ -24,8 +24,8 @@ struct RuleViolation {
 };
 
 struct SourceRules {
-  std::size_t max_file_bytes = 1 << 20;      // one source file
-  std::size_t max_total_bytes = 4 << 20;     // all sources together
+  std::size_t max_file_bytes = 1 << 20;                    // one source file
+  std::size_t max_total_bytes = 4 << 20;                   // all sources together
   std::vector<std::filesystem::path> system_include_dirs;  // the toolkit's include/
 };
 

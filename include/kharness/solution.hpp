@@ -6,11 +6,10 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/dtype.hpp"
 #include "kharness/expr.hpp"
@@ -62,11 +61,11 @@ struct Solution {
   std::string author;
   std::string description;
   SolutionForm form = SolutionForm::kSingleFile;
-  std::filesystem::path origin;    // the file or folder it was loaded from
+  std::filesystem::path origin;  // the file or folder it was loaded from
   std::vector<SourceFile> sources;
-  std::size_t entry = 0;           // index of the translation unit NVRTC compiles
+  std::size_t entry = 0;  // index of the translation unit NVRTC compiles
   LaunchPlan plan;
-  std::string plan_source;         // where the plan was read ("k.cu:1", "dir/solution.json")
+  std::string plan_source;  // where the plan was read ("k.cu:1", "dir/solution.json")
 
   const SourceFile& entry_source() const { return sources.at(entry); }
 };
@@ -79,6 +78,6 @@ Solution parse_single_file_solution(const std::string& text, const std::string& 
 // The kharness comment of a single-file solution: {json, line of the comment start}.
 // Throws Error when the first block comment is not a kharness comment or its JSON is broken.
 std::pair<nlohmann::json, int> extract_plan_comment(const std::string& text,
-                                                     const std::string& file_name);
+                                                    const std::string& file_name);
 
 }  // namespace kharness

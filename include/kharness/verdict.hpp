@@ -3,11 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/status.hpp"
 
@@ -68,9 +67,10 @@ struct Verdict {
   double seconds = 0.0;
   nlohmann::json compile = nlohmann::json::object();      // compile summary (status, kernels)
   nlohmann::json environment = nlohmann::json::object();  // GPU, driver, versions
-  std::uint64_t seed = 0;                                  // base seed of the run (replay with --seed)
-  nlohmann::json phases = nlohmann::json::object();        // seconds spent per phase, for "where the time goes"
-  nlohmann::json score = nlohmann::json::object();         // mean and geometric-mean speedup, fast_p, SOL
+  std::uint64_t seed = 0;  // base seed of the run (replay with --seed)
+  nlohmann::json phases =
+      nlohmann::json::object();  // seconds spent per phase, for "where the time goes"
+  nlohmann::json score = nlohmann::json::object();  // mean and geometric-mean speedup, fast_p, SOL
 
   bool passed() const { return status == Status::kPassed; }
 };

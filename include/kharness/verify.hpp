@@ -18,7 +18,7 @@ struct CheckRequest {
   std::filesystem::path solution;
   std::string operator_name;  // empty: the plan's "definition"
   std::vector<std::filesystem::path> operators_dirs;
-  std::string arch;            // normalised NVRTC target
+  std::string arch;  // normalised NVRTC target
   bool use_cache = true;
   double timeout_seconds = 60;
   verify::CheckOptions options;

@@ -1,12 +1,12 @@
 #include "bench/benchmark.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "bench/cupti_timer.hpp"
 #include "bench/speed_of_light.hpp"
@@ -23,7 +23,9 @@ namespace {
 using device::Driver;
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Times iterations by id: CUPTI activity spans, or CUDA events around the launches.
 class IterationTimer {
@@ -43,7 +45,8 @@ class CuptiIterationTimer : public IterationTimer {
     Driver::instance().check(Driver::instance().cuStreamSynchronize(s), "cuStreamSynchronize");
     std::map<std::uint64_t, std::pair<double, std::string>> out;
     for (const auto& [id, span] : timer_.collect()) {
-      if (span.kernels == 0) throw std::runtime_error(fmt::format("iteration {} ran no kernel", id));
+      if (span.kernels == 0)
+        throw std::runtime_error(fmt::format("iteration {} ran no kernel", id));
       out[id] = {span.seconds(), span.signature};
     }
     return out;
@@ -74,7 +77,8 @@ class EventIterationTimer : public IterationTimer {
   }
 
  private:
-  std::map<std::uint64_t, std::pair<std::unique_ptr<device::Event>, std::unique_ptr<device::Event>>> events_;
+  std::map<std::uint64_t, std::pair<std::unique_ptr<device::Event>, std::unique_ptr<device::Event>>>
+      events_;
 };
 
 // One solution being timed: its module, launcher, input sets and samples.
@@ -95,8 +99,9 @@ struct Contender {
 
 class WorkloadBench {
  public:
-  WorkloadBench(const Operator& op, const verify::Compiled& reference, const verify::Compiled& candidate,
-                const verify::Compiled* baseline, const verify::CheckOptions& check, const BenchOptions& options,
+  WorkloadBench(const Operator& op, const verify::Compiled& reference,
+                const verify::Compiled& candidate, const verify::Compiled* baseline,
+                const verify::CheckOptions& check, const BenchOptions& options,
                 const Workload& workload, device::DeviceBuffer& flush_buffer, const GpuInfo* gpu)
       : options_(options), flush_(flush_buffer), gpu_(gpu) {
     add("candidate", op, reference, candidate, check, workload);
@@ -118,21 +123,24 @@ class WorkloadBench {
         for (int i = 0; i < options_.iterations; ++i) round(s, true, i);
         harvest(s);
         for (auto& c : contenders_) {
-          c->trial_samples.emplace_back(c->samples.begin() + static_cast<std::ptrdiff_t>(before[c.get()]), c->samples.end());
+          c->trial_samples.emplace_back(
+              c->samples.begin() + static_cast<std::ptrdiff_t>(before[c.get()]), c->samples.end());
         }
       }
     } else {
       for (int i = 0; i < options_.warmup; ++i) round(s, false, i);
       harvest(s);
-      // Stopping is a plugin (nvbench's "stdrel"): noise of the median under max_noise with at least
-      // min_samples samples, or the time budget spent. Its clock starts after the warmup.
+      // Stopping is a plugin (nvbench's "stdrel"): noise of the median under max_noise with at
+      // least min_samples samples, or the time budget spent. Its clock starts after the warmup.
       for (auto& c : contenders_) {
-        c->criterion = make_criterion("stdrel", {{"max_noise", options_.max_noise},
-                                                 {"min_samples", static_cast<double>(options_.min_samples)},
-                                                 {"max_seconds", options_.max_seconds}});
+        c->criterion =
+            make_criterion("stdrel", {{"max_noise", options_.max_noise},
+                                      {"min_samples", static_cast<double>(options_.min_samples)},
+                                      {"max_seconds", options_.max_seconds}});
       }
       int iteration = 0;
-      while (std::any_of(contenders_.begin(), contenders_.end(), [](const auto& c) { return !c->done; })) {
+      while (std::any_of(contenders_.begin(), contenders_.end(),
+                         [](const auto& c) { return !c->done; })) {
         for (int k = 0; k < kBatch; ++k) round(s, true, iteration++);
         harvest(s);
         for (auto& c : contenders_) c->done = c->done || c->criterion->is_finished();
@@ -153,13 +161,16 @@ class WorkloadBench {
   static constexpr int kBatch = 10;
 
   void add(const std::string& role, const Operator& op, const verify::Compiled& reference,
-           const verify::Compiled& solution, const verify::CheckOptions& check, const Workload& workload) {
+           const verify::Compiled& solution, const verify::CheckOptions& check,
+           const Workload& workload) {
     auto c = std::make_unique<Contender>();
     c->role = role;
     c->compiled = &solution;
-    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, options_.input_sets, check);
+    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload,
+                                                      options_.input_sets, check);
     c->module = std::make_unique<device::Module>(solution.result->cubin);
-    c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan, solution.result->kernels, *c->module);
+    c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan,
+                                                         solution.result->kernels, *c->module);
     contenders_.push_back(std::move(c));
   }
 
@@ -169,7 +180,8 @@ class WorkloadBench {
   // timed iteration, so CUPTI's spans exclude them (events time the launches only).
   void flush_l2(CUstream s) {
     const Driver& d = Driver::instance();
-    d.check(d.cuMemsetD32Async(flush_.ptr(), ++flush_value_, flush_.size() / 4, s), "cuMemsetD32Async");
+    d.check(d.cuMemsetD32Async(flush_.ptr(), ++flush_value_, flush_.size() / 4, s),
+            "cuMemsetD32Async");
     kernels_.read_through(flush_.ptr(), flush_.size(), s);
   }
 
@@ -199,7 +211,8 @@ class WorkloadBench {
   void harvest(CUstream s) {
     bool throttled = false;
     if (gpu_ && gpu_->max_sm_clock_mhz) {
-      if (auto clocks = device::Nvml::instance().clocks(gpu_->uuid, gpu_->pci_bus_id); clocks && clocks->sm_mhz) {
+      if (auto clocks = device::Nvml::instance().clocks(gpu_->uuid, gpu_->pci_bus_id);
+          clocks && clocks->sm_mhz) {
         throttled = clock_throttled(*clocks->sm_mhz, *gpu_->max_sm_clock_mhz);
       }
     }
@@ -210,8 +223,9 @@ class WorkloadBench {
       if (!sample.second.empty()) {
         if (c.signature.empty()) c.signature = sample.second;
         if (sample.second != c.signature) {
-          throw std::runtime_error(fmt::format("{}: iterations ran different kernels ('{}' then '{}')", c.role,
-                                               c.signature, sample.second));
+          throw std::runtime_error(
+              fmt::format("{}: iterations ran different kernels ('{}' then '{}')", c.role,
+                          c.signature, sample.second));
         }
       }
       c.samples.push_back(sample.first);
@@ -252,14 +266,17 @@ class WorkloadBench {
         cj["official_latency"] = latency;
       }
       cj["latency"] = latency;
-      if (c->criterion) cj["stop_reason"] = std::string(stop_reason_name(c->criterion->stop_reason()));
+      if (c->criterion)
+        cj["stop_reason"] = std::string(stop_reason_name(c->criterion->stop_reason()));
       cj["clock_flagged_samples"] = c->flagged;
-      if (!gpu_ || !gpu_->max_sm_clock_mhz) cj["clock_note"] = "SM clock not readable (no NVML): throttling unknown";
+      if (!gpu_ || !gpu_->max_sm_clock_mhz)
+        cj["clock_note"] = "SM clock not readable (no NVML): throttling unknown";
       cj["kernels"] = c->signature;
       j[c->role] = cj;
     }
     if (j.contains("baseline") && j["candidate"]["latency"].get<double>() > 0) {
-      j["speedup"] = j["baseline"]["latency"].get<double>() / j["candidate"]["latency"].get<double>();
+      j["speedup"] =
+          j["baseline"]["latency"].get<double>() / j["candidate"]["latency"].get<double>();
     }
     return j;
   }
@@ -283,10 +300,11 @@ std::filesystem::path gpu_config_dir() {
 }  // namespace
 
 nlohmann::json BenchOptions::to_json() const {
-  return {{"protocol", protocol}, {"timer", timer},     {"warmup", warmup},
-          {"iterations", iterations}, {"trials", trials}, {"max_noise", max_noise},
-          {"max_seconds", max_seconds}, {"min_samples", min_samples}, {"input_sets", input_sets},
-          {"baseline", baseline}};
+  return {{"protocol", protocol},       {"timer", timer},
+          {"warmup", warmup},           {"iterations", iterations},
+          {"trials", trials},           {"max_noise", max_noise},
+          {"max_seconds", max_seconds}, {"min_samples", min_samples},
+          {"input_sets", input_sets},   {"baseline", baseline}};
 }
 
 BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
@@ -304,15 +322,16 @@ BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
   return o;
 }
 
-void benchmark(const Operator& op, const verify::Compiled& reference, const verify::Compiled& candidate,
-               const verify::Compiled* baseline, const verify::CheckOptions& check, const BenchOptions& options,
-               Verdict& verdict) {
+void benchmark(const Operator& op, const verify::Compiled& reference,
+               const verify::Compiled& candidate, const verify::Compiled* baseline,
+               const verify::CheckOptions& check, const BenchOptions& options, Verdict& verdict) {
   const Driver& d = Driver::instance();
   // No access-policy window may keep data in L2 between iterations.
   d.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
   EnvironmentReport env = probe_environment();
   const GpuInfo* gpu = env.gpus.empty() ? nullptr : &env.gpus[0];
-  std::size_t l2 = gpu && gpu->l2_cache_bytes > 0 ? static_cast<std::size_t>(gpu->l2_cache_bytes) : (64u << 20);
+  std::size_t l2 =
+      gpu && gpu->l2_cache_bytes > 0 ? static_cast<std::size_t>(gpu->l2_cache_bytes) : (64u << 20);
   device::DeviceBuffer flush(2 * l2);
   std::vector<GpuSpec> specs;
   try {
@@ -338,8 +357,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference, const veri
     if (wv.status != Status::kPassed) continue;  // failed its correctness check: nothing to time
     auto start = Clock::now();
     try {
-      WorkloadBench bench(op, reference, candidate, options.baseline ? baseline : nullptr, check, options, *w, flush,
-                          gpu);
+      WorkloadBench bench(op, reference, candidate, options.baseline ? baseline : nullptr, check,
+                          options, *w, flush, gpu);
       wv.timing = bench.run();
       if (auto f = bench.failure()) {
         wv.status = Status::kIncorrectNumerical;
@@ -347,7 +366,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference, const veri
       }
     } catch (const device::CudaError& e) {
       wv.status = Status::kRuntimeError;
-      wv.failure = Failure{device::failure_kind_of(e.name()), std::string("during timing: ") + e.what(),
+      wv.failure = Failure{device::failure_kind_of(e.name()),
+                           std::string("during timing: ") + e.what(),
                            {{"cuda_error", e.name()}}};
     } catch (const Error&) {
       throw;
@@ -361,7 +381,10 @@ void benchmark(const Operator& op, const verify::Compiled& reference, const veri
       if (sol.seconds > 0) {
         double latency = wv.timing["candidate"]["latency"].get<double>();
         double fraction = latency > 0 ? sol.seconds / latency : 0.0;
-        wv.timing["sol"] = {{"seconds", sol.seconds}, {"bound", sol.bound}, {"fraction", fraction}, {"gpu", spec->match}};
+        wv.timing["sol"] = {{"seconds", sol.seconds},
+                            {"bound", sol.bound},
+                            {"fraction", fraction},
+                            {"gpu", spec->match}};
         sol_fractions.push_back(fraction);
       }
     }

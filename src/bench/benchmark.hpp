@@ -6,11 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
@@ -19,16 +18,17 @@
 namespace kharness::bench {
 
 struct BenchOptions {
-  std::string protocol = "adaptive";  // "adaptive" (noise-based stopping) or "official" (FlashInfer-Bench)
-  std::string timer = "cupti";        // "cupti" or "events" (comparison only)
-  int warmup = 10;                    // official: per trial; adaptive: once
-  int iterations = 50;                // official: per trial
-  int trials = 3;                     // official
-  double max_noise = 0.005;           // adaptive: relative noise of the median estimate
-  double max_seconds = 2.0;           // adaptive: per workload, wall clock
-  int min_samples = 10;               // adaptive
-  int input_sets = 2;                 // rotated during timing (>= 2)
-  bool baseline = true;               // time the operator's baseline too
+  std::string protocol =
+      "adaptive";  // "adaptive" (noise-based stopping) or "official" (FlashInfer-Bench)
+  std::string timer = "cupti";  // "cupti" or "events" (comparison only)
+  int warmup = 10;              // official: per trial; adaptive: once
+  int iterations = 50;          // official: per trial
+  int trials = 3;               // official
+  double max_noise = 0.005;     // adaptive: relative noise of the median estimate
+  double max_seconds = 2.0;     // adaptive: per workload, wall clock
+  int min_samples = 10;         // adaptive
+  int input_sets = 2;           // rotated during timing (>= 2)
+  bool baseline = true;         // time the operator's baseline too
 
   nlohmann::json to_json() const;
   static BenchOptions from_json(const nlohmann::json& j);
@@ -37,8 +37,8 @@ struct BenchOptions {
 // Times every selected workload; fills each WorkloadVerdict's `timing` and the verdict's `score`.
 // A stale_output (or a timing error) turns the workload and the verdict into failures.
 // `baseline` may be null (no speedup then).
-void benchmark(const Operator& op, const verify::Compiled& reference, const verify::Compiled& candidate,
-               const verify::Compiled* baseline, const verify::CheckOptions& check, const BenchOptions& options,
-               Verdict& verdict);
+void benchmark(const Operator& op, const verify::Compiled& reference,
+               const verify::Compiled& candidate, const verify::Compiled* baseline,
+               const verify::CheckOptions& check, const BenchOptions& options, Verdict& verdict);
 
 }  // namespace kharness::bench

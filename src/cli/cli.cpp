@@ -1,12 +1,12 @@
 #include "cli/cli.hpp"
 
-#include <algorithm>
-#include <cstdio>
-#include <exception>
-
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
 
 #include "kharness/text.hpp"
 #include "kharness/version.hpp"
@@ -49,17 +49,20 @@ std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
   std::string typed = typed_command(argc, argv);
   if (!typed.empty() && std::find(names.begin(), names.end(), typed) == names.end()) {
     auto close = close_matches(typed, names, 1);
-    if (!close.empty()) return fmt::format("unknown command '{}' (did you mean '{}'?)", typed, close[0]);
+    if (!close.empty())
+      return fmt::format("unknown command '{}' (did you mean '{}'?)", typed, close[0]);
     return fmt::format("unknown command '{}' (kharness --help lists them)", typed);
   }
   if (typed.empty()) {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       bool known = false;
-      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "-h", "--help", "--version"}) {
+      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "-h",
+                            "--help", "--version"}) {
         known = known || arg == k;
       }
-      if (arg.rfind("-", 0) == 0 && !known) return fmt::format("unknown option '{}' (see --help)", arg);
+      if (arg.rfind("-", 0) == 0 && !known)
+        return fmt::format("unknown option '{}' (see --help)", arg);
     }
   }
   std::string what = e.what();

@@ -1,13 +1,12 @@
 // The command line: one table of subcommands (commands.cpp), one place that prints errors.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "kharness/error.hpp"
 

@@ -1,22 +1,21 @@
 // kharness check SOLUTION... --operator NAME [--workloads U,...] [--trials N] [--seed N] [--json]
 // and the hidden worker mode it runs each solution in.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <set>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <random>
-
-#include <fmt/format.h>
+#include <set>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
-#include "kharness/text.hpp"
 #include "kharness/report.hpp"
+#include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 
 namespace kharness::cli {
@@ -54,10 +53,12 @@ std::string render_verdict(const Verdict& v, int verbosity) {
   if (v.failure) out += fmt::format(" ({}): {}", v.failure->kind, v.failure->message);
   out += "\n";
   if (!v.workloads.empty()) {
-    Table table({"  workload", "axes", "status", "trials", "max abs err", "max rel err", "matched", "failure"});
+    Table table({"  workload", "axes", "status", "trials", "max abs err", "max rel err", "matched",
+                 "failure"});
     for (const auto& w : v.workloads) {
       std::vector<std::string> axes;
-      for (auto it = w.axes.begin(); it != w.axes.end(); ++it) axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+      for (auto it = w.axes.begin(); it != w.axes.end(); ++it)
+        axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
       double max_abs = 0, max_rel = 0, matched = 1;
       for (const auto& t : w.trials) {
         for (const auto& c : t.comparisons) {
@@ -68,42 +69,58 @@ std::string render_verdict(const Verdict& v, int verbosity) {
       }
       bool compared = !w.trials.empty() && !w.trials[0].comparisons.empty();
       table.add({"  " + w.uuid.substr(0, 8), join(axes, " "), std::string(status_name(w.status)),
-                 std::to_string(w.trials.size()), compared ? number(max_abs) : "-", compared ? number(max_rel) : "-",
-                 compared ? fmt::format("{:.4f}", matched) : "-", w.failure ? w.failure->kind : ""});
+                 std::to_string(w.trials.size()), compared ? number(max_abs) : "-",
+                 compared ? number(max_rel) : "-", compared ? fmt::format("{:.4f}", matched) : "-",
+                 w.failure ? w.failure->kind : ""});
     }
     out += table.render();
   }
   bool timed = std::any_of(v.workloads.begin(), v.workloads.end(),
                            [](const WorkloadVerdict& w) { return w.timing.contains("candidate"); });
   if (timed) {
-    Table t({"  workload", "axes", "latency", "baseline", "speedup", "% SOL", "noise", "samples", "note"});
-    auto us = [](const nlohmann::json& j) { return fmt::format("{:.2f} us", j.value("latency", 0.0) * 1e6); };
+    Table t({"  workload", "axes", "latency", "baseline", "speedup", "% SOL", "noise", "samples",
+             "note"});
+    auto us = [](const nlohmann::json& j) {
+      return fmt::format("{:.2f} us", j.value("latency", 0.0) * 1e6);
+    };
     for (const auto& w : v.workloads) {
       if (!w.timing.contains("candidate")) continue;
       const auto& c = w.timing["candidate"];
       std::vector<std::string> axes;
-      for (auto it = w.axes.begin(); it != w.axes.end(); ++it) axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+      for (auto it = w.axes.begin(); it != w.axes.end(); ++it)
+        axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
       std::string note;
       if (!c.value("noise_met", true)) note = "noise target not met";
-      if (c.value("clock_flagged_samples", 0) > 0) note += (note.empty() ? "" : "; ") + fmt::format("{} samples at low SM clock", c.value("clock_flagged_samples", 0));
+      if (c.value("clock_flagged_samples", 0) > 0)
+        note += (note.empty() ? "" : "; ") +
+                fmt::format("{} samples at low SM clock", c.value("clock_flagged_samples", 0));
       t.add({"  " + w.uuid.substr(0, 8), join(axes, " "), us(c),
              w.timing.contains("baseline") ? us(w.timing["baseline"]) : "-",
-             w.timing.contains("speedup") ? fmt::format("{:.3f}x", w.timing["speedup"].get<double>()) : "-",
-             w.timing.contains("sol") ? fmt::format("{:.1f}%", 100 * w.timing["sol"].value("fraction", 0.0)) : "-",
-             fmt::format("{:.2f}%", 100 * c.value("noise", 0.0)), std::to_string(c.value("count", 0)), note});
+             w.timing.contains("speedup")
+                 ? fmt::format("{:.3f}x", w.timing["speedup"].get<double>())
+                 : "-",
+             w.timing.contains("sol")
+                 ? fmt::format("{:.1f}%", 100 * w.timing["sol"].value("fraction", 0.0))
+                 : "-",
+             fmt::format("{:.2f}%", 100 * c.value("noise", 0.0)),
+             std::to_string(c.value("count", 0)), note});
     }
     out += t.render();
     if (v.score.contains("mean_speedup")) {
-      out += fmt::format("  score: mean speedup {:.3f}x, geomean {:.3f}x", v.score["mean_speedup"].get<double>(),
+      out += fmt::format("  score: mean speedup {:.3f}x, geomean {:.3f}x",
+                         v.score["mean_speedup"].get<double>(),
                          v.score["geomean_speedup"].get<double>());
-      if (v.score.contains("mean_sol_fraction")) out += fmt::format(", mean {:.1f}% of speed-of-light", 100 * v.score["mean_sol_fraction"].get<double>());
+      if (v.score.contains("mean_sol_fraction"))
+        out += fmt::format(", mean {:.1f}% of speed-of-light",
+                           100 * v.score["mean_sol_fraction"].get<double>());
       out += "\n";
     }
   }
   out += fmt::format("  seed {} (replay with --seed {}), {:.2f} s\n", v.seed, v.seed, v.seconds);
   if (!v.worker_stderr.empty() && (verbosity > 0 || !v.passed())) {
-    std::string tail = v.worker_stderr.size() > 2000 ? "…" + v.worker_stderr.substr(v.worker_stderr.size() - 2000)
-                                                     : v.worker_stderr;
+    std::string tail = v.worker_stderr.size() > 2000
+                           ? "…" + v.worker_stderr.substr(v.worker_stderr.size() - 2000)
+                           : v.worker_stderr;
     out += "  worker stderr:\n    " + tail + "\n";
   }
   return out;
@@ -127,12 +144,14 @@ std::uint64_t resolve_seed(const std::string& text) {
 
 void validate_args(const CheckArgs& args) {
   if (args.trials < 1) throw input_error("--trials", "must be at least 1");
-  if (args.input_sets < 2) throw input_error("--input-sets", "must be at least 2 (inputs rotate during timing)");
+  if (args.input_sets < 2)
+    throw input_error("--input-sets", "must be at least 2 (inputs rotate during timing)");
   if (args.max_noise <= 0) throw input_error("--max-noise", "must be > 0");
 }
 
-CheckRequest make_request(const CheckArgs& args, const std::string& path, const GlobalOptions& global,
-                          std::uint64_t seed, const std::string& arch) {
+CheckRequest make_request(const CheckArgs& args, const std::string& path,
+                          const GlobalOptions& global, std::uint64_t seed,
+                          const std::string& arch) {
   CheckRequest request;
   request.solution = path;
   request.operator_name = args.operator_name;
@@ -147,9 +166,11 @@ CheckRequest make_request(const CheckArgs& args, const std::string& path, const 
   if (args.rtol >= 0) request.options.rtol = args.rtol;
   if (args.matched_ratio >= 0) request.options.required_matched_ratio = args.matched_ratio;
   request.mode = args.mode;
-  request.bench = {{"protocol", args.timing},     {"timer", args.timer},          {"warmup", args.warmup},
-                   {"iterations", args.iterations}, {"trials", args.num_trials},  {"max_noise", args.max_noise},
-                   {"max_seconds", args.max_time},  {"input_sets", args.input_sets}, {"baseline", !args.no_baseline}};
+  request.bench = {{"protocol", args.timing},      {"timer", args.timer},
+                   {"warmup", args.warmup},        {"iterations", args.iterations},
+                   {"trials", args.num_trials},    {"max_noise", args.max_noise},
+                   {"max_seconds", args.max_time}, {"input_sets", args.input_sets},
+                   {"baseline", !args.no_baseline}};
   return request;
 }
 
@@ -169,7 +190,8 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
       std::fflush(stdout);
     }
   }
-  if (args.json) std::fputs(((args.solutions.size() == 1 ? all[0] : all).dump(2) + "\n").c_str(), stdout);
+  if (args.json)
+    std::fputs(((args.solutions.size() == 1 ? all[0] : all).dump(2) + "\n").c_str(), stdout);
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
@@ -190,12 +212,15 @@ std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs
       const fs::path& p = entry.path();
       std::string name = p.filename().string();
       if (name.empty() || name[0] == '.') continue;
-      if (entry.is_directory() ? fs::exists(p / "solution.json", ec) : (p.extension() == ".cu" || p.extension() == ".json")) {
+      if (entry.is_directory() ? fs::exists(p / "solution.json", ec)
+                               : (p.extension() == ".cu" || p.extension() == ".json")) {
         found.push_back(p.string());
       }
     }
     std::sort(found.begin(), found.end());
-    if (found.empty()) throw input_error(in, "no solutions in this folder (.cu files, solution folders or .json files)");
+    if (found.empty())
+      throw input_error(in,
+                        "no solutions in this folder (.cu files, solution folders or .json files)");
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
@@ -204,12 +229,16 @@ std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs
 // A progress line on a terminal (rewritten in place), plain lines otherwise; on stderr.
 class Progress {
  public:
-  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(2) != 0), start_(std::chrono::steady_clock::now()) {}
+  explicit Progress(std::size_t total)
+      : total_(total), tty_(::isatty(2) != 0), start_(std::chrono::steady_clock::now()) {}
   void starting(std::size_t index, const std::string& name) {
     if (!tty_) return;
     double elapsed = seconds();
-    std::string eta = index == 0 ? "?" : fmt::format("{:.0f} s", elapsed / static_cast<double>(index) * static_cast<double>(total_ - index));
-    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  elapsed %.0f s  eta %s", index + 1, total_, name.c_str(), elapsed, eta.c_str());
+    std::string eta = index == 0 ? "?"
+                                 : fmt::format("{:.0f} s", elapsed / static_cast<double>(index) *
+                                                               static_cast<double>(total_ - index));
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  elapsed %.0f s  eta %s", index + 1, total_,
+                 name.c_str(), elapsed, eta.c_str());
     std::fflush(stderr);
   }
   void finished(std::size_t index, const std::string& name, const Verdict& v) {
@@ -222,7 +251,9 @@ class Progress {
   }
 
  private:
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
   std::size_t total_;
   bool tty_;
   std::chrono::steady_clock::time_point start_;
@@ -272,7 +303,8 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
       try {
         Operator op = registry.load(name);
         for (const auto& w : op.workloads) {
-          traces.workloads.push_back({{"definition", op.definition.name}, {"workload", to_json(w)}});
+          traces.workloads.push_back(
+              {{"definition", op.definition.name}, {"workload", to_json(w)}});
         }
       } catch (const Error&) {
         // an operator that does not load: its failed solutions get no trace lines
@@ -281,7 +313,8 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
     write_report(args.traces_file, report::to_traces_jsonl(verdicts, traces));
   }
   std::fputs(report::to_markdown(verdicts).c_str(), stdout);
-  bool all_passed = std::all_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.passed(); });
+  bool all_passed =
+      std::all_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.passed(); });
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
@@ -292,52 +325,71 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
   if (mode != "check") args->timeout = 300;
   if (mode == "score") args->mode = "validate";
   if (mode == "validate" || mode == "score") {
-    app.add_flag_callback("--compile-only", [args] { args->mode = "compile"; },
-                          "Only compile and check the rules (no GPU needed)");
+    app.add_flag_callback(
+        "--compile-only", [args] { args->mode = "compile"; },
+        "Only compile and check the rules (no GPU needed)");
   }
   app.add_option("solutions", args->solutions,
-                 mode == "score" ? "Solutions and folders of solutions, scored in sorted order"
-                                 : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker")
+                 mode == "score"
+                     ? "Solutions and folders of solutions, scored in sorted order"
+                     : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker")
       ->required();
-  app.add_option("--operator", args->operator_name, "Operator name or definition file (default: the plan's)")
+  app.add_option("--operator", args->operator_name,
+                 "Operator name or definition file (default: the plan's)")
       ->type_name("NAME");
-  app.add_option("--workloads", args->workloads, "Only these workloads (uuids or prefixes; repeatable or comma-separated)")
+  app.add_option("--workloads", args->workloads,
+                 "Only these workloads (uuids or prefixes; repeatable or comma-separated)")
       ->delimiter(',')
       ->type_name("UUID");
-  app.add_option("--timeout", args->timeout, mode == "check" ? "Wall-clock limit per solution in seconds (default 60)"
-                                                             : "Wall-clock limit per solution in seconds (default 300)");
+  app.add_option("--timeout", args->timeout,
+                 mode == "check" ? "Wall-clock limit per solution in seconds (default 60)"
+                                 : "Wall-clock limit per solution in seconds (default 300)");
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
   if (mode == "score") {
-    app.add_option("--json", args->json_file, "Write the results as JSON (schema kharness.score/1)")->type_name("FILE");
-    app.add_option("--junit", args->junit_file, "Write JUnit XML: a testcase per solution and workload")->type_name("FILE");
-    app.add_option("--markdown", args->markdown_file, "Write a Markdown leaderboard")->type_name("FILE");
-    app.add_option("--traces", args->traces_file, "Write FlashInfer-Bench Trace JSON lines")->type_name("FILE");
+    app.add_option("--json", args->json_file, "Write the results as JSON (schema kharness.score/1)")
+        ->type_name("FILE");
+    app.add_option("--junit", args->junit_file,
+                   "Write JUnit XML: a testcase per solution and workload")
+        ->type_name("FILE");
+    app.add_option("--markdown", args->markdown_file, "Write a Markdown leaderboard")
+        ->type_name("FILE");
+    app.add_option("--traces", args->traces_file, "Write FlashInfer-Bench Trace JSON lines")
+        ->type_name("FILE");
   } else {
     app.add_flag("--json", args->json, "Print verdicts as JSON");
   }
   if (mode != "bench") {
-    app.add_option("--trials", args->trials, "Correctness trials per workload, each with fresh inputs (default 3)");
+    app.add_option("--trials", args->trials,
+                   "Correctness trials per workload, each with fresh inputs (default 3)");
     app.add_option("--atol", args->atol, "Absolute tolerance (default: the definition's)");
     app.add_option("--rtol", args->rtol, "Relative tolerance (default: the definition's)");
     app.add_option("--required-matched-ratio", args->matched_ratio,
                    "Fraction of elements that must match (default: the definition's)");
   }
   if (mode != "check") {
-    app.add_option("--timing", args->timing, "adaptive (stop at --max-noise) or official (FlashInfer-Bench's protocol)")
+    app.add_option("--timing", args->timing,
+                   "adaptive (stop at --max-noise) or official (FlashInfer-Bench's protocol)")
         ->check(CLI::IsMember({"adaptive", "official"}));
-    app.add_option("--timer", args->timer, "cupti (default) or events (CUDA events, for comparison only)")
+    app.add_option("--timer", args->timer,
+                   "cupti (default) or events (CUDA events, for comparison only)")
         ->check(CLI::IsMember({"cupti", "events"}));
-    app.add_option("--max-noise", args->max_noise, "Adaptive: relative noise of the median to reach (default 0.005)");
-    app.add_option("--max-time", args->max_time, "Adaptive: seconds per workload before giving up on the noise (default 2)");
+    app.add_option("--max-noise", args->max_noise,
+                   "Adaptive: relative noise of the median to reach (default 0.005)");
+    app.add_option("--max-time", args->max_time,
+                   "Adaptive: seconds per workload before giving up on the noise (default 2)");
     app.add_option("--warmup-runs", args->warmup, "Warmup iterations (default 10)");
-    app.add_option("--iterations", args->iterations, "Official: timed iterations per trial (default 50)");
+    app.add_option("--iterations", args->iterations,
+                   "Official: timed iterations per trial (default 50)");
     app.add_option("--num-trials", args->num_trials, "Official: trials (default 3)");
-    app.add_option("--input-sets", args->input_sets, "Input sets rotated during timing (default 2)");
-    app.add_flag("--no-baseline", args->no_baseline, "Do not time the operator's baseline (no speedup)");
+    app.add_option("--input-sets", args->input_sets,
+                   "Input sets rotated during timing (default 2)");
+    app.add_flag("--no-baseline", args->no_baseline,
+                 "Do not time the operator's baseline (no speedup)");
   }
-  if (mode == "score") return [args](const GlobalOptions& global) { return run_score(*args, global); };
+  if (mode == "score")
+    return [args](const GlobalOptions& global) { return run_score(*args, global); };
   return [args](const GlobalOptions& global) { return run_check(*args, global); };
 }
 
@@ -347,7 +399,6 @@ Runner setup_check(CLI::App& app) { return setup_mode(app, "check"); }
 Runner setup_bench(CLI::App& app) { return setup_mode(app, "bench"); }
 Runner setup_validate(CLI::App& app) { return setup_mode(app, "validate"); }
 Runner setup_score(CLI::App& app) { return setup_mode(app, "score"); }
-
 
 Runner setup_worker(CLI::App&) {
   return [](const GlobalOptions&) { return static_cast<ExitCode>(worker_main()); };

@@ -1,10 +1,10 @@
 // kharness compile SOLUTION [--operator NAME] [--arch ARCH] [--out DIR] [--json] [--no-cache]
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -43,9 +43,10 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
                    solution.plan_source, solution.plan.definition, op->definition.name);
     }
   } else {
-    spdlog::warn("{}: no operator (give --operator or \"definition\" in the plan): "
-                 "the plan's names and sizes are not checked",
-                 args.solution);
+    spdlog::warn(
+        "{}: no operator (give --operator or \"definition\" in the plan): "
+        "the plan's names and sizes are not checked",
+        args.solution);
   }
   CompileResult result =
       compile_solution(solution, op ? &op->definition : nullptr, op ? &op->workloads : nullptr,
@@ -59,7 +60,8 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
     if (!args.out.empty()) j["out"] = args.out;
     std::fputs((j.dump(2) + "\n").c_str(), stdout);
   } else {
-    std::string what = op ? fmt::format("{} [{}]", args.solution, op->definition.name) : args.solution;
+    std::string what =
+        op ? fmt::format("{} [{}]", args.solution, op->definition.name) : args.solution;
     std::fputs(render_compile_text(what, result).c_str(), stdout);
     if (!args.out.empty()) std::fputs(fmt::format("artifacts in {}\n", args.out).c_str(), stdout);
   }
@@ -70,13 +72,18 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
 
 Runner setup_compile(CLI::App& app) {
   auto args = std::make_shared<CompileArgs>();
-  app.add_option("solution", args->solution, "A .cu file, a folder with solution.json, or a FlashInfer-Bench Solution JSON")
+  app.add_option("solution", args->solution,
+                 "A .cu file, a folder with solution.json, or a FlashInfer-Bench Solution JSON")
       ->required();
-  app.add_option("--operator", args->operator_name, "Operator name or definition file (default: the plan's \"definition\")")
+  app.add_option("--operator", args->operator_name,
+                 "Operator name or definition file (default: the plan's \"definition\")")
       ->type_name("NAME");
-  app.add_option("--arch", args->arch, "Target: sm_80, sm_89, sm_90, sm_90a, sm_100a, sm_120, ... (default: this GPU, else sm_90a)")
+  app.add_option("--arch", args->arch,
+                 "Target: sm_80, sm_89, sm_90, sm_90a, sm_100a, sm_120, ... (default: this GPU, "
+                 "else sm_90a)")
       ->type_name("ARCH");
-  app.add_option("--out", args->out, "Write kernel.ptx, kernel.cubin, compile.log and compile.json here")
+  app.add_option("--out", args->out,
+                 "Write kernel.ptx, kernel.cubin, compile.log and compile.json here")
       ->type_name("DIR");
   app.add_flag("--json", args->json, "Print the result as JSON");
   app.add_flag("--no-cache", args->no_cache, "Compile even if the compile cache has this solution");

@@ -1,9 +1,9 @@
 // kharness doctor [--json]: what this machine can do. Exit 0 when a GPU is ready, 3 when not.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -16,7 +16,8 @@ namespace {
 
 std::string archive_dir() {
   const char* env = std::getenv("KHARNESS_ARCHIVE");
-  return env && *env ? std::string(env) + " (KHARNESS_ARCHIVE)" : std::string("./.kharness (default)");
+  return env && *env ? std::string(env) + " (KHARNESS_ARCHIVE)"
+                     : std::string("./.kharness (default)");
 }
 
 std::string mhz(const std::optional<int>& v) { return v ? fmt::format("{} MHz", *v) : "?"; }
@@ -25,7 +26,8 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
   EnvironmentReport r = probe_environment();
   OperatorRegistry registry = make_registry(global);
   std::vector<std::string> dirs;
-  for (const auto& d : registry.search_dirs()) dirs.push_back(fmt::format("{} ({})", d.path.string(), d.origin));
+  for (const auto& d : registry.search_dirs())
+    dirs.push_back(fmt::format("{} ({})", d.path.string(), d.origin));
   if (json) {
     nlohmann::json j = to_json(r);
     j["schema"] = "kharness.doctor/1";
@@ -36,8 +38,8 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
     std::fputs((j.dump(2) + "\n").c_str(), stdout);
     return r.gpu_ready() ? ExitCode::kPassed : ExitCode::kEnvironment;
   }
-  std::string out = fmt::format("kharness {} (commit {}) on {} ({})\n\n", r.kharness_version, r.kharness_commit,
-                                r.hostname, r.os);
+  std::string out = fmt::format("kharness {} (commit {}) on {} ({})\n\n", r.kharness_version,
+                                r.kharness_commit, r.hostname, r.os);
   if (r.driver.available) {
     out += fmt::format("driver         NVIDIA {} (CUDA {})\n",
                        r.driver.nvidia_version.empty() ? "?" : r.driver.nvidia_version,
@@ -45,24 +47,30 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
   } else {
     out += fmt::format("driver         none: {}\n", r.driver.reason);
   }
-  out += fmt::format("CUDA runtime   {} (static, built in)\n", cuda_version_string(r.runtime_version));
+  out +=
+      fmt::format("CUDA runtime   {} (static, built in)\n", cuda_version_string(r.runtime_version));
   out += fmt::format("NVRTC          {}\n", r.nvrtc_version.empty() ? "?" : r.nvrtc_version);
-  out += fmt::format("CUPTI          {}\n", r.cupti_api_version ? fmt::format("API {}", r.cupti_api_version) : "?");
-  out += fmt::format("NVML           {}\n", r.nvml_available ? "available" : "not available (clocks unknown)");
+  out += fmt::format("CUPTI          {}\n",
+                     r.cupti_api_version ? fmt::format("API {}", r.cupti_api_version) : "?");
+  out += fmt::format("NVML           {}\n",
+                     r.nvml_available ? "available" : "not available (clocks unknown)");
   std::string counters = std::string(profiling_permission_name(r.profiling.permission));
   if (!r.profiling.reason.empty()) counters += " (" + r.profiling.reason + ")";
   out += fmt::format("counters       {}\n", counters);
   if (!r.profiling.fix.empty()) out += fmt::format("               fix: {}\n", r.profiling.fix);
   out += "\n";
   if (r.gpus.empty()) {
-    out += r.driver.available ? "GPUs           none visible (check CUDA_VISIBLE_DEVICES)\n"
-                              : "GPUs           none: correctness, timing and profiling need a GPU;\n"
-                                "               compile, operators and every CPU check work here\n";
+    out += r.driver.available
+               ? "GPUs           none visible (check CUDA_VISIBLE_DEVICES)\n"
+               : "GPUs           none: correctness, timing and profiling need a GPU;\n"
+                 "               compile, operators and every CPU check work here\n";
   } else {
-    Table gpus({"#", "name", "cc", "arch", "SMs", "memory", "L2", "SM clock", "max SM", "mem clock"});
+    Table gpus(
+        {"#", "name", "cc", "arch", "SMs", "memory", "L2", "SM clock", "max SM", "mem clock"});
     for (const auto& g : r.gpus) {
-      gpus.add({std::to_string(g.index), g.name, fmt::format("{}.{}", g.cc_major, g.cc_minor), g.arch,
-                std::to_string(g.sm_count), human_bytes(static_cast<long long>(g.total_memory_bytes)),
+      gpus.add({std::to_string(g.index), g.name, fmt::format("{}.{}", g.cc_major, g.cc_minor),
+                g.arch, std::to_string(g.sm_count),
+                human_bytes(static_cast<long long>(g.total_memory_bytes)),
                 human_bytes(g.l2_cache_bytes), mhz(g.sm_clock_mhz), mhz(g.max_sm_clock_mhz),
                 mhz(g.memory_clock_mhz)});
     }

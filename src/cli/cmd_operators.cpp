@@ -1,9 +1,9 @@
 // kharness operators list|show|check
-#include <cstdio>
-#include <memory>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -84,28 +84,35 @@ ExitCode run_show(const OperatorsArgs& args, const GlobalOptions& global) {
     print(j.dump(2) + "\n");
     return ExitCode::kPassed;
   }
-  std::string out = fmt::format("{}  ({}, {})\n", d.name, d.op_type.empty() ? "no op_type" : d.op_type, op.origin);
+  std::string out = fmt::format("{}  ({}, {})\n", d.name,
+                                d.op_type.empty() ? "no op_type" : d.op_type, op.origin);
   if (!d.description.empty()) out += d.description + "\n";
   out += "\naxes\n";
   Table axes({"  name", "kind", "value", "description"});
   for (const auto& a : d.axes) {
-    axes.add({"  " + a.name, a.is_const ? "const" : "var", a.is_const ? std::to_string(a.value) : "-", a.description});
+    axes.add({"  " + a.name, a.is_const ? "const" : "var",
+              a.is_const ? std::to_string(a.value) : "-", a.description});
   }
   out += axes.render();
   out += "\ntensors\n";
   Table tensors({"  name", "role", "shape", "dtype"});
-  for (const auto& t : d.inputs) tensors.add({"  " + t.name, "input", shape_text(t), std::string(dtype_name(t.dtype))});
-  for (const auto& t : d.outputs) tensors.add({"  " + t.name, "output", shape_text(t), std::string(dtype_name(t.dtype))});
+  for (const auto& t : d.inputs)
+    tensors.add({"  " + t.name, "input", shape_text(t), std::string(dtype_name(t.dtype))});
+  for (const auto& t : d.outputs)
+    tensors.add({"  " + t.name, "output", shape_text(t), std::string(dtype_name(t.dtype))});
   out += tensors.render();
   if (!d.constraints.empty()) out += "\nconstraints\n  " + join(d.constraints, "\n  ") + "\n";
   const auto& k = d.kharness;
-  out += fmt::format("\ntolerance  atol {} rtol {} matched ratio {}{}\n", k.tolerance.atol, k.tolerance.rtol,
-                     k.tolerance.required_matched_ratio, k.present ? "" : " (defaults: no kharness section)");
+  out += fmt::format("\ntolerance  atol {} rtol {} matched ratio {}{}\n", k.tolerance.atol,
+                     k.tolerance.rtol, k.tolerance.required_matched_ratio,
+                     k.present ? "" : " (defaults: no kharness section)");
   out += fmt::format("flops      {}\n", k.flops ? k.flops->text() : "-");
   out += fmt::format("bytes      {}\n", k.bytes ? k.bytes->text() : "-");
-  out += fmt::format("\nfiles\n  definition  {}\n  workloads   {}\n  reference   {}\n  seed        {}\n  baseline    {}\n",
-                     op.definition_file.string(), path_or_dash(op.workloads_file), path_or_dash(op.reference),
-                     path_or_dash(op.seed), path_or_dash(op.baseline));
+  out += fmt::format(
+      "\nfiles\n  definition  {}\n  workloads   {}\n  reference   {}\n  seed        {}\n  baseline "
+      "   {}\n",
+      op.definition_file.string(), path_or_dash(op.workloads_file), path_or_dash(op.reference),
+      path_or_dash(op.seed), path_or_dash(op.baseline));
   out += fmt::format("\nworkloads ({})\n", op.workloads.size());
   Table workloads({"  uuid", "axes", "flops", "bytes"});
   for (const auto& w : op.workloads) {
@@ -154,8 +161,10 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
         {"reference", op->reference}, {"seed", op->seed}, {"baseline", op->baseline}};
     for (const auto& [role, path] : roles) {
       if (!path) {
-        table.add({op->definition.name, std::to_string(op->workloads.size()), role, "MISSING", "-", "-"});
-        report.push_back({{"operator", op->definition.name}, {"role", role}, {"status", "MISSING"}});
+        table.add(
+            {op->definition.name, std::to_string(op->workloads.size()), role, "MISSING", "-", "-"});
+        report.push_back(
+            {{"operator", op->definition.name}, {"role", role}, {"status", "MISSING"}});
         if (role == "reference") failed = true;
         continue;
       }
@@ -164,15 +173,21 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
         Solution s = load_solution(*path);
         r = compile_solution(s, &op->definition, &op->workloads, options);
       } catch (const Error& e) {
-        table.add({op->definition.name, std::to_string(op->workloads.size()), role, "INVALID", "-", e.message()});
-        report.push_back({{"operator", op->definition.name}, {"role", role}, {"status", "INVALID"}, {"error", e.message()}});
+        table.add({op->definition.name, std::to_string(op->workloads.size()), role, "INVALID", "-",
+                   e.message()});
+        report.push_back({{"operator", op->definition.name},
+                          {"role", role},
+                          {"status", "INVALID"},
+                          {"error", e.message()}});
         invalid = true;
         continue;
       }
       std::vector<std::string> kernels;
-      for (const auto& kinfo : r.kernels) kernels.push_back(fmt::format("{} ({})", kinfo.name, kinfo.registers));
+      for (const auto& kinfo : r.kernels)
+        kernels.push_back(fmt::format("{} ({})", kinfo.name, kinfo.registers));
       table.add({op->definition.name, std::to_string(op->workloads.size()), role,
-                 std::string(status_name(r.status)), fmt::format("{:.3f}", r.seconds), join(kernels, ", ")});
+                 std::string(status_name(r.status)), fmt::format("{:.3f}", r.seconds),
+                 join(kernels, ", ")});
       nlohmann::json row = compile_result_json(r);
       row.erase("log");
       row["operator"] = op->definition.name;
@@ -181,12 +196,16 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
       report.push_back(row);
       if (!r.ok()) {
         failed = true;
-        details += render_compile_text(fmt::format("{} {} ({})", op->definition.name, role, path->string()), r);
+        details += render_compile_text(
+            fmt::format("{} {} ({})", op->definition.name, role, path->string()), r);
       }
     }
   }
   if (args.json) {
-    print(nlohmann::json({{"schema", "kharness.operators-check/1"}, {"arch", arch}, {"results", report}}).dump(2) + "\n");
+    print(nlohmann::json(
+              {{"schema", "kharness.operators-check/1"}, {"arch", arch}, {"results", report}})
+              .dump(2) +
+          "\n");
   } else {
     print(fmt::format("checking {} operator(s) for {}\n", names.size(), arch));
     print(table.render());
@@ -244,12 +263,16 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
         }
       }
       table.add({name, op_type, workloads, r.runnable ? "yes" : "no", r.reason});
-      report.push_back({{"name", name}, {"op_type", op_type}, {"definition_file", file.string()},
-                        {"runnable", r.runnable}, {"reason", r.reason}});
+      report.push_back({{"name", name},
+                        {"op_type", op_type},
+                        {"definition_file", file.string()},
+                        {"runnable", r.runnable},
+                        {"reason", r.reason}});
     }
   }
   if (args.json) {
-    print(nlohmann::json({{"schema", "kharness.import/1"}, {"definitions", report}}).dump(2) + "\n");
+    print(nlohmann::json({{"schema", "kharness.import/1"}, {"definitions", report}}).dump(2) +
+          "\n");
   } else {
     print(table.render());
     print(fmt::format("{} of {} definitions runnable{}\n", runnable, total,
@@ -263,20 +286,30 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
 Runner setup_operators(CLI::App& app) {
   auto args = std::make_shared<OperatorsArgs>();
   app.require_subcommand(1);
-  args->list = app.add_subcommand("list", "List every operator found (built-in, --operators-dir, KHARNESS_OPERATORS)");
+  args->list = app.add_subcommand(
+      "list", "List every operator found (built-in, --operators-dir, KHARNESS_OPERATORS)");
   args->list->add_flag("--json", args->json, "Print as JSON");
-  args->show = app.add_subcommand("show", "Axes, tensors, workloads, tolerance and FLOP/byte formulas of one operator");
-  args->show->add_option("name", args->name, "Operator name, or a definition file or folder")->required();
+  args->show = app.add_subcommand(
+      "show", "Axes, tensors, workloads, tolerance and FLOP/byte formulas of one operator");
+  args->show->add_option("name", args->name, "Operator name, or a definition file or folder")
+      ->required();
   args->show->add_flag("--json", args->json, "Print as JSON");
-  args->check = app.add_subcommand("check", "Compile each operator's reference, seed and baseline (no GPU needed)");
+  args->check = app.add_subcommand(
+      "check", "Compile each operator's reference, seed and baseline (no GPU needed)");
   args->check->add_option("names", args->names, "Operators to check (default: all)");
-  args->check->add_option("--arch", args->arch, "Target (default: this GPU, else sm_90a)")->type_name("ARCH");
+  args->check->add_option("--arch", args->arch, "Target (default: this GPU, else sm_90a)")
+      ->type_name("ARCH");
   args->check->add_flag("--json", args->json, "Print as JSON");
   args->check->add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
-  args->import = app.add_subcommand("import", "Which FlashInfer-Bench definitions run as they are (and why not the rest)");
-  args->import->add_option("paths", args->import_paths, "A FlashInfer-Bench checkout, a folder of definitions, or files")
+  args->import = app.add_subcommand(
+      "import", "Which FlashInfer-Bench definitions run as they are (and why not the rest)");
+  args->import
+      ->add_option("paths", args->import_paths,
+                   "A FlashInfer-Bench checkout, a folder of definitions, or files")
       ->required();
-  args->import->add_option("--into", args->into, "Write the runnable ones here as kharness operator folders")
+  args->import
+      ->add_option("--into", args->into,
+                   "Write the runnable ones here as kharness operator folders")
       ->type_name("DIR");
   args->import->add_flag("--json", args->json, "Print as JSON");
   return [args](const GlobalOptions& global) {

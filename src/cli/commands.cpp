@@ -1,6 +1,7 @@
 // The table of subcommands: `--help` and dispatch both read it, so they cannot drift apart.
-#include "cli/cli.hpp"
 #include "cli/commands.hpp"
+
+#include "cli/cli.hpp"
 
 namespace kharness::cli {
 
@@ -12,9 +13,11 @@ const std::vector<Command>& commands() {
        setup_doctor},
       {"validate", "Compile, check and time solutions: one verdict with latency, speedup and % SOL",
        setup_validate},
-      {"check", "Compile and check solutions for correctness on the GPU, each in an isolated worker",
+      {"check",
+       "Compile and check solutions for correctness on the GPU, each in an isolated worker",
        setup_check},
-      {"bench", "Time solutions with CUPTI (cold L2, rotated inputs, baseline interleaved)", setup_bench},
+      {"bench", "Time solutions with CUPTI (cold L2, rotated inputs, baseline interleaved)",
+       setup_bench},
       {"score", "Validate many solutions; write JSON, JUnit, Markdown and FlashInfer-Bench traces",
        setup_score},
       {"operators", "List, show and check operator definitions", setup_operators},

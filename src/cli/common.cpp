@@ -35,9 +35,12 @@ std::string location(const std::string& file, int line) {
 
 std::string severity_name(Diagnostic::Severity s) {
   switch (s) {
-    case Diagnostic::Severity::kError: return "error";
-    case Diagnostic::Severity::kWarning: return "warning";
-    case Diagnostic::Severity::kNote: return "note";
+    case Diagnostic::Severity::kError:
+      return "error";
+    case Diagnostic::Severity::kWarning:
+      return "warning";
+    case Diagnostic::Severity::kNote:
+      return "note";
   }
   return "error";
 }
@@ -61,19 +64,21 @@ std::string render_violations(const std::vector<RuleViolation>& violations) {
 }
 
 std::string render_compile_text(const std::string& what, const CompileResult& r) {
-  std::string out = fmt::format("{}: {} for {} in {:.3f} s{}\n", what, status_name(r.status), r.arch,
-                                r.seconds, r.cache_hit ? " (compile cache hit)" : "");
+  std::string out = fmt::format("{}: {} for {} in {:.3f} s{}\n", what, status_name(r.status),
+                                r.arch, r.seconds, r.cache_hit ? " (compile cache hit)" : "");
   out += render_violations(r.violations);
   for (const auto& d : r.diagnostics) {
-    out += fmt::format("  {}{}: {}\n", location(d.file, d.line), severity_name(d.severity), d.message);
+    out +=
+        fmt::format("  {}{}: {}\n", location(d.file, d.line), severity_name(d.severity), d.message);
   }
   if (!r.kernels.empty()) {
     Table table({"kernel", "registers", "spill st/ld", "smem", "cmem", "stack", "params"});
     for (const auto& k : r.kernels) {
       table.add({k.name, num_or_unknown(k.registers),
-                 fmt::format("{}/{} B", num_or_unknown(k.spill_store_bytes), num_or_unknown(k.spill_load_bytes)),
-                 human_bytes(k.shared_bytes), human_bytes(k.const_bytes), human_bytes(k.stack_bytes),
-                 param_summary(k)});
+                 fmt::format("{}/{} B", num_or_unknown(k.spill_store_bytes),
+                             num_or_unknown(k.spill_load_bytes)),
+                 human_bytes(k.shared_bytes), human_bytes(k.const_bytes),
+                 human_bytes(k.stack_bytes), param_summary(k)});
     }
     std::string rendered = table.render();
     std::string indented;
@@ -98,17 +103,21 @@ nlohmann::json compile_result_json(const CompileResult& r) {
   j["seconds"] = r.seconds;
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) {
-    j["violations"].push_back({{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});
+    j["violations"].push_back(
+        {{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});
   }
   j["diagnostics"] = nlohmann::json::array();
   for (const auto& d : r.diagnostics) {
-    j["diagnostics"].push_back(
-        {{"severity", severity_name(d.severity)}, {"file", d.file}, {"line", d.line}, {"message", d.message}});
+    j["diagnostics"].push_back({{"severity", severity_name(d.severity)},
+                                {"file", d.file},
+                                {"line", d.line},
+                                {"message", d.message}});
   }
   j["kernels"] = nlohmann::json::array();
   for (const auto& k : r.kernels) {
     nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : k.params) params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
+    for (const auto& p : k.params)
+      params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
     auto opt = [](long long v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
     j["kernels"].push_back({{"name", k.name},
                             {"mangled", k.mangled},

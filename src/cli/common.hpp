@@ -1,9 +1,8 @@
 // Helpers shared by subcommands: operator lookup, compile options, rendering compile results.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/cli.hpp"
 #include "kharness/compile.hpp"

@@ -1,8 +1,8 @@
 #include "cli/table.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace kharness::cli {
 

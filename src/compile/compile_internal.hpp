@@ -2,11 +2,11 @@
 // the include rewrite applied before NVRTC.
 #pragma once
 
+#include <nvrtc.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nvrtc.h>
 
 #include "kharness/compile.hpp"
 

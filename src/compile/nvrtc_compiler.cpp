@@ -299,8 +299,8 @@ NvrtcOutput nvrtc_compile(const std::string& entry_text, const std::string& entr
   }
   nvrtcProgram program = nullptr;
   nvrtcResult created = nvrtcCreateProgram(&program, entry_text.c_str(), entry_name.c_str(),
-                                           static_cast<int>(header_texts.size()), header_texts.data(),
-                                           header_names.data());
+                                           static_cast<int>(header_texts.size()),
+                                           header_texts.data(), header_names.data());
   if (created != NVRTC_SUCCESS) {
     throw environment_error(
         fmt::format("NVRTC cannot create a program: {}", nvrtcGetErrorString(created)));
@@ -367,7 +367,8 @@ NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& 
   std::vector<std::pair<std::string, std::string>> headers;
   for (std::size_t i = 0; i < solution.sources.size(); ++i) {
     if (i != solution.entry) {
-      headers.emplace_back(solution.sources[i].path, angle_toolkit_includes(solution.sources[i].content, own));
+      headers.emplace_back(solution.sources[i].path,
+                           angle_toolkit_includes(solution.sources[i].content, own));
     }
   }
   const SourceFile& entry = solution.entry_source();

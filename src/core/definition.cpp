@@ -1,10 +1,10 @@
 #include "kharness/definition.hpp"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
@@ -16,7 +16,7 @@ namespace {
 namespace ju = json_util;
 using OJson = nlohmann::ordered_json;
 
-const std::set<std::string> kDistributions = {"normal", "uniform", "range", "indptr",
+const std::set<std::string> kDistributions = {"normal",  "uniform",  "range", "indptr",
                                               "indices", "constant", "scale"};
 
 std::vector<std::string> axis_names(const Definition& d) {
@@ -46,8 +46,9 @@ void parse_axes(const OJson& j, const std::string& source, Definition& d) {
       axis.value = ju::as_int(ju::require(a, "value", source, path), source, path + ".value");
       if (axis.value < 0) throw input_error(ju::field(source, path + ".value"), "must be >= 0");
     } else if (type != "var") {
-      throw input_error(ju::field(source, path + ".type"),
-                        fmt::format("unknown axis type '{}' (expected \"const\" or \"var\")", type));
+      throw input_error(
+          ju::field(source, path + ".type"),
+          fmt::format("unknown axis type '{}' (expected \"const\" or \"var\")", type));
     }
     axis.description = ju::string_or(a, "description", "", source, path);
     d.axes.push_back(std::move(axis));
@@ -72,17 +73,20 @@ std::vector<TensorSpec> parse_tensors(const OJson& j, const char* key, const std
         std::string dim_path = ju::index_path(path + ".shape", i);
         std::string dim = ju::as_string(shape[i], source, dim_path);
         if (!d.find_axis(dim)) {
-          throw input_error(ju::field(source, dim_path), unknown_name_message("axis", dim, axis_names(d)));
+          throw input_error(ju::field(source, dim_path),
+                            unknown_name_message("axis", dim, axis_names(d)));
         }
         dims.push_back(dim);
       }
       spec.shape = std::move(dims);
     }
-    std::string dtype = ju::as_string(ju::require(t, "dtype", source, path), source, path + ".dtype");
+    std::string dtype =
+        ju::as_string(ju::require(t, "dtype", source, path), source, path + ".dtype");
     auto parsed = parse_dtype(dtype);
     if (!parsed) {
-      throw input_error(ju::field(source, path + ".dtype"),
-                        fmt::format("unknown dtype '{}' (expected one of: {})", dtype, dtype_names()));
+      throw input_error(
+          ju::field(source, path + ".dtype"),
+          fmt::format("unknown dtype '{}' (expected one of: {})", dtype, dtype_names()));
     }
     spec.dtype = *parsed;
     spec.description = ju::string_or(t, "description", "", source, path);
@@ -114,8 +118,9 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
   if (it == j.end() || it->is_null()) return;
   const std::string root = "kharness";
   const auto& k = ju::require_object(*it, source, root);
-  ju::reject_unknown_keys(k, {"family", "tolerance", "inputs", "flops", "bytes", "baseline",
-                              "constants", "comparator", "notes"},
+  ju::reject_unknown_keys(k,
+                          {"family", "tolerance", "inputs", "flops", "bytes", "baseline",
+                           "constants", "comparator", "notes"},
                           source, root);
   KharnessSpec& spec = d.kharness;
   spec.present = true;
@@ -126,8 +131,10 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
     std::string path = root + ".tolerance";
     ju::require_object(*t, source, path);
     ju::reject_unknown_keys(*t, {"atol", "rtol", "required_matched_ratio"}, source, path);
-    if (auto v = t->find("atol"); v != t->end()) spec.tolerance.atol = ju::as_number(*v, source, path + ".atol");
-    if (auto v = t->find("rtol"); v != t->end()) spec.tolerance.rtol = ju::as_number(*v, source, path + ".rtol");
+    if (auto v = t->find("atol"); v != t->end())
+      spec.tolerance.atol = ju::as_number(*v, source, path + ".atol");
+    if (auto v = t->find("rtol"); v != t->end())
+      spec.tolerance.rtol = ju::as_number(*v, source, path + ".rtol");
     if (auto v = t->find("required_matched_ratio"); v != t->end()) {
       spec.tolerance.required_matched_ratio =
           ju::as_number(*v, source, path + ".required_matched_ratio");
@@ -136,8 +143,7 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
       throw input_error(ju::field(source, path), "atol and rtol must be >= 0");
     }
     if (spec.tolerance.required_matched_ratio <= 0 || spec.tolerance.required_matched_ratio > 1) {
-      throw input_error(ju::field(source, path + ".required_matched_ratio"),
-                        "must be in (0, 1]");
+      throw input_error(ju::field(source, path + ".required_matched_ratio"), "must be in (0, 1]");
     }
   }
   if (auto in = k.find("inputs"); in != k.end()) {
@@ -158,10 +164,10 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
         if (key == "distribution") {
           out.distribution = ju::as_string(f.value(), source, fpath);
           if (!kDistributions.count(out.distribution)) {
-            throw input_error(ju::field(source, fpath),
-                              fmt::format("unknown distribution '{}' (expected one of: {})",
-                                          out.distribution,
-                                          join({kDistributions.begin(), kDistributions.end()}, ", ")));
+            throw input_error(
+                ju::field(source, fpath),
+                fmt::format("unknown distribution '{}' (expected one of: {})", out.distribution,
+                            join({kDistributions.begin(), kDistributions.end()}, ", ")));
           }
         } else if (key == "mean") {
           out.mean = ju::as_number(f.value(), source, fpath);
@@ -181,11 +187,14 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
       }
       if (out.low > out.high) throw input_error(ju::field(source, gpath), "low > high");
       // Index roles: their size parameters are expressions over the axes.
-      const char* role_key = out.distribution == "indptr" ? "total" : out.distribution == "indices" ? "max" : nullptr;
+      const char* role_key = out.distribution == "indptr"    ? "total"
+                             : out.distribution == "indices" ? "max"
+                                                             : nullptr;
       if (role_key) {
         auto it = out.extra.find(role_key);
         if (it == out.extra.end()) {
-          throw input_error(ju::field(source, gpath), fmt::format("the {} role needs \"{}\"", out.distribution, role_key));
+          throw input_error(ju::field(source, gpath),
+                            fmt::format("the {} role needs \"{}\"", out.distribution, role_key));
         }
         if (!it->is_number_integer()) parse_formula(OJson(*it), source, gpath + "." + role_key, d);
       }
@@ -193,8 +202,10 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
       spec.inputs[g.key()] = std::move(out);
     }
   }
-  if (auto f = k.find("flops"); f != k.end()) spec.flops = parse_formula(*f, source, root + ".flops", d);
-  if (auto b = k.find("bytes"); b != k.end()) spec.bytes = parse_formula(*b, source, root + ".bytes", d);
+  if (auto f = k.find("flops"); f != k.end())
+    spec.flops = parse_formula(*f, source, root + ".flops", d);
+  if (auto b = k.find("bytes"); b != k.end())
+    spec.bytes = parse_formula(*b, source, root + ".bytes", d);
   if (auto c = k.find("constants"); c != k.end()) {
     std::string path = root + ".constants";
     ju::require_object(*c, source, path);
@@ -239,8 +250,9 @@ Definition parse_definition(const OJson& j, const std::string& source) {
   if (d.name.empty()) throw input_error(ju::field(source, "name"), "must not be empty");
   for (char c : d.name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
-      throw input_error(ju::field(source, "name"),
-                        fmt::format("'{}' has a character other than letters, digits, _ - .", d.name));
+      throw input_error(
+          ju::field(source, "name"),
+          fmt::format("'{}' has a character other than letters, digits, _ - .", d.name));
     }
   }
   d.op_type = ju::string_or(j, "op_type", "", source, "");
@@ -289,7 +301,8 @@ void apply_family_defaults(Definition& definition, const nlohmann::ordered_json&
   const KharnessSpec& family = scratch.kharness;
   KharnessSpec& own = definition.kharness;
   if (!own.present) own.tolerance = family.tolerance;
-  for (const auto& [name, gen] : family.inputs) own.inputs.emplace(name, gen);  // keeps the definition's
+  for (const auto& [name, gen] : family.inputs)
+    own.inputs.emplace(name, gen);  // keeps the definition's
   if (!own.flops) own.flops = family.flops;
   if (!own.bytes) own.bytes = family.bytes;
   if (own.comparator == "elementwise") own.comparator = family.comparator;
@@ -317,7 +330,8 @@ Bindings Workload::bindings(const Definition& definition) const {
   return b;
 }
 
-Workload parse_workload(const nlohmann::json& line, const Definition& d, const std::string& source) {
+Workload parse_workload(const nlohmann::json& line, const Definition& d,
+                        const std::string& source) {
   ju::require_object(line, source, "");
   const nlohmann::json* w = &line;
   std::string root;
@@ -325,27 +339,30 @@ Workload parse_workload(const nlohmann::json& line, const Definition& d, const s
     w = &*it;
     root = "workload";
     ju::require_object(*w, source, root);
-    if (auto def = line.find("definition"); def != line.end() && def->is_string() &&
-                                            def->get<std::string>() != d.name) {
-      throw input_error(ju::field(source, "definition"),
-                        fmt::format("'{}' does not match the definition '{}'",
-                                    def->get<std::string>(), d.name));
+    if (auto def = line.find("definition");
+        def != line.end() && def->is_string() && def->get<std::string>() != d.name) {
+      throw input_error(
+          ju::field(source, "definition"),
+          fmt::format("'{}' does not match the definition '{}'", def->get<std::string>(), d.name));
     }
   }
   Workload out;
-  out.uuid = ju::as_string(ju::require(*w, "uuid", source, root), source, ju::join_path(root, "uuid"));
+  out.uuid =
+      ju::as_string(ju::require(*w, "uuid", source, root), source, ju::join_path(root, "uuid"));
   std::string axes_path = ju::join_path(root, "axes");
   const auto& axes = ju::require_object(ju::require(*w, "axes", source, root), source, axes_path);
   for (auto it = axes.begin(); it != axes.end(); ++it) {
     std::string path = axes_path + "." + it.key();
     const Axis* axis = d.find_axis(it.key());
-    if (!axis) throw input_error(ju::field(source, path), unknown_name_message("axis", it.key(), axis_names(d)));
+    if (!axis)
+      throw input_error(ju::field(source, path),
+                        unknown_name_message("axis", it.key(), axis_names(d)));
     std::int64_t value = ju::as_int(it.value(), source, path);
     if (value < 0) throw input_error(ju::field(source, path), "must be >= 0");
     if (axis->is_const && value != axis->value) {
-      throw input_error(ju::field(source, path),
-                        fmt::format("{} is const {} in the definition, got {}", axis->name,
-                                    axis->value, value));
+      throw input_error(
+          ju::field(source, path),
+          fmt::format("{} is const {} in the definition, got {}", axis->name, axis->value, value));
     }
     if (!axis->is_const) out.axes[it.key()] = value;
   }
@@ -367,23 +384,25 @@ Workload parse_workload(const nlohmann::json& line, const Definition& d, const s
         throw input_error(ju::field(source, path), unknown_name_message("input", it.key(), names));
       }
       const auto& obj = ju::require_object(it.value(), source, path);
-      std::string type = ju::as_string(ju::require(obj, "type", source, path), source, path + ".type");
+      std::string type =
+          ju::as_string(ju::require(obj, "type", source, path), source, path + ".type");
       WorkloadInput wi;
       if (type == "random") {
         wi.kind = WorkloadInput::Kind::kRandom;
       } else if (type == "scalar") {
         wi.kind = WorkloadInput::Kind::kScalar;
         wi.value = ju::require(obj, "value", source, path);
-        ju::expect_type(wi.value, wi.value.is_number() || wi.value.is_boolean(), "a number",
-                        source, path + ".value");
+        ju::expect_type(wi.value, wi.value.is_number() || wi.value.is_boolean(), "a number", source,
+                        path + ".value");
       } else if (type == "safetensors") {
         wi.kind = WorkloadInput::Kind::kSafetensors;
         wi.path = ju::as_string(ju::require(obj, "path", source, path), source, path + ".path");
         wi.tensor_key = ju::as_string(ju::require(obj, "tensor_key", source, path), source,
                                       path + ".tensor_key");
       } else {
-        throw input_error(ju::field(source, path + ".type"),
-                          fmt::format("unknown input type '{}' (expected random, scalar or safetensors)", type));
+        throw input_error(
+            ju::field(source, path + ".type"),
+            fmt::format("unknown input type '{}' (expected random, scalar or safetensors)", type));
       }
       if (spec->is_scalar() && wi.kind == WorkloadInput::Kind::kSafetensors) {
         throw input_error(ju::field(source, path), "a scalar input cannot come from safetensors");
@@ -394,9 +413,10 @@ Workload parse_workload(const nlohmann::json& line, const Definition& d, const s
   for (const auto& spec : d.inputs) {
     if (out.inputs.count(spec.name)) continue;
     if (spec.is_scalar()) {
-      throw input_error(ju::field(source, inputs_path),
-                        fmt::format("missing scalar input '{}' (give {{\"type\": \"scalar\", \"value\": ...}})",
-                                    spec.name));
+      throw input_error(
+          ju::field(source, inputs_path),
+          fmt::format("missing scalar input '{}' (give {{\"type\": \"scalar\", \"value\": ...}})",
+                      spec.name));
     }
     out.inputs[spec.name] = WorkloadInput{};  // tensors default to random
   }
@@ -493,7 +513,8 @@ nlohmann::ordered_json to_json(const Definition& d) {
         }
         for (auto it = g.extra.begin(); it != g.extra.end(); ++it) {
           std::string key = it.key();
-          if (key == "low_expr" || key == "high_expr") key = key.substr(0, key.size() - 5);  // written back as low/high
+          if (key == "low_expr" || key == "high_expr")
+            key = key.substr(0, key.size() - 5);  // written back as low/high
           gj[key] = OJson(it.value());
         }
         inputs[name] = gj;
@@ -517,8 +538,12 @@ nlohmann::json to_json(const Workload& w) {
   nlohmann::json inputs = nlohmann::json::object();
   for (const auto& [name, in] : w.inputs) {
     switch (in.kind) {
-      case WorkloadInput::Kind::kRandom: inputs[name] = {{"type", "random"}}; break;
-      case WorkloadInput::Kind::kScalar: inputs[name] = {{"type", "scalar"}, {"value", in.value}}; break;
+      case WorkloadInput::Kind::kRandom:
+        inputs[name] = {{"type", "random"}};
+        break;
+      case WorkloadInput::Kind::kScalar:
+        inputs[name] = {{"type", "scalar"}, {"value", in.value}};
+        break;
       case WorkloadInput::Kind::kSafetensors:
         inputs[name] = {{"type", "safetensors"}, {"path", in.path}, {"tensor_key", in.tensor_key}};
         break;

@@ -14,8 +14,6 @@ Error input_error(std::string where, const std::string& what) {
   return Error(ExitCode::kUsage, std::move(where), what);
 }
 
-Error environment_error(const std::string& what) {
-  return Error(ExitCode::kEnvironment, "", what);
-}
+Error environment_error(const std::string& what) { return Error(ExitCode::kEnvironment, "", what); }
 
 }  // namespace kharness

@@ -6,12 +6,12 @@
 // Functions: cdiv(a,b), min(a,b,...), max(a,b,...).
 #include "kharness/expr.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <limits>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace kharness {
 

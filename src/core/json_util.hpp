@@ -1,10 +1,10 @@
 // Reading JSON with errors that name the file and the field ("defs/x.json: inputs.q.dtype: ...").
 #pragma once
 
-#include <string>
-
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
@@ -116,8 +116,9 @@ void reject_unknown_keys(const J& obj, std::initializer_list<const char*> known,
       std::vector<std::string> names(known.begin(), known.end());
       auto close = close_matches(it.key(), names, 1);
       throw input_error(field(source, join_path(path, it.key())),
-                        close.empty() ? fmt::format("unknown field (known: {})", join(names, ", "))
-                                      : fmt::format("unknown field (did you mean '{}'?)", close[0]));
+                        close.empty()
+                            ? fmt::format("unknown field (known: {})", join(names, ", "))
+                            : fmt::format("unknown field (did you mean '{}'?)", close[0]));
     }
   }
 }

@@ -1,13 +1,12 @@
 #include "kharness/operators.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <set>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
@@ -85,9 +84,11 @@ std::optional<fs::path> workloads_for(const fs::path& def_file) {
   if (is_folder_operator(def_file)) return existing(def_file.parent_path() / "workloads.jsonl");
   fs::path parent = def_file.parent_path();
   std::string stem = def_file.stem().string();
-  // FlashInfer-Bench: <root>/definitions/<op_type>/<name>.json -> <root>/workloads/<op_type>/<name>.jsonl
+  // FlashInfer-Bench: <root>/definitions/<op_type>/<name>.json ->
+  // <root>/workloads/<op_type>/<name>.jsonl
   if (parent.parent_path().filename() == "definitions") {
-    auto p = existing(parent.parent_path().parent_path() / "workloads" / parent.filename() / (stem + ".jsonl"));
+    auto p = existing(parent.parent_path().parent_path() / "workloads" / parent.filename() /
+                      (stem + ".jsonl"));
     if (p) return p;
   }
   if (parent.filename() == "definitions") {
@@ -107,8 +108,10 @@ std::optional<fs::path> solution_in(const std::optional<fs::path>& p) {
     if (entry.extension() == ".cu") cu.push_back(entry);
   }
   if (cu.size() != 1) {
-    throw input_error(p->string(), fmt::format("a baseline folder needs solution.json or exactly one "
-                                               ".cu file; found {}", cu.size()));
+    throw input_error(p->string(),
+                      fmt::format("a baseline folder needs solution.json or exactly one "
+                                  ".cu file; found {}",
+                                  cu.size()));
   }
   return cu[0];
 }
@@ -124,15 +127,22 @@ fs::path executable_dir() {
 Runnability assess(const Operator& op) {
   const Definition& d = op.definition;
   if (!op.reference) {
-    return {false, d.kharness.family.empty()
-                       ? fmt::format("no reference: no reference.cu beside it, and no _families folder for a prefix "
-                                     "of its name or for its op_type '{}'", d.op_type)
-                       : fmt::format("no reference: no _families/{}/reference.cu", d.kharness.family)};
+    return {
+        false,
+        d.kharness.family.empty()
+            ? fmt::format(
+                  "no reference: no reference.cu beside it, and no _families folder for a prefix "
+                  "of its name or for its op_type '{}'",
+                  d.op_type)
+            : fmt::format("no reference: no _families/{}/reference.cu", d.kharness.family)};
   }
   if (op.workloads.empty()) return {false, "no workloads"};
   for (const auto& t : d.inputs) {
     if (!t.is_scalar() && !is_floating(t.dtype) && !d.kharness.inputs.count(t.name)) {
-      return {false, fmt::format("integer input '{}' has no generator (its valid values depend on its role)", t.name)};
+      return {
+          false,
+          fmt::format("integer input '{}' has no generator (its valid values depend on its role)",
+                      t.name)};
     }
   }
   std::error_code ec;
@@ -143,10 +153,12 @@ Runnability assess(const Operator& op) {
       bool found = path.is_absolute() && fs::exists(path, ec);
       if (!found && op.workloads_file) {
         auto dir = op.workloads_file->parent_path();
-        for (int up = 0; up < 4 && !found; ++up, dir = dir.parent_path()) found = fs::exists(dir / path, ec);
+        for (int up = 0; up < 4 && !found; ++up, dir = dir.parent_path())
+          found = fs::exists(dir / path, ec);
       }
       if (!found) {
-        return {false, fmt::format("workload {} reads '{}' from {}, which is not there", w.uuid, name, in.path)};
+        return {false, fmt::format("workload {} reads '{}' from {}, which is not there", w.uuid,
+                                   name, in.path)};
       }
     }
   }
@@ -157,7 +169,8 @@ OperatorRegistry::OperatorRegistry(std::vector<SearchDir> search_dirs)
     : search_dirs_(std::move(search_dirs)) {}
 
 fs::path OperatorRegistry::builtin_dir() {
-  if (const char* env = std::getenv("KHARNESS_HOME"); env && *env) return fs::path(env) / "operators";
+  if (const char* env = std::getenv("KHARNESS_HOME"); env && *env)
+    return fs::path(env) / "operators";
   std::error_code ec;
   fs::path installed = executable_dir() / ".." / "share" / "kharness" / "operators";
   if (fs::is_directory(installed, ec)) return fs::weakly_canonical(installed, ec);
@@ -168,7 +181,8 @@ OperatorRegistry OperatorRegistry::from_environment(const std::vector<fs::path>&
   std::vector<SearchDir> dirs;
   for (const auto& d : extra_dirs) {
     std::error_code ec;
-    if (!fs::is_directory(d, ec)) throw input_error("--operators-dir", fmt::format("'{}' is not a folder", d.string()));
+    if (!fs::is_directory(d, ec))
+      throw input_error("--operators-dir", fmt::format("'{}' is not a folder", d.string()));
     dirs.push_back({d, "--operators-dir"});
   }
   if (const char* env = std::getenv("KHARNESS_OPERATORS"); env && *env) {
@@ -213,7 +227,8 @@ std::vector<OperatorEntry> OperatorRegistry::list() const {
         entry.error = e.message();
       }
       if (!seen.insert(entry.name).second) {
-        spdlog::debug("{} is shadowed by an earlier operator of the same name", c.definition_file.string());
+        spdlog::debug("{} is shadowed by an earlier operator of the same name",
+                      c.definition_file.string());
         continue;
       }
       out.push_back(std::move(entry));
@@ -255,7 +270,8 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
       families.push_back(op.definition.kharness.family);
     } else {
       std::string name = op.definition.name;
-      for (std::size_t cut = name.size(); cut != std::string::npos && cut > 0; cut = name.rfind('_', cut - 1)) {
+      for (std::size_t cut = name.size(); cut != std::string::npos && cut > 0;
+           cut = name.rfind('_', cut - 1)) {
         families.push_back(name.substr(0, cut));
       }
       if (!op.definition.op_type.empty()) families.push_back(op.definition.op_type);
@@ -272,10 +288,11 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
   }
   if (op.reference) {
     std::filesystem::path family_file = op.reference->parent_path() / "family.json";
-    if (existing(family_file) && op.reference->parent_path().parent_path().filename() == "_families") {
+    if (existing(family_file) &&
+        op.reference->parent_path().parent_path().filename() == "_families") {
       apply_family_defaults(op.definition,
-                            json_util::parse_text<nlohmann::ordered_json>(read_file(family_file.string()),
-                                                                          family_file.string()),
+                            json_util::parse_text<nlohmann::ordered_json>(
+                                read_file(family_file.string()), family_file.string()),
                             family_file.string());
     }
   }
@@ -284,12 +301,13 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
 
 Operator OperatorRegistry::load(const std::string& name_or_path) const {
   std::error_code ec;
-  bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                         fs::path(name_or_path).extension() == ".json";
+  bool looks_like_path =
+      name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".json";
   if (looks_like_path) {
     fs::path p(name_or_path);
     if (fs::is_directory(p, ec)) p /= "definition.json";
-    if (!fs::exists(p, ec)) throw input_error(name_or_path, "no such definition file or operator folder");
+    if (!fs::exists(p, ec))
+      throw input_error(name_or_path, "no such definition file or operator folder");
     return load_entry({"", "", "", p, "file", ""});
   }
   // Fast path: the layout names the operator (folder name, file stem).

@@ -1,12 +1,12 @@
 #include "kharness/solution.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
@@ -42,7 +42,7 @@ std::uint16_t to_half(float f) {
   std::memcpy(&x, &f, 4);
   std::uint32_t sign = (x >> 16) & 0x8000;
   std::uint32_t mag = x & 0x7fffffff;
-  if (mag > 0x7f800000) return static_cast<std::uint16_t>(sign | 0x7e00);  // NaN
+  if (mag > 0x7f800000) return static_cast<std::uint16_t>(sign | 0x7e00);   // NaN
   if (mag >= 0x477ff000) return static_cast<std::uint16_t>(sign | 0x7c00);  // overflow -> inf
   if (mag < 0x38800000) {  // subnormal or zero in half
     float a;
@@ -63,8 +63,9 @@ Literal parse_literal(const json& j, const std::string& source, const std::strin
   auto it = j.begin();
   auto dtype = parse_dtype(it.key());
   if (!dtype) {
-    throw input_error(ju::field(source, path + "." + it.key()),
-                      fmt::format("unknown dtype '{}' (expected one of: {})", it.key(), dtype_names()));
+    throw input_error(
+        ju::field(source, path + "." + it.key()),
+        fmt::format("unknown dtype '{}' (expected one of: {})", it.key(), dtype_names()));
   }
   std::string vpath = path + "." + it.key();
   Literal lit;
@@ -75,18 +76,34 @@ Literal parse_literal(const json& j, const std::string& source, const std::strin
   if (*dtype == DType::kBool) {
     ju::expect_type(it.value(), it.value().is_boolean() || it.value().is_number_integer(),
                     "a boolean", source, vpath);
-    lit.int_value = it.value().is_boolean() ? it.value().get<bool>() : it.value().get<std::int64_t>() != 0;
+    lit.int_value =
+        it.value().is_boolean() ? it.value().get<bool>() : it.value().get<std::int64_t>() != 0;
   } else if (is_floating(*dtype)) {
     lit.float_value = ju::as_number(it.value(), source, vpath);
   } else {
     lit.int_value = ju::as_int(it.value(), source, vpath);
     std::int64_t lo, hi;
     switch (*dtype) {
-      case DType::kInt8: lo = -128; hi = 127; break;
-      case DType::kUInt8: lo = 0; hi = 255; break;
-      case DType::kInt16: lo = -32768; hi = 32767; break;
-      case DType::kInt32: lo = std::numeric_limits<std::int32_t>::min(); hi = std::numeric_limits<std::int32_t>::max(); break;
-      default: lo = std::numeric_limits<std::int64_t>::min(); hi = std::numeric_limits<std::int64_t>::max(); break;
+      case DType::kInt8:
+        lo = -128;
+        hi = 127;
+        break;
+      case DType::kUInt8:
+        lo = 0;
+        hi = 255;
+        break;
+      case DType::kInt16:
+        lo = -32768;
+        hi = 32767;
+        break;
+      case DType::kInt32:
+        lo = std::numeric_limits<std::int32_t>::min();
+        hi = std::numeric_limits<std::int32_t>::max();
+        break;
+      default:
+        lo = std::numeric_limits<std::int64_t>::min();
+        hi = std::numeric_limits<std::int64_t>::max();
+        break;
     }
     if (lit.int_value < lo || lit.int_value > hi) {
       throw input_error(ju::field(source, vpath),
@@ -120,7 +137,8 @@ std::array<Expr, 3> parse_dim3(const json& obj, const char* key, const std::stri
     return out;
   }
   if (it->empty() || it->size() > 3) {
-    throw input_error(ju::field(source, p), fmt::format("expected 1 to 3 values, got {}", it->size()));
+    throw input_error(ju::field(source, p),
+                      fmt::format("expected 1 to 3 values, got {}", it->size()));
   }
   for (std::size_t i = 0; i < it->size(); ++i) {
     out[i] = parse_size_expr((*it)[i], source, ju::index_path(p, i));
@@ -131,9 +149,11 @@ std::array<Expr, 3> parse_dim3(const json& obj, const char* key, const std::stri
 void check_relative_path(const std::string& p, const std::string& where) {
   fs::path path(p);
   if (p.empty()) throw input_error(where, "empty path");
-  if (path.is_absolute()) throw input_error(where, fmt::format("'{}' is absolute; source paths are relative", p));
+  if (path.is_absolute())
+    throw input_error(where, fmt::format("'{}' is absolute; source paths are relative", p));
   for (const auto& part : path) {
-    if (part == "..") throw input_error(where, fmt::format("'{}' leaves the solution folder ('..')", p));
+    if (part == "..")
+      throw input_error(where, fmt::format("'{}' leaves the solution folder ('..')", p));
   }
 }
 
@@ -180,15 +200,16 @@ Solution load_folder(const fs::path& dir) {
   for (const auto& p : paths) s.sources.push_back({p, read_file((dir / p).string())});
   std::string entry = ju::string_or(j, "entry", "", source, "");
   if (entry.empty()) {
-    auto it = std::find_if(paths.begin(), paths.end(), [](const std::string& p) {
-      return fs::path(p).extension() == ".cu";
-    });
-    if (it == paths.end()) throw input_error(ju::field(source, "entry"), "no .cu source to compile");
+    auto it = std::find_if(paths.begin(), paths.end(),
+                           [](const std::string& p) { return fs::path(p).extension() == ".cu"; });
+    if (it == paths.end())
+      throw input_error(ju::field(source, "entry"), "no .cu source to compile");
     entry = *it;
   }
   auto pos = std::find(paths.begin(), paths.end(), entry);
   if (pos == paths.end()) {
-    throw input_error(ju::field(source, "entry"), fmt::format("'{}' is not one of the sources", entry));
+    throw input_error(ju::field(source, "entry"),
+                      fmt::format("'{}' is not one of the sources", entry));
   }
   s.entry = static_cast<std::size_t>(pos - paths.begin());
   if (blank(s.entry_source().content)) {
@@ -219,7 +240,8 @@ Solution load_flashinfer_bench(const fs::path& file, const json& j) {
   s.description = ju::string_or(j, "description", "", source, "");
   std::string definition = ju::string_or(j, "definition", "", source, "");
   const auto& spec = ju::require_object(ju::require(j, "spec", source, ""), source, "spec");
-  std::string language = ju::as_string(ju::require(spec, "language", source, "spec"), source, "spec.language");
+  std::string language =
+      ju::as_string(ju::require(spec, "language", source, "spec"), source, "spec.language");
   std::string lower = language;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
   if (lower != "cuda") {
@@ -234,7 +256,8 @@ Solution load_flashinfer_bench(const fs::path& file, const json& j) {
     const auto& obj = ju::require_object(sources[i], source, path);
     std::string p = ju::as_string(ju::require(obj, "path", source, path), source, path + ".path");
     check_relative_path(p, ju::field(source, path + ".path"));
-    std::string content = ju::as_string(ju::require(obj, "content", source, path), source, path + ".content");
+    std::string content =
+        ju::as_string(ju::require(obj, "content", source, path), source, path + ".content");
     s.sources.push_back({p, content});
   }
   std::string entry_file;
@@ -245,8 +268,9 @@ Solution load_flashinfer_bench(const fs::path& file, const json& j) {
   });
   if (found == s.sources.end()) {
     throw input_error(ju::field(source, "spec.entry_point"),
-                      entry_file.empty() ? std::string("no .cu source")
-                                         : fmt::format("'{}' is not one of the sources", entry_file));
+                      entry_file.empty()
+                          ? std::string("no .cu source")
+                          : fmt::format("'{}' is not one of the sources", entry_file));
   }
   s.entry = static_cast<std::size_t>(found - s.sources.begin());
   std::string entry_where = fmt::format("{}: {}", source, s.entry_source().path);
@@ -295,15 +319,17 @@ std::vector<std::uint8_t> Literal::encode() const {
 
 std::string LaunchArg::text() const {
   if (!literal) return name;
-  if (is_floating(literal->dtype)) return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->float_value);
+  if (is_floating(literal->dtype))
+    return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->float_value);
   return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->int_value);
 }
 
 LaunchPlan parse_plan(const json& j, const std::string& source) {
   ju::require_object(j, source, "");
   // Unknown keys are refused so a typo ("grd") is an error, not a silent default.
-  ju::reject_unknown_keys(j, {"definition", "launches", "workspace_bytes", "compile_options",
-                              "name", "author", "description"},
+  ju::reject_unknown_keys(j,
+                          {"definition", "launches", "workspace_bytes", "compile_options", "name",
+                           "author", "description"},
                           source, "");
   LaunchPlan plan;
   plan.raw = j;
@@ -318,7 +344,8 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
                             source, path);
     Launch launch;
     launch.kernel = ju::as_string(ju::require(l, "kernel", source, path), source, path + ".kernel");
-    if (launch.kernel.empty()) throw input_error(ju::field(source, path + ".kernel"), "empty kernel name");
+    if (launch.kernel.empty())
+      throw input_error(ju::field(source, path + ".kernel"), "empty kernel name");
     launch.grid = parse_dim3(l, "grid", source, path, true);
     launch.block = parse_dim3(l, "block", source, path, true);
     launch.cluster = parse_dim3(l, "cluster", source, path, false);
@@ -337,7 +364,8 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
       } else if (args[a].is_object()) {
         arg.literal = parse_literal(args[a], source, apath);
       } else {
-        ju::expect_type(args[a], false, "a name or a typed literal like {\"int32\": 4}", source, apath);
+        ju::expect_type(args[a], false, "a name or a typed literal like {\"int32\": 4}", source,
+                        apath);
       }
       launch.args.push_back(std::move(arg));
     }
@@ -349,7 +377,8 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
   if (auto it = j.find("compile_options"); it != j.end()) {
     ju::expect_type(*it, it->is_array(), "an array of strings", source, "compile_options");
     for (std::size_t i = 0; i < it->size(); ++i) {
-      plan.compile_options.push_back(ju::as_string((*it)[i], source, ju::index_path("compile_options", i)));
+      plan.compile_options.push_back(
+          ju::as_string((*it)[i], source, ju::index_path("compile_options", i)));
     }
   }
   return plan;
@@ -376,15 +405,17 @@ std::pair<json, int> extract_plan_comment(const std::string& text, const std::st
     }
   }
   if (start == std::string::npos) {
-    throw input_error(file, "no /* kharness {...} */ comment: a single-file solution begins with "
-                            "its launch plan as a block comment");
+    throw input_error(file,
+                      "no /* kharness {...} */ comment: a single-file solution begins with "
+                      "its launch plan as a block comment");
   }
   int line = line_column(text, start).first;
   std::size_t body = start + 2;
   while (body < n && std::isspace(static_cast<unsigned char>(text[body]))) ++body;
   if (text.compare(body, 8, "kharness") != 0) {
-    throw input_error(fmt::format("{}:{}", file, line),
-                      "the first block comment is not a kharness plan (expected /* kharness {...} */)");
+    throw input_error(
+        fmt::format("{}:{}", file, line),
+        "the first block comment is not a kharness plan (expected /* kharness {...} */)");
   }
   std::size_t end = text.find("*/", body);
   if (end == std::string::npos) {
@@ -424,7 +455,8 @@ Solution load_solution(const fs::path& path) {
     }
     return load_folder(path);
   }
-  if (path.filename() == "solution.json") return load_folder(path.parent_path().empty() ? "." : path.parent_path());
+  if (path.filename() == "solution.json")
+    return load_folder(path.parent_path().empty() ? "." : path.parent_path());
   std::string text = read_file(path.string());
   if (path.extension() == ".json") {
     json j = json_util::parse_text<json>(text, path.string());

@@ -4,9 +4,11 @@
 #include "kharness/subprocess.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -19,9 +21,6 @@
 #include <climits>
 #include <string_view>
 #include <system_error>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "kharness/error.hpp"
 

@@ -1,5 +1,6 @@
 #include "kharness/text.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <random>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "kharness/error.hpp"
 
@@ -70,7 +69,8 @@ std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
 std::string read_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw input_error(path, "no such file");
-  if (std::filesystem::is_directory(path, ec)) throw input_error(path, "is a directory, not a file");
+  if (std::filesystem::is_directory(path, ec))
+    throw input_error(path, "is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
   std::ostringstream ss;
@@ -86,7 +86,8 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmp = fmt::format("{}.tmp.{}.{:x}", path, getpid(), rng());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(fmt::format("{}: cannot write: {}", tmp, std::strerror(errno)));
+    if (!out)
+      throw std::runtime_error(fmt::format("{}: cannot write: {}", tmp, std::strerror(errno)));
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
     if (!out) {

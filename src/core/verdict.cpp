@@ -1,8 +1,8 @@
 #include "kharness/verdict.hpp"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "kharness/error.hpp"
 
@@ -15,7 +15,8 @@ json optional_failure(const std::optional<Failure>& f) { return f ? to_json(*f) 
 
 Status status_from(const json& j, const char* field) {
   auto s = parse_status(j.at(field).get<std::string>());
-  if (!s) throw std::runtime_error(fmt::format("unknown status '{}'", j.at(field).get<std::string>()));
+  if (!s)
+    throw std::runtime_error(fmt::format("unknown status '{}'", j.at(field).get<std::string>()));
   return *s;
 }
 
@@ -134,12 +135,14 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
       t.failure = failure_from(tj.value("failure", json(nullptr)));
       t.bitwise_deterministic = tj.value("bitwise_deterministic", true);
       t.seconds = tj.value("seconds", 0.0);
-      for (const auto& cj : tj.value("comparisons", json::array())) t.comparisons.push_back(comparison_from(cj));
+      for (const auto& cj : tj.value("comparisons", json::array()))
+        t.comparisons.push_back(comparison_from(cj));
       w.trials.push_back(std::move(t));
     }
     return w;
   } catch (const std::exception& e) {
-    throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a workload verdict: {}", e.what()));
+    throw Error(ExitCode::kInternal, "worker verdict",
+                fmt::format("not a workload verdict: {}", e.what()));
   }
 }
 
@@ -159,7 +162,8 @@ Verdict verdict_from_json(const json& j) {
     v.environment = j.value("environment", json::object());
     v.phases = j.value("phases", json::object());
     v.score = j.value("score", json::object());
-    for (const auto& wj : j.value("workloads", json::array())) v.workloads.push_back(workload_verdict_from_json(wj));
+    for (const auto& wj : j.value("workloads", json::array()))
+      v.workloads.push_back(workload_verdict_from_json(wj));
     return v;
   } catch (const std::exception& e) {
     throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a verdict: {}", e.what()));

@@ -1,12 +1,12 @@
 #include "device/plan_launcher.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "kharness/numeric.hpp"
 
@@ -34,25 +34,30 @@ bool is_integer_ptx(const std::string& type) {
 }
 
 // The bytes of one argument, sized to the kernel's parameter.
-std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param, const LaunchEnv& env) {
+std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param,
+                                   const LaunchEnv& env) {
   std::vector<std::uint8_t> out(param.size, 0);
   auto put_int = [&](std::int64_t v) {
     if (param.size == 4) {
-      if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) {
-        throw std::runtime_error(fmt::format("'{}' = {} does not fit a 32-bit parameter", arg.text(), v));
+      if (v < std::numeric_limits<std::int32_t>::min() ||
+          v > std::numeric_limits<std::int32_t>::max()) {
+        throw std::runtime_error(
+            fmt::format("'{}' = {} does not fit a 32-bit parameter", arg.text(), v));
       }
       auto v32 = static_cast<std::int32_t>(v);
       std::memcpy(out.data(), &v32, 4);
     } else if (param.size == 8) {
       std::memcpy(out.data(), &v, 8);
     } else {
-      throw std::runtime_error(fmt::format("'{}' is an integer but the parameter has {} bytes", arg.text(), param.size));
+      throw std::runtime_error(
+          fmt::format("'{}' is an integer but the parameter has {} bytes", arg.text(), param.size));
     }
   };
   if (arg.literal) {
     auto bytes = arg.literal->encode();
     if (bytes.size() != param.size) {
-      throw std::runtime_error(fmt::format("literal {} has {} bytes, the parameter {}", arg.text(), bytes.size(), param.size));
+      throw std::runtime_error(fmt::format("literal {} has {} bytes, the parameter {}", arg.text(),
+                                           bytes.size(), param.size));
     }
     return bytes;
   }
@@ -61,7 +66,9 @@ std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param, 
     return out;
   }
   if (auto t = env.tensors.find(arg.name); t != env.tensors.end()) {
-    if (param.size != 8) throw std::runtime_error(fmt::format("tensor '{}' needs an 8-byte pointer parameter", arg.name));
+    if (param.size != 8)
+      throw std::runtime_error(
+          fmt::format("tensor '{}' needs an 8-byte pointer parameter", arg.name));
     std::memcpy(out.data(), &t->second, 8);
     return out;
   }
@@ -69,10 +76,11 @@ std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param, 
     const TensorSpec* spec = env.definition ? env.definition->find_input(arg.name) : nullptr;
     DType dtype = spec ? spec->dtype : DType::kFloat32;
     if (dtype_size(dtype) != param.size) {
-      throw std::runtime_error(fmt::format("scalar '{}' is {} but the parameter has {} bytes", arg.name,
-                                           dtype_name(dtype), param.size));
+      throw std::runtime_error(fmt::format("scalar '{}' is {} but the parameter has {} bytes",
+                                           arg.name, dtype_name(dtype), param.size));
     }
-    double value = s->second.is_boolean() ? (s->second.get<bool>() ? 1.0 : 0.0) : s->second.get<double>();
+    double value =
+        s->second.is_boolean() ? (s->second.get<bool>() ? 1.0 : 0.0) : s->second.get<double>();
     if (is_floating(dtype)) {
       from_double(dtype, value, out.data());
     } else {
@@ -82,7 +90,8 @@ std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param, 
   }
   if (auto a = env.axes.find(arg.name); a != env.axes.end()) {
     if (!is_integer_ptx(param.type)) {
-      throw std::runtime_error(fmt::format("axis '{}' passed to a .{} parameter", arg.name, param.type));
+      throw std::runtime_error(
+          fmt::format("axis '{}' passed to a .{} parameter", arg.name, param.type));
     }
     put_int(a->second);
     return out;
@@ -104,24 +113,29 @@ std::string failure_kind_of(const std::string& name) {
   std::string kind = name;
   const std::string prefix = "CUDA_ERROR_";
   if (kind.rfind(prefix, 0) == 0) kind = kind.substr(prefix.size());
-  std::transform(kind.begin(), kind.end(), kind.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return kind;
 }
 
-PlanLauncher::PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels, const Module& module)
+PlanLauncher::PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels,
+                           const Module& module)
     : plan_(plan) {
   for (const auto& launch : plan.launches) {
     const KernelInfo* info = find_kernel(kernels, launch.kernel);
-    if (!info) throw std::runtime_error(fmt::format("kernel '{}' is not in the module", launch.kernel));
+    if (!info)
+      throw std::runtime_error(fmt::format("kernel '{}' is not in the module", launch.kernel));
     if (info->params.size() != launch.args.size()) {
-      throw std::runtime_error(fmt::format("kernel '{}' takes {} parameters, the plan passes {}", launch.kernel,
-                                           info->params.size(), launch.args.size()));
+      throw std::runtime_error(fmt::format("kernel '{}' takes {} parameters, the plan passes {}",
+                                           launch.kernel, info->params.size(), launch.args.size()));
     }
     launches_.push_back({&launch, info, module.function(info->mangled)});
   }
 }
 
-std::int64_t PlanLauncher::workspace_bytes(const Bindings& axes) const { return plan_.workspace_bytes.eval(axes); }
+std::int64_t PlanLauncher::workspace_bytes(const Bindings& axes) const {
+  return plan_.workspace_bytes.eval(axes);
+}
 
 LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool sync_each) const {
   const Driver& d = Driver::instance();
@@ -156,18 +170,21 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
       fail.code = code;
       fail.error_name = d.error_name(code);
       fail.sticky = is_sticky_error(code);
-      fail.message = fmt::format("launch {} ({}): {}: {} ({})", i, r.launch->kernel, what, fail.error_name,
-                                 d.error_string(code));
+      fail.message = fmt::format("launch {} ({}): {}: {} ({})", i, r.launch->kernel, what,
+                                 fail.error_name, d.error_string(code));
       return fail;
     };
     if (CUresult c = opt_in_dynamic_shared(r.function, config.shared_bytes); c != CUDA_SUCCESS) {
-      auto out = failed(c, fmt::format("cannot opt into {} bytes of dynamic shared memory", config.shared_bytes).c_str());
+      auto out = failed(
+          c, fmt::format("cannot opt into {} bytes of dynamic shared memory", config.shared_bytes)
+                 .c_str());
       out.error_name = "CUDA_ERROR_INVALID_VALUE";
       return out;
     }
     // Clusters above the portable 8 blocks (up to 16 on Hopper and Blackwell) must be opted into.
     if (config.cluster[0] * config.cluster[1] * config.cluster[2] > 8) {
-      if (CUresult c = d.cuFuncSetAttribute(r.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+      if (CUresult c = d.cuFuncSetAttribute(r.function,
+                                            CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
           c != CUDA_SUCCESS) {
         return failed(c, "cannot opt into a non-portable cluster size");
       }
@@ -176,7 +193,8 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
       return failed(c, "launch failed");
     }
     if (sync_each) {
-      if (CUresult c = d.cuStreamSynchronize(stream); c != CUDA_SUCCESS) return failed(c, "kernel failed");
+      if (CUresult c = d.cuStreamSynchronize(stream); c != CUDA_SUCCESS)
+        return failed(c, "kernel failed");
     }
   }
   return {};

@@ -6,10 +6,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "device/driver.hpp"
 #include "kharness/compile.hpp"
@@ -42,7 +41,8 @@ class PlanLauncher {
  public:
   // Throws CudaError when a kernel is missing from the module (the compile stage checked names,
   // so that is an internal inconsistency) and std::runtime_error for a plan/kernel mismatch.
-  PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels, const Module& module);
+  PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels,
+               const Module& module);
 
   // Launches every launch in order on `stream`. With `sync_each`, synchronises after each launch
   // so an asynchronous fault is attributed to the launch that caused it.

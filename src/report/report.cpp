@@ -2,14 +2,14 @@
 // text; nothing prints or writes files.
 #include "kharness/report.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <ctime>
 #include <map>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "kharness/status.hpp"
 
@@ -28,7 +28,8 @@ std::string axes_text(const json& axes) {
   std::string out;
   for (auto it = axes.begin(); it != axes.end(); ++it) {
     if (!out.empty()) out += ' ';
-    out += it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    out += it.key() + "=" +
+           (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
   }
   return out;
 }
@@ -54,16 +55,23 @@ double workload_seconds(const WorkloadVerdict& w) {
   return s + number_at(w.timing, {"seconds"}).value_or(0.0);
 }
 
-std::optional<double> speedup_of(const WorkloadVerdict& w) { return number_at(w.timing, {"speedup"}); }
-std::optional<double> latency_of(const WorkloadVerdict& w) { return number_at(w.timing, {"candidate", "latency"}); }
-std::optional<double> sol_fraction_of(const WorkloadVerdict& w) { return number_at(w.timing, {"sol", "fraction"}); }
+std::optional<double> speedup_of(const WorkloadVerdict& w) {
+  return number_at(w.timing, {"speedup"});
+}
+std::optional<double> latency_of(const WorkloadVerdict& w) {
+  return number_at(w.timing, {"candidate", "latency"});
+}
+std::optional<double> sol_fraction_of(const WorkloadVerdict& w) {
+  return number_at(w.timing, {"sol", "fraction"});
+}
 
 // A failure to show for a workload or solution that failed without naming why.
 Failure failure_or_status(const std::optional<Failure>& failure, Status status) {
   if (failure) return *failure;
   Failure f;
   f.kind = std::string(status_name(status));
-  std::transform(f.kind.begin(), f.kind.end(), f.kind.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(f.kind.begin(), f.kind.end(), f.kind.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   f.message = std::string(status_name(status));
   return f;
 }
@@ -115,7 +123,9 @@ std::string failure_kind(const Verdict& v) {
 }
 
 // JSON text that never throws on bad UTF-8 (worker output, kernel names): bad bytes become U+FFFD.
-std::string dump(const json& j, int indent = -1) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Text escaping
@@ -127,9 +137,14 @@ std::string valid_utf8(const std::string& s) {
   std::size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    std::size_t len = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xE  ? 3
+                      : (c >> 3) == 0x1E ? 4
+                                         : 0;
     bool ok = len > 0 && i + len <= s.size() && !(len == 2 && c < 0xC2) && !(len == 4 && c > 0xF4);
-    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    for (std::size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
     if (ok && len == 3) {  // no overlong forms, no surrogates
       unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
       ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
@@ -158,17 +173,35 @@ std::string xml_escape(const std::string& raw, bool attribute) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\n': out += attribute ? "&#10;" : "\n"; break;
-      case '\r': out += "&#13;"; break;
-      case '\t': out += attribute ? "&#9;" : "\t"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '\n':
+        out += attribute ? "&#10;" : "\n";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      case '\t':
+        out += attribute ? "&#9;" : "\t";
+        break;
       default:
-        if (c < 0x20 || c == 0x7F) out += fmt::format("\\x{:02X}", c);
-        else out += ch;
+        if (c < 0x20 || c == 0x7F)
+          out += fmt::format("\\x{:02X}", c);
+        else
+          out += ch;
     }
   }
   return out;
@@ -189,11 +222,20 @@ std::string md_cell(const std::string& raw) {
   std::string out;
   for (char c : one_line(valid_utf8(raw))) {
     switch (c) {
-      case '|': out += "\\|"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      default: out += c;
+      case '|':
+        out += "\\|";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -211,31 +253,35 @@ struct Testcase {
 };
 
 std::string render_testcase(const Testcase& tc) {
-  std::string out = fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.6f}\"", xml_attr(tc.classname),
-                                xml_attr(tc.name), tc.seconds);
+  std::string out = fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.6f}\"",
+                                xml_attr(tc.classname), xml_attr(tc.name), tc.seconds);
   if (!tc.failure && tc.system_err.empty()) return out + "/>\n";
   out += ">\n";
   if (tc.failure) {
     const Failure& f = *tc.failure;
-    out += fmt::format("      <failure type=\"{}\" message=\"{}\">{}: {}\n{}</failure>\n", xml_attr(f.kind),
-                       xml_attr(one_line(f.message)), xml_text(tc.failure_status), xml_text(f.message),
-                       xml_text(dump(f.evidence, 2)));
+    out += fmt::format("      <failure type=\"{}\" message=\"{}\">{}: {}\n{}</failure>\n",
+                       xml_attr(f.kind), xml_attr(one_line(f.message)), xml_text(tc.failure_status),
+                       xml_text(f.message), xml_text(dump(f.evidence, 2)));
   }
-  if (!tc.system_err.empty()) out += fmt::format("      <system-err>{}</system-err>\n", xml_text(tc.system_err));
+  if (!tc.system_err.empty())
+    out += fmt::format("      <system-err>{}</system-err>\n", xml_text(tc.system_err));
   return out + "    </testcase>\n";
 }
 
 // ---------------------------------------------------------------------------------------------
 // Traces
 
-// Pydantic writes non-finite floats as "NaN" / "Infinity" (Correctness uses ser_json_inf_nan="strings").
+// Pydantic writes non-finite floats as "NaN" / "Infinity" (Correctness uses
+// ser_json_inf_nan="strings").
 json fib_number(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
   return v;
 }
 
-std::string status_for_trace(Status s) { return s == Status::kRejected ? "COMPILE_ERROR" : std::string(status_name(s)); }
+std::string status_for_trace(Status s) {
+  return s == Status::kRejected ? "COMPILE_ERROR" : std::string(status_name(s));
+}
 
 json fib_environment(const json& env) {
   std::string hardware;
@@ -268,7 +314,9 @@ json fib_environment(const json& env) {
 json fib_correctness(const WorkloadVerdict* w, const std::optional<Failure>& failure) {
   double abs_err = 0.0, rel_err = 0.0;
   bool compared = false;
-  auto take = [](double& into, double v) { into = (std::isnan(into) || std::isnan(v)) ? NAN : std::max(into, v); };
+  auto take = [](double& into, double v) {
+    into = (std::isnan(into) || std::isnan(v)) ? NAN : std::max(into, v);
+  };
   if (w) {
     for (const auto& t : w->trials)
       for (const auto& c : t.comparisons) {
@@ -291,22 +339,26 @@ json fib_performance(const WorkloadVerdict* w) {
     reference = number_at(w->timing, {"baseline", "latency"}).value_or(0.0);
     speedup = speedup_of(*w).value_or(0.0);
   }
-  return {{"latency_ms", latency * 1e3}, {"reference_latency_ms", reference * 1e3}, {"speedup_factor", speedup}};
+  return {{"latency_ms", latency * 1e3},
+          {"reference_latency_ms", reference * 1e3},
+          {"speedup_factor", speedup}};
 }
 
 // `w` is null for a known workload the solution never reached; the solution's status stands.
-json trace_line(const Verdict& v, const WorkloadVerdict* w, const json& workload, const std::string& timestamp) {
+json trace_line(const Verdict& v, const WorkloadVerdict* w, const json& workload,
+                const std::string& timestamp) {
   Status status = w ? w->status : v.status;
-  std::optional<Failure> failure = w ? (w->failure ? w->failure : (workload_failed(*w) ? v.failure : std::nullopt))
-                                     : v.failure;
+  std::optional<Failure> failure =
+      w ? (w->failure ? w->failure : (workload_failed(*w) ? v.failure : std::nullopt)) : v.failure;
   std::string log;
   if (status == Status::kRejected) log = "REJECTED";
   if (status != Status::kPassed) {
     Failure f = failure_or_status(failure, status);
     log += (log.empty() ? "" : ": ") + f.kind + ": " + f.message;
     if (!v.worker_stderr.empty()) {
-      std::string tail = v.worker_stderr.size() > 4000 ? v.worker_stderr.substr(v.worker_stderr.size() - 4000)
-                                                       : v.worker_stderr;
+      std::string tail = v.worker_stderr.size() > 4000
+                             ? v.worker_stderr.substr(v.worker_stderr.size() - 4000)
+                             : v.worker_stderr;
       log += "\n" + tail;
     }
   } else if (!w || !latency_of(*w)) {
@@ -315,7 +367,8 @@ json trace_line(const Verdict& v, const WorkloadVerdict* w, const json& workload
   // FlashInfer-Bench's Evaluation validator: correctness for PASSED and INCORRECT_NUMERICAL
   // only, performance for PASSED only.
   json correctness = nullptr, performance = nullptr;
-  if (status == Status::kPassed || status == Status::kIncorrectNumerical) correctness = fib_correctness(w, failure);
+  if (status == Status::kPassed || status == Status::kIncorrectNumerical)
+    correctness = fib_correctness(w, failure);
   if (status == Status::kPassed) performance = fib_performance(w);
   return {{"definition", v.definition},
           {"solution", display_name(v)},
@@ -341,7 +394,8 @@ std::vector<KnownWorkload> known_workloads(const std::vector<json>& given) {
     KnownWorkload k;
     if (j.contains("workload") && j["workload"].is_object()) {
       k.workload = j["workload"];
-      if (j.contains("definition") && j["definition"].is_string()) k.definition = j["definition"].get<std::string>();
+      if (j.contains("definition") && j["definition"].is_string())
+        k.definition = j["definition"].get<std::string>();
     } else {
       k.workload = j;
     }
@@ -404,10 +458,13 @@ std::string to_junit(const std::vector<Verdict>& verdicts, const std::string& su
     seconds += tc.seconds;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.6f}\">\n",
-                     xml_attr(suite_name), cases.size(), failures, seconds);
-  out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{:.6f}\">\n",
-                     xml_attr(suite_name), cases.size(), failures, seconds);
+  out += fmt::format(
+      "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.6f}\">\n",
+      xml_attr(suite_name), cases.size(), failures, seconds);
+  out += fmt::format(
+      "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" "
+      "time=\"{:.6f}\">\n",
+      xml_attr(suite_name), cases.size(), failures, seconds);
   for (const auto& tc : cases) out += render_testcase(tc);
   out += "  </testsuite>\n</testsuites>\n";
   return out;
@@ -426,20 +483,28 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
     if (sa != sb) return sa > sb;
     return display_name(*a.v) < display_name(*b.v);
   });
-  auto speed = [](const std::optional<double>& x) { return x ? fmt::format("{:.3f}x", *x) : std::string("-"); };
-  auto percent = [](const std::optional<double>& x) { return x ? fmt::format("{:.1f}%", 100 * *x) : std::string("-"); };
+  auto speed = [](const std::optional<double>& x) {
+    return x ? fmt::format("{:.3f}x", *x) : std::string("-");
+  };
+  auto percent = [](const std::optional<double>& x) {
+    return x ? fmt::format("{:.1f}%", 100 * *x) : std::string("-");
+  };
 
   int passed = 0;
   for (const auto& v : verdicts) passed += v.passed() ? 1 : 0;
   std::string out = "## kharness leaderboard\n\n";
-  out += fmt::format("{} solutions: {} passed, {} failed.\n\n", verdicts.size(), passed, verdicts.size() - passed);
-  out += "| Rank | Solution | Status | Workloads passed | Mean speedup | Geomean speedup | Mean % SOL | Failure |\n";
+  out += fmt::format("{} solutions: {} passed, {} failed.\n\n", verdicts.size(), passed,
+                     verdicts.size() - passed);
+  out +=
+      "| Rank | Solution | Status | Workloads passed | Mean speedup | Geomean speedup | Mean % SOL "
+      "| Failure |\n";
   out += "|---:|---|---|---:|---:|---:|---:|---|\n";
   int rank = 0;
   for (const auto& r : rows) {
-    out += fmt::format("| {} | {} | {} | {}/{} | {} | {} | {} | {} |\n", ++rank, md_cell(display_name(*r.v)),
-                       status_name(r.v->status), r.s.passed, r.s.total, speed(r.s.mean_speedup),
-                       speed(r.s.geomean_speedup), percent(r.s.mean_sol), md_cell(failure_kind(*r.v)));
+    out += fmt::format("| {} | {} | {} | {}/{} | {} | {} | {} | {} |\n", ++rank,
+                       md_cell(display_name(*r.v)), status_name(r.v->status), r.s.passed, r.s.total,
+                       speed(r.s.mean_speedup), speed(r.s.geomean_speedup), percent(r.s.mean_sol),
+                       md_cell(failure_kind(*r.v)));
   }
 
   // Best passing solution per workload: highest speedup, else lowest latency, else first seen.
@@ -465,10 +530,14 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
       if (!better) {
         auto s_new = speedup_of(w), s_old = speedup_of(*b.w);
         auto l_new = latency_of(w), l_old = latency_of(*b.w);
-        if (s_new && s_old) better = *s_new > *s_old;
-        else if (s_new != s_old) better = s_new.has_value();
-        else if (l_new && l_old) better = *l_new < *l_old;
-        else better = l_new.has_value() && !l_old.has_value();
+        if (s_new && s_old)
+          better = *s_new > *s_old;
+        else if (s_new != s_old)
+          better = s_new.has_value();
+        else if (l_new && l_old)
+          better = *l_new < *l_old;
+        else
+          better = l_new.has_value() && !l_old.has_value();
       }
       if (better) {
         b.v = &v;
@@ -483,12 +552,14 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
     for (const auto& uuid : order) {
       const Best& b = best[uuid];
       if (!b.w) {
-        out += fmt::format("| {} | {} | (none passed) | - | - | - | 0 |\n", md_cell(uuid), md_cell(axes_text(b.axes)));
+        out += fmt::format("| {} | {} | (none passed) | - | - | - | 0 |\n", md_cell(uuid),
+                           md_cell(axes_text(b.axes)));
         continue;
       }
       auto latency = latency_of(*b.w);
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", md_cell(uuid), md_cell(axes_text(b.axes)),
-                         md_cell(display_name(*b.v)), latency ? fmt::format("{:.2f} us", *latency * 1e6) : "-",
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", md_cell(uuid),
+                         md_cell(axes_text(b.axes)), md_cell(display_name(*b.v)),
+                         latency ? fmt::format("{:.2f} us", *latency * 1e6) : "-",
                          speed(speedup_of(*b.w)), percent(sol_fraction_of(*b.w)), b.passing);
     }
   }
@@ -502,7 +573,8 @@ std::string to_traces_jsonl(const std::vector<Verdict>& verdicts, const TraceOpt
   std::string timestamp = options.timestamp.empty() ? utc_now_iso8601() : options.timestamp;
   std::vector<KnownWorkload> known = known_workloads(options.workloads);
   std::map<std::string, const json*> known_by_uuid;
-  for (const auto& k : known) known_by_uuid.emplace(k.workload["uuid"].get<std::string>(), &k.workload);
+  for (const auto& k : known)
+    known_by_uuid.emplace(k.workload["uuid"].get<std::string>(), &k.workload);
 
   std::string out;
   for (const auto& v : verdicts) {
@@ -510,7 +582,8 @@ std::string to_traces_jsonl(const std::vector<Verdict>& verdicts, const TraceOpt
     for (const auto& w : v.workloads) {
       seen[w.uuid] = true;
       json inputs = json::object();
-      if (auto it = known_by_uuid.find(w.uuid); it != known_by_uuid.end()) inputs = (*it->second)["inputs"];
+      if (auto it = known_by_uuid.find(w.uuid); it != known_by_uuid.end())
+        inputs = (*it->second)["inputs"];
       json workload = {{"uuid", w.uuid}, {"axes", w.axes}, {"inputs", inputs}};
       out += dump(trace_line(v, &w, workload, timestamp)) + "\n";
     }
@@ -538,7 +611,9 @@ json to_report_json(const std::vector<Verdict>& verdicts, const std::string& gen
           {"generated_at", generated_at.empty() ? utc_now_iso8601() : generated_at},
           {"solutions", solutions},
           {"summary",
-           {{"solutions", verdicts.size()}, {"passed", passed}, {"failed", static_cast<int>(verdicts.size()) - passed}}}};
+           {{"solutions", verdicts.size()},
+            {"passed", passed},
+            {"failed", static_cast<int>(verdicts.size()) - passed}}}};
 }
 
 }  // namespace kharness::report

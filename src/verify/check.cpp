@@ -1,5 +1,5 @@
-#include "kharness/verify.hpp"
-
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -11,9 +11,6 @@
 #include <memory>
 #include <sstream>
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
 #include "bench/benchmark.hpp"
 #include "device/driver.hpp"
 #include "kharness/compile.hpp"
@@ -21,6 +18,7 @@
 #include "kharness/error.hpp"
 #include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
+#include "kharness/verify.hpp"
 #include "kharness/version.hpp"
 #include "verify/compare.hpp"
 
@@ -67,32 +65,38 @@ struct Loaded {
 
 Loaded load_and_compile(const CheckRequest& request) {
   Solution candidate = load_solution(request.solution);
-  std::string op_name = request.operator_name.empty() ? candidate.plan.definition : request.operator_name;
+  std::string op_name =
+      request.operator_name.empty() ? candidate.plan.definition : request.operator_name;
   if (op_name.empty()) {
-    throw input_error(request.solution.string(), "no operator: give --operator or \"definition\" in the plan");
+    throw input_error(request.solution.string(),
+                      "no operator: give --operator or \"definition\" in the plan");
   }
   Operator op = OperatorRegistry::from_environment(request.operators_dirs).load(op_name);
   if (!op.reference) {
     throw input_error(op.definition_file.string(),
-                      fmt::format("no reference.cu for {} (nor for its family '{}')", op.definition.name, op.definition.family()));
+                      fmt::format("no reference.cu for {} (nor for its family '{}')",
+                                  op.definition.name, op.definition.family()));
   }
   if (!verify::find_comparator(op.definition.kharness.comparator)) {
-    throw input_error(op.definition_file.string() + ": kharness.comparator",
-                      fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
-                                  join(verify::comparator_names(), ", ")));
+    throw input_error(
+        op.definition_file.string() + ": kharness.comparator",
+        fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
+                    join(verify::comparator_names(), ", ")));
   }
   Solution reference = load_solution(*op.reference);
   CompileOptions options = compile_options(request);
   CompileResult ref = compile_solution(reference, &op.definition, &op.workloads, options);
   if (!ref.ok()) {
-    std::string why = !ref.violations.empty() ? ref.violations[0].message
+    std::string why = !ref.violations.empty()    ? ref.violations[0].message
                       : !ref.diagnostics.empty() ? ref.diagnostics[0].message
                                                  : ref.log.substr(0, 300);
-    throw Error(ExitCode::kInternal, op.reference->string(),
-                fmt::format("the operator's reference does not compile for {}: {}", options.arch, why));
+    throw Error(
+        ExitCode::kInternal, op.reference->string(),
+        fmt::format("the operator's reference does not compile for {}: {}", options.arch, why));
   }
   CompileResult cand = compile_solution(candidate, &op.definition, &op.workloads, options);
-  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand), std::move(ref)};
+  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand),
+                std::move(ref)};
 }
 
 json request_json(const CheckRequest& r) {
@@ -112,7 +116,8 @@ CheckRequest request_from_json(const json& j) {
   CheckRequest r;
   r.solution = j.at("solution").get<std::string>();
   r.operator_name = j.value("operator", "");
-  for (const auto& d : j.value("operators_dirs", std::vector<std::string>{})) r.operators_dirs.emplace_back(d);
+  for (const auto& d : j.value("operators_dirs", std::vector<std::string>{}))
+    r.operators_dirs.emplace_back(d);
   r.arch = j.at("arch").get<std::string>();
   r.use_cache = j.value("use_cache", true);
   r.options = verify::CheckOptions::from_json(j.value("options", json::object()));
@@ -140,7 +145,8 @@ Verdict check_solution(const CheckRequest& request) {
     } else {
       std::string first = c.diagnostics.empty() ? c.log.substr(0, 300) : c.diagnostics[0].message;
       json evidence = json::object();
-      if (!c.diagnostics.empty()) evidence = {{"file", c.diagnostics[0].file}, {"line", c.diagnostics[0].line}};
+      if (!c.diagnostics.empty())
+        evidence = {{"file", c.diagnostics[0].file}, {"line", c.diagnostics[0].line}};
       verdict.failure = Failure{"compile_error", first, evidence};
     }
     return verdict;
@@ -149,8 +155,9 @@ Verdict check_solution(const CheckRequest& request) {
   // Only now is a GPU needed.
   EnvironmentReport env = probe_environment();
   if (!env.gpu_ready()) {
-    throw environment_error(fmt::format("{}; `kharness compile` checks a solution without one",
-                                        env.driver.available ? "no CUDA device visible" : env.driver.reason));
+    throw environment_error(
+        fmt::format("{}; `kharness compile` checks a solution without one",
+                    env.driver.available ? "no CUDA device visible" : env.driver.reason));
   }
   verdict.environment = {{"gpu", env.gpus[0].name},
                          {"driver", env.driver.nvidia_version},
@@ -212,16 +219,18 @@ Verdict check_solution(const CheckRequest& request) {
   Failure failure;
   if (r.timed_out) {
     verdict.status = Status::kTimeout;
-    failure = Failure{"timeout",
-                      fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
-                                  running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
-                      {{"timeout_seconds", request.timeout_seconds}}};
+    failure = Failure{
+        "timeout",
+        fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
+                    running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
+        {{"timeout_seconds", request.timeout_seconds}}};
   } else {
     verdict.status = Status::kRuntimeError;
-    failure = Failure{"worker_crashed",
-                      fmt::format("the worker {}{}", r.describe(),
-                                  running.empty() ? "" : fmt::format(" while running workload {}", running)),
-                      {{"worker", r.describe()}}};
+    failure = Failure{
+        "worker_crashed",
+        fmt::format("the worker {}{}", r.describe(),
+                    running.empty() ? "" : fmt::format(" while running workload {}", running)),
+        {{"worker", r.describe()}}};
   }
   if (!running.empty()) {
     failure.evidence["workload"] = running;
@@ -250,7 +259,9 @@ int worker_main() {
   ::dup2(2, 1);
   FILE* protocol = ::fdopen(protocol_fd, "w");
   // A crashing kernel must not leave core files behind.
-  struct rlimit no_core {0, 0};
+  struct rlimit no_core {
+    0, 0
+  };
   ::setrlimit(RLIMIT_CORE, &no_core);
   auto emit = [&](const json& j) {
     std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -264,17 +275,23 @@ int worker_main() {
     CheckRequest request = request_from_json(j);
     auto t0 = std::chrono::steady_clock::now();
     Loaded loaded = load_and_compile(request);
-    if (!loaded.candidate_compiled.ok()) throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
+    if (!loaded.candidate_compiled.ok())
+      throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
     auto t1 = std::chrono::steady_clock::now();
     device::PrimaryContext context(0);
     auto t2 = std::chrono::steady_clock::now();
     verify::EvaluationSink sink;
-    sink.started = [&](const std::string& uuid) { emit({{"event", "started"}, {"workload", uuid}}); };
-    sink.finished = [&](const WorkloadVerdict& w) { emit({{"event", "workload"}, {"result", to_json(w)}}); };
+    sink.started = [&](const std::string& uuid) {
+      emit({{"event", "started"}, {"workload", uuid}});
+    };
+    sink.finished = [&](const WorkloadVerdict& w) {
+      emit({{"event", "workload"}, {"result", to_json(w)}});
+    };
     Verdict v;
     if (request.mode != "bench") {
       v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
-                                       {&loaded.candidate, &loaded.candidate_compiled}, request.options, sink);
+                                       {&loaded.candidate, &loaded.candidate_compiled},
+                                       request.options, sink);
     } else {
       v.solution = loaded.candidate.name;
       v.definition = loaded.op.definition.name;
@@ -288,24 +305,29 @@ int worker_main() {
       std::unique_ptr<CompileResult> baseline_compiled;
       if (bench_options.baseline && loaded.op.baseline) {
         baseline = std::make_unique<Solution>(load_solution(*loaded.op.baseline));
-        baseline_compiled = std::make_unique<CompileResult>(
-            compile_solution(*baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
+        baseline_compiled = std::make_unique<CompileResult>(compile_solution(
+            *baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
         if (!baseline_compiled->ok()) {
-          throw Error(ExitCode::kInternal, loaded.op.baseline->string(), "the operator's baseline does not compile");
+          throw Error(ExitCode::kInternal, loaded.op.baseline->string(),
+                      "the operator's baseline does not compile");
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
       bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
-                       {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr, request.options,
-                       bench_options, v);
-      v.phases["timing"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
+                       {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr,
+                       request.options, bench_options, v);
+      v.phases["timing"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
     }
     v.phases["worker_load_compile"] = std::chrono::duration<double>(t1 - t0).count();
     v.phases["worker_context"] = std::chrono::duration<double>(t2 - t1).count();
     emit({{"event", "verdict"}, {"verdict", to_json(v)}});
     return 0;
   } catch (const Error& e) {
-    emit({{"event", "error"}, {"code", static_cast<int>(e.code())}, {"where", e.where()}, {"message", e.what()}});
+    emit({{"event", "error"},
+          {"code", static_cast<int>(e.code())},
+          {"where", e.where()},
+          {"message", e.what()}});
   } catch (const device::CudaError& e) {
     emit({{"event", "error"}, {"code", 4}, {"where", "worker"}, {"message", e.what()}});
   } catch (const std::exception& e) {

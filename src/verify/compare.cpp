@@ -1,13 +1,13 @@
 #include "verify/compare.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "kharness/numeric.hpp"
 
@@ -61,7 +61,8 @@ struct Elem<DType::kFloat16> {
       std::vector<float> t(65536);
       for (std::uint32_t i = 0; i < 65536; ++i) {
         auto h = static_cast<std::uint16_t>(i);
-        t[i] = static_cast<float>(to_double(DType::kFloat16, reinterpret_cast<const std::uint8_t*>(&h)));
+        t[i] = static_cast<float>(
+            to_double(DType::kFloat16, reinterpret_cast<const std::uint8_t*>(&h)));
       }
       return t;
     }();
@@ -78,8 +79,8 @@ struct Generic {
 };
 
 // One element pair; returns nothing, updates `p`.
-inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e, double g, const Tolerance& tol,
-                        Partial& p) {
+inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e, double g,
+                        const Tolerance& tol, Partial& p) {
   if (e_poison) {
     ++p.reference_poison;
     return;
@@ -127,8 +128,8 @@ inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e,
 }
 
 template <DType D>
-void compare_typed(const std::uint8_t* expected, const std::uint8_t* got, std::uint64_t begin, std::uint64_t end,
-                   const Tolerance& tol, Partial& p) {
+void compare_typed(const std::uint8_t* expected, const std::uint8_t* got, std::uint64_t begin,
+                   std::uint64_t end, const Tolerance& tol, Partial& p) {
   using Bits = typename Elem<D>::Bits;
   Bits poison;
   std::memcpy(&poison, poison_element(D).data(), sizeof(Bits));
@@ -141,13 +142,17 @@ void compare_typed(const std::uint8_t* expected, const std::uint8_t* got, std::u
   }
 }
 
-void compare_range(DType dtype, const std::uint8_t* expected, const std::uint8_t* got, std::uint64_t begin,
-                   std::uint64_t end, const Tolerance& tol, Partial& p) {
+void compare_range(DType dtype, const std::uint8_t* expected, const std::uint8_t* got,
+                   std::uint64_t begin, std::uint64_t end, const Tolerance& tol, Partial& p) {
   switch (dtype) {
-    case DType::kFloat32: return compare_typed<DType::kFloat32>(expected, got, begin, end, tol, p);
-    case DType::kBFloat16: return compare_typed<DType::kBFloat16>(expected, got, begin, end, tol, p);
-    case DType::kFloat16: return compare_typed<DType::kFloat16>(expected, got, begin, end, tol, p);
-    default: break;
+    case DType::kFloat32:
+      return compare_typed<DType::kFloat32>(expected, got, begin, end, tol, p);
+    case DType::kBFloat16:
+      return compare_typed<DType::kBFloat16>(expected, got, begin, end, tol, p);
+    case DType::kFloat16:
+      return compare_typed<DType::kFloat16>(expected, got, begin, end, tol, p);
+    default:
+      break;
   }
   Generic gen{dtype, dtype_size(dtype), poison_element(dtype)};
   for (std::uint64_t i = begin; i < end; ++i) {
@@ -166,7 +171,8 @@ OutputCheck compare_output(const std::string& tensor, DType dtype, const std::ui
   if (threads == 0) threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   // Small tensors are not worth a thread each.
   const std::uint64_t min_chunk = 1 << 18;
-  threads = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, count / min_chunk)));
+  threads = static_cast<unsigned>(
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, count / min_chunk)));
   std::vector<Partial> parts(threads);
   std::vector<std::thread> pool;
   const std::uint64_t chunk = (count + threads - 1) / threads;
@@ -176,7 +182,8 @@ OutputCheck compare_output(const std::string& tensor, DType dtype, const std::ui
     if (t + 1 == threads) {
       compare_range(dtype, expected, got, begin, end, tolerance, parts[t]);
     } else {
-      pool.emplace_back(compare_range, dtype, expected, got, begin, end, std::cref(tolerance), std::ref(parts[t]));
+      pool.emplace_back(compare_range, dtype, expected, got, begin, end, std::cref(tolerance),
+                        std::ref(parts[t]));
     }
   }
   for (auto& th : pool) th.join();
@@ -224,36 +231,40 @@ std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance&
   }
   if (check.nonfinite > 0) {
     Failure f{"nan_or_inf",
-              fmt::format("{}: {} NaN/Inf elements where the reference is finite (first at index {}: expected {}, got {})",
-                          c.tensor, check.nonfinite, check.first_nonfinite, check.nonfinite_expected,
-                          check.nonfinite_got),
+              fmt::format("{}: {} NaN/Inf elements where the reference is finite (first at index "
+                          "{}: expected {}, got {})",
+                          c.tensor, check.nonfinite, check.first_nonfinite,
+                          check.nonfinite_expected, check.nonfinite_got),
               {{"tensor", c.tensor},
                {"count", check.nonfinite},
                {"first_bad_index", check.first_nonfinite},
                {"expected", check.nonfinite_expected},
-               {"got", std::isnan(check.nonfinite_got) ? nlohmann::json("nan")
-                                                       : nlohmann::json(check.nonfinite_got > 0 ? "inf" : "-inf")}}};
+               {"got", std::isnan(check.nonfinite_got)
+                           ? nlohmann::json("nan")
+                           : nlohmann::json(check.nonfinite_got > 0 ? "inf" : "-inf")}}};
     return f;
   }
   if (c.matched_ratio < tolerance.required_matched_ratio) {
-    Failure f{"tolerance",
-              fmt::format("{}: {} of {} elements out of tolerance (atol {}, rtol {}); matched ratio {:.6f} < {}; "
-                          "first at index {}: expected {}, got {}; max abs error {:.4g}, max rel error {:.4g}",
-                          c.tensor, c.mismatches, c.elements, tolerance.atol, tolerance.rtol, c.matched_ratio,
-                          tolerance.required_matched_ratio, c.first_bad_index, c.expected, c.got, c.max_abs_error,
-                          c.max_rel_error),
-              {{"tensor", c.tensor},
-               {"mismatches", c.mismatches},
-               {"elements", c.elements},
-               {"first_bad_index", c.first_bad_index},
-               {"expected", c.expected},
-               {"got", c.got},
-               {"max_abs_error", c.max_abs_error},
-               {"max_rel_error", c.max_rel_error},
-               {"matched_ratio", c.matched_ratio},
-               {"atol", tolerance.atol},
-               {"rtol", tolerance.rtol},
-               {"required_matched_ratio", tolerance.required_matched_ratio}}};
+    Failure f{
+        "tolerance",
+        fmt::format(
+            "{}: {} of {} elements out of tolerance (atol {}, rtol {}); matched ratio {:.6f} < {}; "
+            "first at index {}: expected {}, got {}; max abs error {:.4g}, max rel error {:.4g}",
+            c.tensor, c.mismatches, c.elements, tolerance.atol, tolerance.rtol, c.matched_ratio,
+            tolerance.required_matched_ratio, c.first_bad_index, c.expected, c.got, c.max_abs_error,
+            c.max_rel_error),
+        {{"tensor", c.tensor},
+         {"mismatches", c.mismatches},
+         {"elements", c.elements},
+         {"first_bad_index", c.first_bad_index},
+         {"expected", c.expected},
+         {"got", c.got},
+         {"max_abs_error", c.max_abs_error},
+         {"max_rel_error", c.max_rel_error},
+         {"matched_ratio", c.matched_ratio},
+         {"atol", tolerance.atol},
+         {"rtol", tolerance.rtol},
+         {"required_matched_ratio", tolerance.required_matched_ratio}}};
     return f;
   }
   return std::nullopt;
@@ -261,7 +272,8 @@ std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance&
 
 namespace {
 const std::vector<std::pair<std::string, Comparator>>& comparators() {
-  static const std::vector<std::pair<std::string, Comparator>> table = {{"elementwise", &compare_output}};
+  static const std::vector<std::pair<std::string, Comparator>> table = {
+      {"elementwise", &compare_output}};
   return table;
 }
 }  // namespace
@@ -279,7 +291,8 @@ std::vector<std::string> comparator_names() {
   return names;
 }
 
-std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b, std::uint64_t bytes) {
+std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b,
+                                  std::uint64_t bytes) {
   if (std::memcmp(a, b, bytes) == 0) return 0;
   std::uint64_t n = 0;
   for (std::uint64_t i = 0; i < bytes; ++i) n += a[i] != b[i];

@@ -16,10 +16,10 @@
 namespace kharness::verify {
 
 struct OutputCheck {
-  Comparison comparison;              // tolerance statistics over finite, written elements
-  std::uint64_t poison_left = 0;      // candidate elements still holding the poison pattern
+  Comparison comparison;          // tolerance statistics over finite, written elements
+  std::uint64_t poison_left = 0;  // candidate elements still holding the poison pattern
   std::int64_t first_poison = -1;
-  std::uint64_t nonfinite = 0;        // NaN/Inf where the reference is finite (poison excluded)
+  std::uint64_t nonfinite = 0;  // NaN/Inf where the reference is finite (poison excluded)
   std::int64_t first_nonfinite = -1;
   double nonfinite_expected = 0.0;
   double nonfinite_got = 0.0;
@@ -37,14 +37,16 @@ std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance&
 
 // Comparators by name (a definition's kharness.comparator). "elementwise" is the default; operators
 // whose outputs are not compared element by element (top-k index sets, ...) register their own.
-using Comparator = OutputCheck (*)(const std::string& tensor, DType dtype, const std::uint8_t* expected,
-                                   const std::uint8_t* got, std::uint64_t count, const Tolerance& tolerance,
+using Comparator = OutputCheck (*)(const std::string& tensor, DType dtype,
+                                   const std::uint8_t* expected, const std::uint8_t* got,
+                                   std::uint64_t count, const Tolerance& tolerance,
                                    unsigned threads);
 // nullptr when no comparator has that name.
 Comparator find_comparator(const std::string& name);
 std::vector<std::string> comparator_names();
 
 // Counts the bytes that differ.
-std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b, std::uint64_t bytes);
+std::uint64_t bitwise_differences(const std::uint8_t* a, const std::uint8_t* b,
+                                  std::uint64_t bytes);
 
 }  // namespace kharness::verify

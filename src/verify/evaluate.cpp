@@ -1,11 +1,11 @@
 #include "verify/evaluate.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
@@ -111,7 +111,8 @@ class GuardedBuffer {
   std::optional<std::int64_t> guard_damage(const HarnessKernels& k, CUstream s) const {
     auto before = k.check_pattern(buffer_.ptr(), kGuardBytes, kGuardPattern, s);
     if (before.mismatches > 0) {
-      return static_cast<std::int64_t>(before.first_mismatch_byte) - static_cast<std::int64_t>(kGuardBytes);
+      return static_cast<std::int64_t>(before.first_mismatch_byte) -
+             static_cast<std::int64_t>(kGuardBytes);
     }
     auto after = k.check_pattern(data() + bytes_, kGuardBytes, kGuardPattern, s);
     if (after.mismatches > 0) return static_cast<std::int64_t>(bytes_ + after.first_mismatch_byte);
@@ -153,19 +154,22 @@ std::uint64_t splitmix(std::uint64_t x) {
 }
 
 Status status_of_kind(const std::string& kind) {
-  if (kind == "output_not_written" || kind == "nan_or_inf" || kind == "tolerance" || kind == "nondeterministic" ||
-      kind == "input_modified" || kind == "stale_output") {
+  if (kind == "output_not_written" || kind == "nan_or_inf" || kind == "tolerance" ||
+      kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output") {
     return Status::kIncorrectNumerical;
   }
   return Status::kRuntimeError;
 }
 
 Failure launch_failure(const LaunchOutcome& o, const std::string& role) {
-  std::string kind = o.error_name == "PLAN_ERROR" ? "launch_failed" : device::failure_kind_of(o.error_name);
-  if (o.error_name == "CUDA_ERROR_INVALID_VALUE" || o.error_name == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") {
+  std::string kind =
+      o.error_name == "PLAN_ERROR" ? "launch_failed" : device::failure_kind_of(o.error_name);
+  if (o.error_name == "CUDA_ERROR_INVALID_VALUE" ||
+      o.error_name == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") {
     kind = "launch_failed";
   }
-  return Failure{kind, fmt::format("{}: {}", role, o.message),
+  return Failure{kind,
+                 fmt::format("{}: {}", role, o.message),
                  {{"launch", o.launch_index}, {"kernel", o.kernel}, {"cuda_error", o.error_name}}};
 }
 
@@ -181,7 +185,8 @@ class Evaluator {
   friend class kharness::verify::TimedOutputs;
 
  public:
-  Evaluator(const Operator& op, const Compiled& reference, const Compiled& candidate, const CheckOptions& options)
+  Evaluator(const Operator& op, const Compiled& reference, const Compiled& candidate,
+            const CheckOptions& options)
       : op_(op),
         def_(op.definition),
         reference_(reference),
@@ -191,9 +196,10 @@ class Evaluator {
         comparator_(find_comparator(op.definition.kharness.comparator)),
         kernels_() {
     if (!comparator_) {
-      throw input_error(op.definition_file.string() + ": kharness.comparator",
-                        fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
-                                    join(comparator_names(), ", ")));
+      throw input_error(
+          op.definition_file.string() + ": kharness.comparator",
+          fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
+                      join(comparator_names(), ", ")));
     }
   }
 
@@ -237,7 +243,8 @@ class Evaluator {
     wv.uuid = w.uuid;
     wv.axes = w.axes;
     for (int t = 0; t < options_.trials; ++t) {
-      TrialResult trial = run_trial(w, trial_seed(options_.seed, index, t), t == 0 && options_.determinism);
+      TrialResult trial =
+          run_trial(w, trial_seed(options_.seed, index, t), t == 0 && options_.determinism);
       bool failed = trial.status != Status::kPassed;
       if (failed && wv.status == Status::kPassed) {
         wv.status = trial.status;
@@ -278,9 +285,11 @@ class Evaluator {
         // Offsets and ids must be valid for their role: made on the host, from the same seed.
         auto bytes = make_index_input(t, gen, b.env.axes, count, splitmix(seed ^ (i + 1)));
         const Driver& d = Driver::instance();
-        // Stream-ordered after the guard fills; a pageable source is staged before the call returns.
+        // Stream-ordered after the guard fills; a pageable source is staged before the call
+        // returns.
         if (!bytes.empty()) {
-          d.check(d.cuMemcpyHtoDAsync(buf->data(), bytes.data(), bytes.size(), s), "cuMemcpyHtoDAsync");
+          d.check(d.cuMemcpyHtoDAsync(buf->data(), bytes.data(), bytes.size(), s),
+                  "cuMemcpyHtoDAsync");
         }
       } else {
         kernels_.fill_random(buf->data(), count, t.dtype, gen, seed, i, s);
@@ -290,13 +299,14 @@ class Evaluator {
     }
   }
 
-  void upload_safetensors(const TensorSpec& t, const WorkloadInput& in, std::uint64_t count, GuardedBuffer& buf,
-                          CUstream s) {
+  void upload_safetensors(const TensorSpec& t, const WorkloadInput& in, std::uint64_t count,
+                          GuardedBuffer& buf, CUstream s) {
     std::filesystem::path path(in.path);
     if (path.is_relative() && op_.workloads_file) {
       // FlashInfer-Bench paths are relative to the dataset root, two folders above the .jsonl.
       auto dir = op_.workloads_file->parent_path();
-      for (int up = 0; up < 3 && !std::filesystem::exists(dir / path); ++up) dir = dir.parent_path();
+      for (int up = 0; up < 3 && !std::filesystem::exists(dir / path); ++up)
+        dir = dir.parent_path();
       path = dir / path;
     }
     auto& file = safetensors_[path.string()];
@@ -304,7 +314,8 @@ class Evaluator {
     const SafetensorsTensor& tensor = file->tensor(in.tensor_key);
     if (tensor.dtype != t.dtype || tensor.element_count() != count) {
       throw input_error(fmt::format("{}: {}", path.string(), in.tensor_key),
-                        fmt::format("is {} with {} elements; {} needs {} with {}", SafetensorsFile::dtype_name(tensor.dtype),
+                        fmt::format("is {} with {} elements; {} needs {} with {}",
+                                    SafetensorsFile::dtype_name(tensor.dtype),
                                     tensor.element_count(), t.name, dtype_name(t.dtype), count));
     }
     const Driver& d = Driver::instance();
@@ -334,9 +345,11 @@ class Evaluator {
 
   void repoison(TrialBuffers& b, CUstream s) {
     for (const auto& t : def_.outputs) {
-      kernels_.fill_pattern(b.outputs[t.name]->data(), b.outputs[t.name]->bytes(), poison_element(t.dtype), s);
+      kernels_.fill_pattern(b.outputs[t.name]->data(), b.outputs[t.name]->bytes(),
+                            poison_element(t.dtype), s);
     }
-    if (b.workspace) kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, s);
+    if (b.workspace)
+      kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, s);
   }
 
   // Runs the reference on the trial's inputs; returns its outputs on the host. Its device buffers
@@ -346,7 +359,9 @@ class Evaluator {
     PlanLauncher launcher(reference_.solution->plan, reference_.result->kernels, module);
     make_outputs(b, reference_.solution->plan, s);
     LaunchOutcome o = launcher.launch(b.env, s, true);
-    if (!o.ok) throw Error(ExitCode::kInternal, "reference", fmt::format("the operator's reference failed: {}", o.message));
+    if (!o.ok)
+      throw Error(ExitCode::kInternal, "reference",
+                  fmt::format("the operator's reference failed: {}", o.message));
     expected.resize(def_.outputs.size());
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
@@ -354,33 +369,37 @@ class Evaluator {
     }
     // Scrub: a candidate reading stale memory must not find the reference's answers.
     for (const auto& t : def_.outputs) {
-      kernels_.fill_pattern(b.outputs[t.name]->data(), b.outputs[t.name]->bytes(), poison_element(t.dtype), s);
+      kernels_.fill_pattern(b.outputs[t.name]->data(), b.outputs[t.name]->bytes(),
+                            poison_element(t.dtype), s);
     }
-    if (b.workspace) kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, s);
+    if (b.workspace)
+      kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, s);
     Driver::instance().check(Driver::instance().cuStreamSynchronize(s), "cuStreamSynchronize");
     b.outputs.clear();
     b.workspace.reset();
   }
 
   // Guards intact and inputs unchanged; fills `trial.failure` and returns false otherwise.
-  bool check_memory(TrialBuffers& b, const std::map<std::string, std::uint64_t>& checksums, TrialResult& trial,
-                    CUstream s) {
+  bool check_memory(TrialBuffers& b, const std::map<std::string, std::uint64_t>& checksums,
+                    TrialResult& trial, CUstream s) {
     std::vector<const GuardedBuffer*> all;
     for (auto& [name, buf] : b.inputs) all.push_back(buf.get());
     for (auto& [name, buf] : b.outputs) all.push_back(buf.get());
     if (b.workspace) all.push_back(b.workspace.get());
     for (const GuardedBuffer* buf : all) {
       if (auto offset = buf->guard_damage(kernels_, s)) {
-        trial.failure = Failure{"out_of_bounds_write",
-                                fmt::format("a write landed outside {} ({} bytes), at byte offset {} {}", buf->name(),
-                                            buf->bytes(), *offset, *offset < 0 ? "before its start" : "from its start"),
-                                {{"tensor", buf->name()}, {"bytes", buf->bytes()}, {"guard_offset", *offset}}};
+        trial.failure = Failure{
+            "out_of_bounds_write",
+            fmt::format("a write landed outside {} ({} bytes), at byte offset {} {}", buf->name(),
+                        buf->bytes(), *offset, *offset < 0 ? "before its start" : "from its start"),
+            {{"tensor", buf->name()}, {"bytes", buf->bytes()}, {"guard_offset", *offset}}};
         return false;
       }
     }
     for (auto& [name, buf] : b.inputs) {
       if (kernels_.checksum(buf->data(), buf->bytes(), s) != checksums.at(name)) {
-        trial.failure = Failure{"input_modified", fmt::format("the candidate changed its input '{}'", name),
+        trial.failure = Failure{"input_modified",
+                                fmt::format("the candidate changed its input '{}'", name),
                                 {{"tensor", name}}};
         return false;
       }
@@ -390,11 +409,14 @@ class Evaluator {
 
   void download_outputs(TrialBuffers& b, std::vector<HostBytes>& got) {
     got.resize(def_.outputs.size());
-    for (std::size_t i = 0; i < def_.outputs.size(); ++i) b.outputs[def_.outputs[i].name]->download(got[i]);
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i)
+      b.outputs[def_.outputs[i].name]->download(got[i]);
   }
 
-  // Outputs against the reference; fills `trial` (comparisons, failure) and returns false on failure.
-  bool check_outputs(const std::vector<HostBytes>& expected, const std::vector<HostBytes>& got, TrialResult& trial) {
+  // Outputs against the reference; fills `trial` (comparisons, failure) and returns false on
+  // failure.
+  bool check_outputs(const std::vector<HostBytes>& expected, const std::vector<HostBytes>& got,
+                     TrialResult& trial) {
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
       OutputCheck check = comparator_(t.name, t.dtype, expected[i].data(), got[i].data(),
@@ -402,8 +424,8 @@ class Evaluator {
       trial.comparisons.push_back(check.comparison);
       if (check.reference_unwritten > 0) {
         throw Error(ExitCode::kInternal, "reference",
-                    fmt::format("the operator's reference left {} elements of {} unwritten", check.reference_unwritten,
-                                t.name));
+                    fmt::format("the operator's reference left {} elements of {} unwritten",
+                                check.reference_unwritten, t.name));
       }
       if (auto f = output_failure(check, tolerance_)) {
         trial.failure = *f;
@@ -431,7 +453,8 @@ class Evaluator {
     phases_.add("reference", t0);
     t0 = std::chrono::steady_clock::now();
     std::map<std::string, std::uint64_t> checksums;
-    for (auto& [name, buf] : b.inputs) checksums[name] = kernels_.checksum(buf->data(), buf->bytes(), s);
+    for (auto& [name, buf] : b.inputs)
+      checksums[name] = kernels_.checksum(buf->data(), buf->bytes(), s);
     phases_.add("checksums", t0);
 
     auto fail = [&](Failure f) {
@@ -451,7 +474,8 @@ class Evaluator {
     }
     std::unique_ptr<PlanLauncher> launcher;
     try {
-      launcher = std::make_unique<PlanLauncher>(candidate_.solution->plan, candidate_.result->kernels, *module);
+      launcher = std::make_unique<PlanLauncher>(candidate_.solution->plan,
+                                                candidate_.result->kernels, *module);
       make_outputs(b, candidate_.solution->plan, s);
     } catch (const device::CudaError& e) {
       return fail(Failure{"launch_failed", e.what(), {{"cuda_error", e.name()}}});
@@ -504,11 +528,12 @@ class Evaluator {
           return fail(f);
         }
         const TensorSpec& t = def_.outputs[i];
-        OutputCheck c = compare_output(t.name, t.dtype, got[i].data(), again[i].data(), got[i].size() / dtype_size(t.dtype),
-                                       tolerance_);
+        OutputCheck c = compare_output(t.name, t.dtype, got[i].data(), again[i].data(),
+                                       got[i].size() / dtype_size(t.dtype), tolerance_);
         if (auto f = output_failure(c, tolerance_)) {
           Failure nd{"nondeterministic",
-                     fmt::format("{}: a rerun on the same inputs differs beyond tolerance ({})", t.name, f->message),
+                     fmt::format("{}: a rerun on the same inputs differs beyond tolerance ({})",
+                                 t.name, f->message),
                      f->evidence};
           return fail(nd);
         }
@@ -540,7 +565,8 @@ class Evaluator {
 }  // namespace
 
 nlohmann::json CheckOptions::to_json() const {
-  nlohmann::json j = {{"workloads", workloads}, {"trials", trials}, {"seed", seed}, {"determinism", determinism}};
+  nlohmann::json j = {
+      {"workloads", workloads}, {"trials", trials}, {"seed", seed}, {"determinism", determinism}};
   if (atol) j["atol"] = *atol;
   if (rtol) j["rtol"] = *rtol;
   if (required_matched_ratio) j["required_matched_ratio"] = *required_matched_ratio;
@@ -555,7 +581,8 @@ CheckOptions CheckOptions::from_json(const nlohmann::json& j) {
   o.determinism = j.value("determinism", true);
   if (j.contains("atol")) o.atol = j["atol"].get<double>();
   if (j.contains("rtol")) o.rtol = j["rtol"].get<double>();
-  if (j.contains("required_matched_ratio")) o.required_matched_ratio = j["required_matched_ratio"].get<double>();
+  if (j.contains("required_matched_ratio"))
+    o.required_matched_ratio = j["required_matched_ratio"].get<double>();
   return o;
 }
 
@@ -578,7 +605,8 @@ std::vector<const Workload*> select_workloads(const Operator& op, const CheckOpt
         if (w.uuid.rfind(want, 0) == 0) out.push_back(&w);
       }
       if (out.size() == before) {
-        throw input_error("--workloads", fmt::format("no workload of {} starts with '{}'", op.definition.name, want));
+        throw input_error("--workloads", fmt::format("no workload of {} starts with '{}'",
+                                                     op.definition.name, want));
       }
     }
   }
@@ -587,7 +615,8 @@ std::vector<const Workload*> select_workloads(const Operator& op, const CheckOpt
 }
 
 std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int trial) {
-  return splitmix(base ^ splitmix(static_cast<std::uint64_t>(workload_index) * 1000003ull + static_cast<std::uint64_t>(trial)));
+  return splitmix(base ^ splitmix(static_cast<std::uint64_t>(workload_index) * 1000003ull +
+                                  static_cast<std::uint64_t>(trial)));
 }
 
 struct TimedOutputs::Impl {
@@ -596,7 +625,8 @@ struct TimedOutputs::Impl {
   std::vector<std::vector<HostBytes>> expected;
   std::vector<std::map<std::string, std::uint64_t>> checksums;
   Stream stream;
-  Impl(const Operator& op, const Compiled& reference, const Compiled& candidate, const CheckOptions& options)
+  Impl(const Operator& op, const Compiled& reference, const Compiled& candidate,
+       const CheckOptions& options)
       : evaluator(op, reference, candidate, options) {}
 };
 
@@ -613,7 +643,8 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
     impl_->expected.emplace_back();
     ev.run_reference(*b, s, impl_->expected.back());
     std::map<std::string, std::uint64_t> sums;
-    for (auto& [name, buf] : b->inputs) sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
+    for (auto& [name, buf] : b->inputs)
+      sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
     impl_->checksums.push_back(std::move(sums));
     ev.make_outputs(*b, candidate.solution->plan, s);
     impl_->sets.push_back(std::move(b));
@@ -636,21 +667,25 @@ std::optional<Failure> TimedOutputs::verify(int set) {
   TrialBuffers& b = *impl_->sets.at(set);
   TrialResult result;
   auto stale = [&](const Failure& f) {
-    Failure out{"stale_output", fmt::format("outputs of a timed iteration (input set {}) are wrong: {}", set, f.message),
-                f.evidence};
+    Failure out{
+        "stale_output",
+        fmt::format("outputs of a timed iteration (input set {}) are wrong: {}", set, f.message),
+        f.evidence};
     out.evidence["input_set"] = set;
     out.evidence["cause"] = f.kind;
     return out;
   };
-  if (!ev.check_memory(b, impl_->checksums.at(set), result, impl_->stream.get())) return stale(*result.failure);
+  if (!ev.check_memory(b, impl_->checksums.at(set), result, impl_->stream.get()))
+    return stale(*result.failure);
   std::vector<HostBytes> got;
   ev.download_outputs(b, got);
   if (!ev.check_outputs(impl_->expected.at(set), got, result)) return stale(*result.failure);
   return std::nullopt;
 }
 
-Verdict evaluate_correctness(const Operator& op, const Compiled& reference, const Compiled& candidate,
-                             const CheckOptions& options, const EvaluationSink& sink) {
+Verdict evaluate_correctness(const Operator& op, const Compiled& reference,
+                             const Compiled& candidate, const CheckOptions& options,
+                             const EvaluationSink& sink) {
   auto start = std::chrono::steady_clock::now();
   Evaluator evaluator(op, reference, candidate, options);  // loads the harness kernels
   double setup = seconds_since(start);

@@ -8,11 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "device/plan_launcher.hpp"
 #include "kharness/compile.hpp"
@@ -25,9 +24,9 @@ namespace kharness::verify {
 struct CheckOptions {
   std::vector<std::string> workloads;  // uuids or uuid prefixes; empty: every workload
   int trials = 3;
-  std::uint64_t seed = 0;              // base seed; each trial's seed derives from it
+  std::uint64_t seed = 0;  // base seed; each trial's seed derives from it
   std::optional<double> atol, rtol, required_matched_ratio;  // override the definition's
-  bool determinism = true;             // rerun the first trial on the same inputs
+  bool determinism = true;  // rerun the first trial on the same inputs
 
   nlohmann::json to_json() const;
   static CheckOptions from_json(const nlohmann::json& j);
@@ -55,13 +54,13 @@ std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int tri
 
 // The hook the timing stage uses to check outputs produced *inside* timed iterations: several
 // input sets, each with the reference's outputs (computed first, kept on the host) and the
-// candidate's own poisoned, guard-fenced output buffers. The timing loop rotates the sets, poisons a
-// set's outputs before that set's last timed iteration and verifies them afterwards; a kernel that
-// computes only while it is being checked (or replays cached results) fails as stale_output.
+// candidate's own poisoned, guard-fenced output buffers. The timing loop rotates the sets, poisons
+// a set's outputs before that set's last timed iteration and verifies them afterwards; a kernel
+// that computes only while it is being checked (or replays cached results) fails as stale_output.
 class TimedOutputs {
  public:
-  TimedOutputs(const Operator& op, const Compiled& reference, const Compiled& candidate, const Workload& workload,
-               int sets, const CheckOptions& options);
+  TimedOutputs(const Operator& op, const Compiled& reference, const Compiled& candidate,
+               const Workload& workload, int sets, const CheckOptions& options);
   ~TimedOutputs();
   TimedOutputs(const TimedOutputs&) = delete;  // owns device buffers
   TimedOutputs& operator=(const TimedOutputs&) = delete;
@@ -82,7 +81,8 @@ class TimedOutputs {
 
 // Runs on the current device. Never throws for a misbehaving candidate: the verdict says what it
 // did. Throws kharness::Error (internal) when the reference itself fails.
-Verdict evaluate_correctness(const Operator& op, const Compiled& reference, const Compiled& candidate,
-                             const CheckOptions& options, const EvaluationSink& sink = {});
+Verdict evaluate_correctness(const Operator& op, const Compiled& reference,
+                             const Compiled& candidate, const CheckOptions& options,
+                             const EvaluationSink& sink = {});
 
 }  // namespace kharness::verify

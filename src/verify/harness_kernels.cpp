@@ -539,8 +539,8 @@ NvrtcOutput run_nvrtc(const std::string& arch, const std::vector<std::string>& o
   NvrtcOutput out = nvrtc_compile(kSource, "kharness_harness_kernels.cu", {}, options);
   if (out.result != NVRTC_SUCCESS || out.cubin.empty()) {
     throw Error(ExitCode::kInternal, "harness kernels",
-                fmt::format("NVRTC cannot compile them for {}: {}\n{}", arch, nvrtcGetErrorString(out.result),
-                            out.log));
+                fmt::format("NVRTC cannot compile them for {}: {}\n{}", arch,
+                            nvrtcGetErrorString(out.result), out.log));
   }
   return out;
 }

@@ -1,12 +1,12 @@
 #include "verify/index_inputs.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 #include <random>
 #include <stdexcept>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
@@ -14,11 +14,14 @@
 namespace kharness::verify {
 namespace {
 
-std::int64_t parameter(const InputGenerator& gen, const char* key, const Bindings& axes, const std::string& where) {
+std::int64_t parameter(const InputGenerator& gen, const char* key, const Bindings& axes,
+                       const std::string& where) {
   auto it = gen.extra.find(key);
-  if (it == gen.extra.end()) throw input_error(where, fmt::format("the {} role needs \"{}\"", gen.distribution, key));
+  if (it == gen.extra.end())
+    throw input_error(where, fmt::format("the {} role needs \"{}\"", gen.distribution, key));
   try {
-    return it->is_number_integer() ? it->get<std::int64_t>() : Expr::parse(it->get<std::string>()).eval(axes);
+    return it->is_number_integer() ? it->get<std::int64_t>()
+                                   : Expr::parse(it->get<std::string>()).eval(axes);
   } catch (const std::exception& e) {
     throw input_error(where + "." + key, e.what());
   }
@@ -66,12 +69,13 @@ std::vector<std::int64_t> make_indices(std::uint64_t n, std::int64_t max, std::u
   return out;
 }
 
-std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const InputGenerator& gen, const Bindings& axes,
-                                           std::uint64_t count, std::uint64_t seed) {
+std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const InputGenerator& gen,
+                                           const Bindings& axes, std::uint64_t count,
+                                           std::uint64_t seed) {
   const std::string where = "kharness.inputs." + tensor.name;
   if (tensor.dtype != DType::kInt32 && tensor.dtype != DType::kInt64) {
-    throw input_error(where, fmt::format("the {} role needs an int32 or int64 tensor, not {}", gen.distribution,
-                                         dtype_name(tensor.dtype)));
+    throw input_error(where, fmt::format("the {} role needs an int32 or int64 tensor, not {}",
+                                         gen.distribution, dtype_name(tensor.dtype)));
   }
   std::vector<std::int64_t> values;
   if (gen.distribution == "indptr") {

@@ -23,6 +23,7 @@ std::vector<std::int64_t> make_indices(std::uint64_t n, std::int64_t max, std::u
 // The values of an index-role input of `count` elements for a workload's axes, as `dtype` bytes.
 // Throws kharness::Error (exit 2) naming the input when the role's parameters do not fit.
 std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const InputGenerator& gen,
-                                           const Bindings& axes, std::uint64_t count, std::uint64_t seed);
+                                           const Bindings& axes, std::uint64_t count,
+                                           std::uint64_t seed);
 
 }  // namespace kharness::verify

@@ -1,12 +1,12 @@
 // The timing stage end to end through the real binary, on a GPU (skips without one).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "kharness/device.hpp"
 #include "../test_util.hpp"
+#include "kharness/device.hpp"
 
 namespace kharness {
 namespace {
@@ -21,7 +21,8 @@ constexpr const char* kLargest = "082f6370";  // rmsnorm_h4096, 16384 rows
 json run_json(const std::string& args, int expected_exit, double* seconds = nullptr) {
   auto start = std::chrono::steady_clock::now();
   auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' " + args + " 2>/dev/null");
-  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (seconds)
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, expected_exit) << args << "\n" << r.out.substr(0, 3000);
   auto j = json::parse(r.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << r.out.substr(0, 3000);
@@ -29,17 +30,21 @@ json run_json(const std::string& args, int expected_exit, double* seconds = null
 }
 
 std::string fixture(const std::string& name) { return "'" + testing::fixture(name).string() + "'"; }
-std::string seed() { return "'" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() + "'"; }
+std::string seed() {
+  return "'" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() + "'";
+}
 
 TEST(BenchGpu, ASecondLongKernelOnTheFirstOnesHeelsIsTimed) {
   SKIP_WITHOUT_GPU();
   for (const char* timer : {"cupti", "events"}) {
-    json v = run_json("bench " + fixture("bench/two_kernels.cu") + " --operator rmsnorm_h4096 --workloads " + kLargest +
+    json v = run_json("bench " + fixture("bench/two_kernels.cu") +
+                          " --operator rmsnorm_h4096 --workloads " + kLargest +
                           " --no-baseline --seed 1 --json --timer " + timer,
                       0);
     ASSERT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
     const json& c = v["workloads"][0]["timing"]["candidate"];
-    EXPECT_GE(c["median"].get<double>(), 200e-6) << timer << ": the 200 us spin kernel was not counted";
+    EXPECT_GE(c["median"].get<double>(), 200e-6)
+        << timer << ": the 200 us spin kernel was not counted";
     if (std::string(timer) == "cupti") {
       EXPECT_NE(c["kernels"].get<std::string>().find("spin_kernel"), std::string::npos) << c.dump();
     }
@@ -48,7 +53,8 @@ TEST(BenchGpu, ASecondLongKernelOnTheFirstOnesHeelsIsTimed) {
 
 TEST(BenchGpu, FastOnlyOnRepeatedInputsIsStaleOutput) {
   SKIP_WITHOUT_GPU();
-  json v = run_json("bench " + fixture("bench/repeat_cache.cu") + " --operator rmsnorm_h4096 --workloads " + kLargest +
+  json v = run_json("bench " + fixture("bench/repeat_cache.cu") +
+                        " --operator rmsnorm_h4096 --workloads " + kLargest +
                         " --no-baseline --seed 1 --json",
                     1);
   EXPECT_EQ(v["status"], "INCORRECT_NUMERICAL") << v.dump(2).substr(0, 3000);
@@ -57,8 +63,8 @@ TEST(BenchGpu, FastOnlyOnRepeatedInputsIsStaleOutput) {
 
 TEST(BenchGpu, OfficialProtocolTakesFiftyIterationsTimesThreeTrials) {
   SKIP_WITHOUT_GPU();
-  json v = run_json("bench " + seed() + " --operator rmsnorm_h4096 --workloads " + std::string(kLargest) +
-                        " --no-baseline --seed 1 --json --timing official",
+  json v = run_json("bench " + seed() + " --operator rmsnorm_h4096 --workloads " +
+                        std::string(kLargest) + " --no-baseline --seed 1 --json --timing official",
                     0);
   const json& c = v["workloads"][0]["timing"]["candidate"];
   EXPECT_GE(c["count"].get<int>(), 150);
@@ -68,7 +74,8 @@ TEST(BenchGpu, OfficialProtocolTakesFiftyIterationsTimesThreeTrials) {
 TEST(BenchGpu, ValidateTheSeedEveryWorkloadWithSpeedupAndSol) {
   SKIP_WITHOUT_GPU();
   double seconds = 0;
-  json v = run_json("validate " + seed() + " --operator rmsnorm_h4096 --seed 1 --json", 0, &seconds);
+  json v =
+      run_json("validate " + seed() + " --operator rmsnorm_h4096 --seed 1 --json", 0, &seconds);
   std::printf("whole-process validate of the rmsnorm seed: %.2f s\n", seconds);
   ASSERT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
   ASSERT_EQ(v["workloads"].size(), 16u);

@@ -12,15 +12,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "../test_util.hpp"
 #include "device/driver.hpp"
@@ -59,7 +58,8 @@ const std::vector<WorkloadLine>& workload_lines() {
     while (std::getline(in, line)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       json j = json::parse(line);
-      out.push_back({j.at("uuid").get<std::string>(), j.at("axes").at("batch_size").get<std::int64_t>()});
+      out.push_back(
+          {j.at("uuid").get<std::string>(), j.at("axes").at("batch_size").get<std::int64_t>()});
     }
     return out;
   }();
@@ -89,8 +89,8 @@ struct CheckRun {
   std::string describe() const {
     std::string e = err.size() > 4000 ? "..." + err.substr(err.size() - 4000) : err;
     std::string o = out.size() > 4000 ? out.substr(0, 4000) + "..." : out;
-    return "exit " + std::to_string(exit_code) + ", " + std::to_string(seconds) + " s\nstdout:\n" + o +
-           "\nstderr:\n" + e;
+    return "exit " + std::to_string(exit_code) + ", " + std::to_string(seconds) + " s\nstdout:\n" +
+           o + "\nstderr:\n" + e;
   }
 };
 
@@ -100,7 +100,8 @@ CheckRun run_check(const std::vector<std::string>& files, const std::string& arg
   const auto err_file = tmp.path() / "stderr.txt";
   std::string command = std::string("'") + KHARNESS_BINARY + "' check";
   for (const auto& f : files) command += " '" + f + "'";
-  command += std::string(" --operator ") + kOperator + " " + args + " --json 2>'" + err_file.string() + "'";
+  command += std::string(" --operator ") + kOperator + " " + args + " --json 2>'" +
+             err_file.string() + "'";
   const auto start = std::chrono::steady_clock::now();
   testing::CommandResult r = testing::run_command(command);
   CheckRun run;
@@ -146,7 +147,8 @@ std::ostream& operator<<(std::ostream& os, const FixtureCase& c) { return os << 
 json evidence_of(const json& v) {
   if (!v.is_object() || !v.contains("failure")) return json::object();
   const json& f = v.at("failure");
-  if (!f.is_object() || !f.contains("evidence") || !f.at("evidence").is_object()) return json::object();
+  if (!f.is_object() || !f.contains("evidence") || !f.at("evidence").is_object())
+    return json::object();
   return f.at("evidence");
 }
 
@@ -154,13 +156,23 @@ const std::vector<FixtureCase>& fixture_cases() {
   static const std::vector<FixtureCase> cases = {
       {"good_simple.cu", "PASSED", {}, true, false},
       {"good_vectorized.cu", "PASSED", {}, true, false},
-      {"writes_nothing.cu", "INCORRECT_NUMERICAL", {"output_not_written"}, false, true, 10,
+      {"writes_nothing.cu",
+       "INCORRECT_NUMERICAL",
+       {"output_not_written"},
+       false,
+       true,
+       10,
        [](const json& v) {
          EXPECT_EQ(evidence_of(v).value("tensor", ""), "output");
          EXPECT_EQ(evidence_of(v).value("unwritten", 0ll), 4096);  // all of batch 1
          EXPECT_EQ(evidence_of(v).value("first_bad_index", -1), 0);
        }},
-      {"half_rows.cu", "INCORRECT_NUMERICAL", {"output_not_written"}, false, true, 10,
+      {"half_rows.cu",
+       "INCORRECT_NUMERICAL",
+       {"output_not_written"},
+       false,
+       true,
+       10,
        [](const json& v) {
          // batch 7: rows 0..2 written, 3..6 not.
          const json& w = v.at("workloads")[1];
@@ -169,26 +181,57 @@ const std::vector<FixtureCase>& fixture_cases() {
          EXPECT_EQ(e.value("unwritten", 0ll), 4 * 4096);
          EXPECT_EQ(e.value("first_bad_index", -1), 3 * 4096);
        }},
-      {"one_past_end.cu", "RUNTIME_ERROR", {"out_of_bounds_write"}, false, true, 10,
+      {"one_past_end.cu",
+       "RUNTIME_ERROR",
+       {"out_of_bounds_write"},
+       false,
+       true,
+       10,
        [](const json& v) {
          EXPECT_EQ(evidence_of(v).value("tensor", ""), "output");
-         EXPECT_EQ(evidence_of(v).value("guard_offset", -1ll), 4096 * 2) << "the first byte past the end";
+         EXPECT_EQ(evidence_of(v).value("guard_offset", -1ll), 4096 * 2)
+             << "the first byte past the end";
        }},
-      {"modifies_input.cu", "INCORRECT_NUMERICAL", {"input_modified"}, false, true, 10,
+      {"modifies_input.cu",
+       "INCORRECT_NUMERICAL",
+       {"input_modified"},
+       false,
+       true,
+       10,
        [](const json& v) { EXPECT_EQ(evidence_of(v).value("tensor", ""), "hidden_states"); }},
-      {"one_nan.cu", "INCORRECT_NUMERICAL", {"nan_or_inf"}, false, true, 10,
+      {"one_nan.cu",
+       "INCORRECT_NUMERICAL",
+       {"nan_or_inf"},
+       false,
+       true,
+       10,
        [](const json& v) {
          EXPECT_EQ(evidence_of(v).value("tensor", ""), "output");
          EXPECT_EQ(evidence_of(v).value("first_bad_index", -1), 5);
          EXPECT_EQ(evidence_of(v).value("count", 0), 1);
        }},
-      {"forgets_weight.cu", "INCORRECT_NUMERICAL", {"tolerance"}, false, true, 10,
+      {"forgets_weight.cu",
+       "INCORRECT_NUMERICAL",
+       {"tolerance"},
+       false,
+       true,
+       10,
        [](const json& v) { EXPECT_LT(evidence_of(v).value("matched_ratio", 1.0), 0.5); }},
-      {"smem_race.cu", "INCORRECT_NUMERICAL", {"tolerance", "output_not_written", "nondeterministic"}, false, false},
-      {"first_batch_only.cu", "INCORRECT_NUMERICAL", {"output_not_written"}, false, false, 10,
+      {"smem_race.cu",
+       "INCORRECT_NUMERICAL",
+       {"tolerance", "output_not_written", "nondeterministic"},
+       false,
+       false},
+      {"first_batch_only.cu",
+       "INCORRECT_NUMERICAL",
+       {"output_not_written"},
+       false,
+       false,
+       10,
        [](const json& v) {
          // The fixture hard-codes the batch size of the first workload line: that one passes.
-         ASSERT_EQ(workload_lines().front().batch_size, 1) << "first_batch_only.cu hard-codes 1; update it";
+         ASSERT_EQ(workload_lines().front().batch_size, 1)
+             << "first_batch_only.cu hard-codes 1; update it";
          ASSERT_EQ(v.at("workloads").size(), 3u);
          for (const auto& w : v.at("workloads")) {
            const std::int64_t batch = w.at("axes").value("batch_size", std::int64_t{-1});
@@ -205,12 +248,27 @@ const std::vector<FixtureCase>& fixture_cases() {
            EXPECT_EQ(w.at("failure").at("evidence").value("unwritten", 0ll), (batch - 1) * 4096);
          }
        }},
-      {"first_launch_only.cu", "INCORRECT_NUMERICAL", {"output_not_written", "stale_output", "nondeterministic"},
-       false, true},
+      {"first_launch_only.cu",
+       "INCORRECT_NUMERICAL",
+       {"output_not_written", "stale_output", "nondeterministic"},
+       false,
+       true},
       {"infinite_loop.cu", "TIMEOUT", {"timeout"}, false, false, 5},
-      {"null_write.cu", "RUNTIME_ERROR", {"illegal_address"}, false, false, 10,
-       [](const json& v) { EXPECT_EQ(evidence_of(v).value("cuda_error", ""), "CUDA_ERROR_ILLEGAL_ADDRESS"); }},
-      {"trap.cu", "RUNTIME_ERROR", {}, false, false, 10,
+      {"null_write.cu",
+       "RUNTIME_ERROR",
+       {"illegal_address"},
+       false,
+       false,
+       10,
+       [](const json& v) {
+         EXPECT_EQ(evidence_of(v).value("cuda_error", ""), "CUDA_ERROR_ILLEGAL_ADDRESS");
+       }},
+      {"trap.cu",
+       "RUNTIME_ERROR",
+       {},
+       false,
+       false,
+       10,
        [](const json& v) {
          const std::string kind = kind_of(v);
          EXPECT_NE(kind, "worker_crashed") << failure_text(v);
@@ -218,9 +276,15 @@ const std::vector<FixtureCase>& fixture_cases() {
          EXPECT_EQ(cuda_error.rfind("CUDA_ERROR_", 0), 0u) << failure_text(v);
          std::cout << "__trap() is reported as " << kind << " (" << cuda_error << ")\n";
        }},
-      {"too_much_smem.cu", "RUNTIME_ERROR", {"launch_failed"}, false, true, 10,
+      {"too_much_smem.cu",
+       "RUNTIME_ERROR",
+       {"launch_failed"},
+       false,
+       true,
+       10,
        [](const json& v) {
-         EXPECT_NE(v.at("failure").value("message", "").find("CUDA_ERROR_"), std::string::npos) << failure_text(v);
+         EXPECT_NE(v.at("failure").value("message", "").find("CUDA_ERROR_"), std::string::npos)
+             << failure_text(v);
          EXPECT_FALSE(evidence_of(v).value("cuda_error", "").empty()) << failure_text(v);
        }},
   };
@@ -263,7 +327,8 @@ TEST_P(CheckFixture, VerdictAndFailureKind) {
         EXPECT_EQ(t.at("comparisons")[0].value("matched_ratio", 0.0), 1.0);
       }
     }
-    for (std::int64_t b : {1, 7, 1531, 16384}) EXPECT_TRUE(batches.count(b)) << "batch_size " << b << " not run";
+    for (std::int64_t b : {1, 7, 1531, 16384})
+      EXPECT_TRUE(batches.count(b)) << "batch_size " << b << " not run";
     return;
   }
 
@@ -290,7 +355,8 @@ TEST_P(CheckFixture, VerdictAndFailureKind) {
     try {
       c.evidence(v);
     } catch (const std::exception& e) {
-      ADD_FAILURE() << "checking the evidence threw: " << e.what() << "\n" << v.dump(2).substr(0, 4000);
+      ADD_FAILURE() << "checking the evidence threw: " << e.what() << "\n"
+                    << v.dump(2).substr(0, 4000);
     }
   }
 }
@@ -326,7 +392,8 @@ TEST(CheckFixtures, EveryFixtureCompilesAndIsInTheTable) {
     options.arch = "sm_90a";
     options.use_cache = false;
     const CompileResult r = compile_solution(solution, &op.definition, &op.workloads, options);
-    EXPECT_EQ(r.status, Status::kPassed) << r.log << (r.violations.empty() ? "" : r.violations[0].message);
+    EXPECT_EQ(r.status, Status::kPassed)
+        << r.log << (r.violations.empty() ? "" : r.violations[0].message);
   }
   EXPECT_EQ(on_disk, in_table);
 }
@@ -368,8 +435,8 @@ TEST(CheckMany, TwentyInARowKeepTheirOrderAndVerdicts) {
   ASSERT_EQ(plan.size(), 20u);
   std::vector<std::string> files;
   for (const auto& [file, status] : plan) files.push_back(check_fixture(file));
-  const CheckRun run = run_check(
-      files, "--timeout 5 --trials 1 --seed 3 --workloads " + uuid_for_batch(1) + "," + uuid_for_batch(7));
+  const CheckRun run = run_check(files, "--timeout 5 --trials 1 --seed 3 --workloads " +
+                                            uuid_for_batch(1) + "," + uuid_for_batch(7));
   std::cout << "20 solutions in " << run.seconds << " s\n";
   EXPECT_EQ(run.exit_code, 1) << run.describe();
   ASSERT_TRUE(run.verdicts.is_array()) << run.describe();
@@ -378,9 +445,11 @@ TEST(CheckMany, TwentyInARowKeepTheirOrderAndVerdicts) {
     const json& v = run.verdicts[i];
     const std::string source = v.value("source", "");
     const std::string& file = plan[i].first;
-    EXPECT_TRUE(source.size() >= file.size() && source.compare(source.size() - file.size(), file.size(), file) == 0)
+    EXPECT_TRUE(source.size() >= file.size() &&
+                source.compare(source.size() - file.size(), file.size(), file) == 0)
         << "verdict " << i << " is for " << source << ", expected " << file;
-    EXPECT_EQ(v.value("status", ""), plan[i].second) << "verdict " << i << " (" << file << "): " << failure_text(v);
+    EXPECT_EQ(v.value("status", ""), plan[i].second)
+        << "verdict " << i << " (" << file << "): " << failure_text(v);
     EXPECT_EQ(v.value("seed", 0ull), 3u);
   }
 }
@@ -402,7 +471,8 @@ TEST(CheckSeeds, SameSeedReplaysDifferentSeedDiffers) {
   const json a = single_verdict("good_simple.cu", "--trials 2 --seed 7 --timeout 10" + workloads);
   const json b = single_verdict("good_simple.cu", "--trials 2 --seed 7 --timeout 10" + workloads);
   const json c = single_verdict("good_simple.cu", "--trials 2 --seed 8 --timeout 10" + workloads);
-  for (const json* v : {&a, &b, &c}) ASSERT_EQ(v->value("status", ""), "PASSED") << failure_text(*v);
+  for (const json* v : {&a, &b, &c})
+    ASSERT_EQ(v->value("status", ""), "PASSED") << failure_text(*v);
   EXPECT_EQ(a.value("seed", 0ull), 7u);
   EXPECT_EQ(c.value("seed", 0ull), 8u);
 

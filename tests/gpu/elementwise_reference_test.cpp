@@ -31,7 +31,8 @@ namespace {
 
 std::vector<std::uint8_t> to_bf16(const std::vector<double>& values) {
   std::vector<std::uint8_t> out(values.size() * 2);
-  for (std::size_t i = 0; i < values.size(); ++i) from_double(DType::kBFloat16, values[i], &out[2 * i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    from_double(DType::kBFloat16, values[i], &out[2 * i]);
   return out;
 }
 
@@ -79,19 +80,21 @@ void compile_reference(const std::string& name, const std::string& family, Compi
   ASSERT_TRUE(out->compiled.ok()) << out->compiled.log;
   out->context = std::make_unique<device::PrimaryContext>(0);
   out->module = std::make_unique<device::Module>(out->compiled.cubin);
-  out->launcher = std::make_unique<device::PlanLauncher>(out->solution.plan, out->compiled.kernels, *out->module);
+  out->launcher = std::make_unique<device::PlanLauncher>(out->solution.plan, out->compiled.kernels,
+                                                         *out->module);
 }
 
 // Counts elements of `got` farther than one bf16 ulp (plus `abs_slack`) from `expected`.
-int count_bad(const std::vector<double>& expected, const std::vector<double>& got, double abs_slack) {
+int count_bad(const std::vector<double>& expected, const std::vector<double>& got,
+              double abs_slack) {
   int bad = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     // One bf16 ulp of |expected| is at most 2^-7 |expected|; 1e-30 covers exact zeros.
     const double limit = std::ldexp(std::fabs(expected[i]), -7) + abs_slack + 1e-30;
     if (!std::isfinite(got[i]) || std::fabs(got[i] - expected[i]) > limit) {
       if (++bad <= 10) {
-        ADD_FAILURE() << "element " << i << ": expected " << expected[i] << ", got " << got[i] << " (|diff| "
-                      << std::fabs(got[i] - expected[i]) << " > " << limit << ")";
+        ADD_FAILURE() << "element " << i << ": expected " << expected[i] << ", got " << got[i]
+                      << " (|diff| " << std::fabs(got[i] - expected[i]) << " > " << limit << ")";
       }
     }
   }
@@ -111,7 +114,8 @@ TEST(FusedAddRmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
   for (int batch : {1, 3, 17}) {
     SCOPED_TRACE("batch_size " + std::to_string(batch));
     const std::size_t n = static_cast<std::size_t>(batch) * kHidden;
-    std::vector<double> h = bf16_values(n, rng, 0.0, 1.0), r = bf16_values(n, rng, 0.0, 1.0), w(kHidden);
+    std::vector<double> h = bf16_values(n, rng, 0.0, 1.0), r = bf16_values(n, rng, 0.0, 1.0),
+                        w(kHidden);
     for (int row = 0; row < batch; ++row) {  // rows scaled by 2^(row % 7 - 3): magnitudes 1/8 to 8
       const double scale = std::ldexp(1.0, row % 7 - 3);
       for (int i = 0; i < kHidden; ++i) {
@@ -131,7 +135,10 @@ TEST(FusedAddRmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
     device::LaunchEnv env;
     env.definition = &ref.op.definition;
     env.axes = {{"batch_size", batch}, {"hidden_size", kHidden}};
-    env.tensors = {{"hidden_states", dh.ptr()}, {"residual", dr.ptr()}, {"weight", dw.ptr()}, {"output", dy.ptr()}};
+    env.tensors = {{"hidden_states", dh.ptr()},
+                   {"residual", dr.ptr()},
+                   {"weight", dw.ptr()},
+                   {"output", dy.ptr()}};
     const device::LaunchOutcome outcome = ref.launcher->launch(env, stream.get(), true);
     ASSERT_TRUE(outcome.ok) << outcome.message;
     std::vector<std::uint8_t> yb(hb.size());
@@ -146,10 +153,12 @@ TEST(FusedAddRmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
       }
       const double inv_rms = 1.0 / std::sqrt(sum / kHidden + kEps);
       for (int i = 0; i < kHidden; ++i) {
-        expected[row * kHidden + i] = (h[row * kHidden + i] + r[row * kHidden + i]) * inv_rms * w[i];
+        expected[row * kHidden + i] =
+            (h[row * kHidden + i] + r[row * kHidden + i]) * inv_rms * w[i];
       }
     }
-    EXPECT_EQ(count_bad(expected, from_bf16(yb), 0.0), 0) << "elements off by more than one bf16 ulp";
+    EXPECT_EQ(count_bad(expected, from_bf16(yb), 0.0), 0)
+        << "elements off by more than one bf16 ulp";
   }
 }
 
@@ -163,7 +172,8 @@ TEST(SiluAndMulReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
 
   for (int tokens : {1, 2, 5}) {
     SCOPED_TRACE("num_tokens " + std::to_string(tokens));
-    const std::vector<double> x = bf16_values(static_cast<std::size_t>(tokens) * 2 * kInter, rng, 0.0, 3.0);
+    const std::vector<double> x =
+        bf16_values(static_cast<std::size_t>(tokens) * 2 * kInter, rng, 0.0, 3.0);
     const auto xb = to_bf16(x);
     const std::size_t out_bytes = static_cast<std::size_t>(tokens) * kInter * 2;
     device::DeviceBuffer dx(xb.size()), dy(out_bytes);
@@ -171,7 +181,8 @@ TEST(SiluAndMulReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
     dy.fill(0xFF);
     device::LaunchEnv env;
     env.definition = &ref.op.definition;
-    env.axes = {{"num_tokens", tokens}, {"intermediate_size", kInter}, {"gate_up_size", 2 * kInter}};
+    env.axes = {
+        {"num_tokens", tokens}, {"intermediate_size", kInter}, {"gate_up_size", 2 * kInter}};
     env.tensors = {{"x", dx.ptr()}, {"out", dy.ptr()}};
     const device::LaunchOutcome outcome = ref.launcher->launch(env, stream.get(), true);
     ASSERT_TRUE(outcome.ok) << outcome.message;
@@ -186,7 +197,8 @@ TEST(SiluAndMulReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
         expected[static_cast<std::size_t>(t) * kInter + i] = g / (1.0 + std::exp(-g)) * u;
       }
     }
-    EXPECT_EQ(count_bad(expected, from_bf16(yb), 0.0), 0) << "elements off by more than one bf16 ulp";
+    EXPECT_EQ(count_bad(expected, from_bf16(yb), 0.0), 0)
+        << "elements off by more than one bf16 ulp";
   }
 }
 
@@ -226,7 +238,8 @@ TEST(EmbeddingReference, CopiesRowsBitExactly) {
     int bad = 0;
     for (int t = 0; t < tokens; ++t) {
       for (int i = 0; i < kHidden; ++i) {
-        if (y[static_cast<std::size_t>(t) * kHidden + i] != table[static_cast<std::size_t>(ids[t]) * kHidden + i]) {
+        if (y[static_cast<std::size_t>(t) * kHidden + i] !=
+            table[static_cast<std::size_t>(ids[t]) * kHidden + i]) {
           if (++bad <= 10) ADD_FAILURE() << "token " << t << ", element " << i << " differs";
         }
       }
@@ -238,7 +251,8 @@ TEST(EmbeddingReference, CopiesRowsBitExactly) {
 TEST(RopeReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
   SKIP_WITHOUT_GPU();
   CompiledReference ref;
-  ASSERT_NO_FATAL_FAILURE(compile_reference("rope_with_cos_sin_cache_neox_style_d128_rd64", "rope", &ref));
+  ASSERT_NO_FATAL_FAILURE(
+      compile_reference("rope_with_cos_sin_cache_neox_style_d128_rd64", "rope", &ref));
   device::Stream stream;
   constexpr int kHead = 128, kRot = 64, kHalf = kRot / 2, kMaxSeq = 97;
   std::mt19937_64 rng(20240615);
@@ -258,18 +272,22 @@ TEST(RopeReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
   device::DeviceBuffer dc(cache_bytes.size());
   dc.upload(cache_bytes.data(), cache_bytes.size());
 
-  struct Shape { int tokens, qo_heads, kv_heads; };
+  struct Shape {
+    int tokens, qo_heads, kv_heads;
+  };
   for (const Shape s : {Shape{1, 4, 1}, Shape{7, 32, 8}, Shape{3, 6, 2}}) {
-    SCOPED_TRACE("num_tokens " + std::to_string(s.tokens) + ", heads " + std::to_string(s.qo_heads) + "/" +
-                 std::to_string(s.kv_heads));
+    SCOPED_TRACE("num_tokens " + std::to_string(s.tokens) + ", heads " +
+                 std::to_string(s.qo_heads) + "/" + std::to_string(s.kv_heads));
     std::vector<std::int64_t> pos(s.tokens);
     for (auto& p : pos) p = static_cast<std::int64_t>(rng() % kMaxSeq);
     pos[0] = kMaxSeq - 1;
     const std::size_t nq = static_cast<std::size_t>(s.tokens) * s.qo_heads * kHead;
     const std::size_t nk = static_cast<std::size_t>(s.tokens) * s.kv_heads * kHead;
-    const std::vector<double> q = bf16_values(nq, rng, 0.0, 2.0), k = bf16_values(nk, rng, 0.0, 2.0);
+    const std::vector<double> q = bf16_values(nq, rng, 0.0, 2.0),
+                              k = bf16_values(nk, rng, 0.0, 2.0);
     const auto qb = to_bf16(q), kb = to_bf16(k), pb = raw_bytes(pos);
-    device::DeviceBuffer dq(qb.size()), dk(kb.size()), dp(pb.size()), dqo(qb.size()), dko(kb.size());
+    device::DeviceBuffer dq(qb.size()), dk(kb.size()), dp(pb.size()), dqo(qb.size()),
+        dko(kb.size());
     dq.upload(qb.data(), qb.size());
     dk.upload(kb.data(), kb.size());
     dp.upload(pb.data(), pb.size());
@@ -277,8 +295,9 @@ TEST(RopeReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
     dko.fill(0xFF);
     device::LaunchEnv env;
     env.definition = &ref.op.definition;
-    env.axes = {{"num_tokens", s.tokens},   {"num_qo_heads", s.qo_heads}, {"num_kv_heads", s.kv_heads},
-                {"head_size", kHead},       {"rotary_dim", kRot},         {"max_seq_len", kMaxSeq}};
+    env.axes = {{"num_tokens", s.tokens},     {"num_qo_heads", s.qo_heads},
+                {"num_kv_heads", s.kv_heads}, {"head_size", kHead},
+                {"rotary_dim", kRot},         {"max_seq_len", kMaxSeq}};
     env.tensors = {{"q", dq.ptr()},         {"k", dk.ptr()},      {"cos_sin_cache", dc.ptr()},
                    {"positions", dp.ptr()}, {"q_out", dqo.ptr()}, {"k_out", dko.ptr()}};
     const device::LaunchOutcome outcome = ref.launcher->launch(env, stream.get(), true);

@@ -32,8 +32,10 @@ namespace {
 std::string gemm_definition_json(std::int64_t n, std::int64_t k) {
   const std::string name = "gemm_n" + std::to_string(n) + "_k" + std::to_string(k);
   return R"({"name": ")" + name + R"(", "op_type": "gemm",
-    "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": )" + std::to_string(n) + R"(},
-             "K": {"type": "const", "value": )" + std::to_string(k) + R"(}},
+    "axes": {"M": {"type": "var"}, "N": {"type": "const", "value": )" +
+         std::to_string(n) + R"(},
+             "K": {"type": "const", "value": )" +
+         std::to_string(k) + R"(}},
     "inputs": {"A": {"shape": ["M", "K"], "dtype": "float16"},
                "B": {"shape": ["N", "K"], "dtype": "float16"}},
     "outputs": {"C": {"shape": ["M", "N"], "dtype": "float16"}},

@@ -41,7 +41,8 @@ constexpr int kBatch = 3;
 
 std::vector<std::uint8_t> to_bf16(const std::vector<double>& values) {
   std::vector<std::uint8_t> out(values.size() * 2);
-  for (std::size_t i = 0; i < values.size(); ++i) from_double(DType::kBFloat16, values[i], &out[2 * i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    from_double(DType::kBFloat16, values[i], &out[2 * i]);
   return out;
 }
 
@@ -53,7 +54,8 @@ std::vector<double> from_bf16(const std::vector<std::uint8_t>& bytes) {
 
 TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
   SKIP_WITHOUT_GPU();
-  const Operator op = OperatorRegistry::from_environment({}).load("gqa_paged_decode_h32_kv8_d128_ps1");
+  const Operator op =
+      OperatorRegistry::from_environment({}).load("gqa_paged_decode_h32_kv8_d128_ps1");
   ASSERT_TRUE(op.reference.has_value());
   ASSERT_EQ(op.definition.family(), "gqa_paged_decode");
   const Solution reference = load_solution(*op.reference);
@@ -61,7 +63,8 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
   CompileOptions options;
   options.arch = default_arch_for_device(0);
   options.use_cache = false;
-  const CompileResult compiled = compile_solution(reference, &op.definition, &op.workloads, options);
+  const CompileResult compiled =
+      compile_solution(reference, &op.definition, &op.workloads, options);
   ASSERT_TRUE(compiled.ok()) << compiled.log;
 
   device::PrimaryContext context(0);
@@ -92,7 +95,8 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
     std::vector<std::int32_t> indices(pages.begin(), pages.begin() + total);
 
     const std::size_t q_count = static_cast<std::size_t>(kBatch) * kQoHeads * kHeadDim;
-    const std::size_t kv_count = static_cast<std::size_t>(kNumPages) * kPageSize * kKvHeads * kHeadDim;
+    const std::size_t kv_count =
+        static_cast<std::size_t>(kNumPages) * kPageSize * kKvHeads * kHeadDim;
     std::vector<double> q(q_count), k(kv_count), v(kv_count);
     for (auto& x : q) x = normal(rng);
     for (auto& x : k) x = normal(rng);
@@ -103,8 +107,10 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
     v = from_bf16(v_bytes);
 
     device::DeviceBuffer dq(q_bytes.size()), dk(k_bytes.size()), dv(v_bytes.size());
-    device::DeviceBuffer dindptr(indptr.size() * 4), dindices(std::max<std::size_t>(indices.size(), 1) * 4);
-    device::DeviceBuffer dout(q_bytes.size()), dlse(static_cast<std::size_t>(kBatch) * kQoHeads * 4);
+    device::DeviceBuffer dindptr(indptr.size() * 4),
+        dindices(std::max<std::size_t>(indices.size(), 1) * 4);
+    device::DeviceBuffer dout(q_bytes.size()),
+        dlse(static_cast<std::size_t>(kBatch) * kQoHeads * 4);
     dq.upload(q_bytes.data(), q_bytes.size());
     dk.upload(k_bytes.data(), k_bytes.size());
     dv.upload(v_bytes.data(), v_bytes.size());
@@ -115,11 +121,15 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
 
     device::LaunchEnv env;
     env.definition = &op.definition;
-    env.axes = {{"batch_size", kBatch},       {"num_qo_heads", kQoHeads}, {"num_kv_heads", kKvHeads},
-                {"head_dim", kHeadDim},       {"num_pages", kNumPages},   {"page_size", kPageSize},
-                {"len_indptr", kBatch + 1},   {"num_kv_indices", total}};
-    env.tensors = {{"q", dq.ptr()},           {"k_cache", dk.ptr()},         {"v_cache", dv.ptr()},
-                   {"kv_indptr", dindptr.ptr()}, {"kv_indices", dindices.ptr()}, {"output", dout.ptr()},
+    env.axes = {{"batch_size", kBatch},     {"num_qo_heads", kQoHeads}, {"num_kv_heads", kKvHeads},
+                {"head_dim", kHeadDim},     {"num_pages", kNumPages},   {"page_size", kPageSize},
+                {"len_indptr", kBatch + 1}, {"num_kv_indices", total}};
+    env.tensors = {{"q", dq.ptr()},
+                   {"k_cache", dk.ptr()},
+                   {"v_cache", dv.ptr()},
+                   {"kv_indptr", dindptr.ptr()},
+                   {"kv_indices", dindices.ptr()},
+                   {"output", dout.ptr()},
                    {"lse", dlse.ptr()}};
     env.scalars = {{"sm_scale", nlohmann::json(sm_scale)}};
     const device::LaunchOutcome outcome = launcher.launch(env, stream.get(), true);
@@ -140,8 +150,9 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
         std::vector<std::size_t> rows;  // token rows of k/v, in order
         for (int p = indptr[b]; p < indptr[b + 1]; ++p) {
           for (int s = 0; s < kPageSize; ++s) {
-            rows.push_back(((static_cast<std::size_t>(indices[p]) * kPageSize + s) * kKvHeads + kv_head) *
-                           kHeadDim);
+            rows.push_back(
+                ((static_cast<std::size_t>(indices[p]) * kPageSize + s) * kKvHeads + kv_head) *
+                kHeadDim);
           }
         }
         std::vector<double> expected(kHeadDim, 0.0);
@@ -168,8 +179,8 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
           const double limit = std::ldexp(std::fabs(e), -7) + 1e-5;  // one bf16 ulp + small abs
           if (!std::isfinite(got) || std::fabs(got - e) > limit) {
             if (++bad <= 10) {
-              ADD_FAILURE() << "b " << b << ", head " << h << ", dim " << d << ": expected " << e << ", got "
-                            << got << " (limit " << limit << ")";
+              ADD_FAILURE() << "b " << b << ", head " << h << ", dim " << d << ": expected " << e
+                            << ", got " << got << " (limit " << limit << ")";
             }
           }
         }
@@ -177,10 +188,11 @@ TEST(GqaPagedDecodeReference, MatchesDoublePrecision) {
         const bool lse_ok =
             std::isinf(expected_lse)
                 ? (std::isinf(got_lse) && got_lse < 0)
-                : (std::isfinite(got_lse) &&
-                   std::fabs(got_lse - expected_lse) <= 1e-4 * std::max(1.0, std::fabs(expected_lse)));
+                : (std::isfinite(got_lse) && std::fabs(got_lse - expected_lse) <=
+                                                 1e-4 * std::max(1.0, std::fabs(expected_lse)));
         if (!lse_ok && ++bad <= 10) {
-          ADD_FAILURE() << "b " << b << ", head " << h << ": lse expected " << expected_lse << ", got " << got_lse;
+          ADD_FAILURE() << "b " << b << ", head " << h << ": lse expected " << expected_lse
+                        << ", got " << got_lse;
         }
       }
     }

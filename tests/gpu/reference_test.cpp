@@ -29,7 +29,8 @@ constexpr double kEps = 1e-5;
 
 std::vector<std::uint8_t> to_bf16(const std::vector<double>& values) {
   std::vector<std::uint8_t> out(values.size() * 2);
-  for (std::size_t i = 0; i < values.size(); ++i) from_double(DType::kBFloat16, values[i], &out[2 * i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    from_double(DType::kBFloat16, values[i], &out[2 * i]);
   return out;
 }
 
@@ -49,7 +50,8 @@ TEST(RmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
   CompileOptions options;
   options.arch = default_arch_for_device(0);
   options.use_cache = false;
-  const CompileResult compiled = compile_solution(reference, &op.definition, &op.workloads, options);
+  const CompileResult compiled =
+      compile_solution(reference, &op.definition, &op.workloads, options);
   ASSERT_TRUE(compiled.ok()) << compiled.log;
 
   device::PrimaryContext context(0);
@@ -68,7 +70,8 @@ TEST(RmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
     std::vector<double> x(static_cast<std::size_t>(batch) * kHidden), w(kHidden);
     for (int r = 0; r < batch; ++r) {
       const double scale = std::ldexp(1.0, r % 7 - 3);
-      for (int i = 0; i < kHidden; ++i) x[static_cast<std::size_t>(r) * kHidden + i] = scale * normal(rng);
+      for (int i = 0; i < kHidden; ++i)
+        x[static_cast<std::size_t>(r) * kHidden + i] = scale * normal(rng);
     }
     for (auto& v : w) v = uniform(rng);
     const auto x_bytes = to_bf16(x), w_bytes = to_bf16(w);
@@ -103,8 +106,9 @@ TEST(RmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
         const double limit = std::ldexp(std::fabs(expected), -7) + 1e-30;
         if (!std::isfinite(got) || std::fabs(got - expected) > limit) {
           if (++bad <= 10) {
-            ADD_FAILURE() << "row " << r << ", element " << i << ": expected " << expected << ", got " << got
-                          << " (|diff| " << std::fabs(got - expected) << " > " << limit << ")";
+            ADD_FAILURE() << "row " << r << ", element " << i << ": expected " << expected
+                          << ", got " << got << " (|diff| " << std::fabs(got - expected) << " > "
+                          << limit << ")";
           }
         }
       }

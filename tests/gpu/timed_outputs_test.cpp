@@ -87,7 +87,8 @@ TEST_F(TimedOutputsTest, CorrectKernelPassesEverySetAndUnlaunchedSetIsStale) {
   ASSERT_TRUE(compiled.ok()) << compiled.log;
   verify::CheckOptions check;
   check.seed = 11;
-  verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&seed, &compiled}, workload(64), 2, check);
+  verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&seed, &compiled},
+                             workload(64), 2, check);
   ASSERT_EQ(timed.sets(), 2);
   device::Module module(compiled.cubin);
   device::PlanLauncher launcher(seed.plan, compiled.kernels, module);
@@ -113,7 +114,8 @@ TEST_F(TimedOutputsTest, KernelFastOnlyOnRepeatsIsCaughtWhenInputsRotate) {
   ASSERT_TRUE(compiled.ok()) << compiled.log;
   verify::CheckOptions check;
   check.seed = 12;
-  verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&cheat, &compiled}, workload(128), 2, check);
+  verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&cheat, &compiled},
+                             workload(128), 2, check);
   device::Module module(compiled.cubin);
   device::PlanLauncher launcher(cheat.plan, compiled.kernels, module);
   device::Stream stream;
