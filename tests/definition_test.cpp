@@ -211,6 +211,10 @@ TEST(Operators, ExtraDirsPlainAndFlashInferBenchLayouts) {
   EXPECT_FALSE(load_definition(fixture("defs/fib_plain/gemm_n64_k128.json")).kharness.present);
   EXPECT_TRUE(gemm.definition.kharness.present);
   EXPECT_EQ(gemm.definition.kharness.flops->text(), "2 * M * N * K");
+  // ... and the family's shared seed and baseline.
+  ASSERT_TRUE(gemm.seed && gemm.baseline);
+  EXPECT_EQ(gemm.seed->parent_path().filename(), "gemm");
+  EXPECT_EQ(gemm.baseline->parent_path().parent_path().filename(), "gemm");
   EXPECT_EQ(gemm.origin, "--operators-dir");
   EXPECT_EQ(gemm.definition.inputs[0].name, "A");
 

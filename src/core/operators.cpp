@@ -286,15 +286,18 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
       if (op.reference) break;
     }
   }
-  if (op.reference) {
-    std::filesystem::path family_file = op.reference->parent_path() / "family.json";
-    if (existing(family_file) &&
-        op.reference->parent_path().parent_path().filename() == "_families") {
+  // A family folder may also hold the defaults of its definitions (family.json) and a seed and
+  // baseline shared by all of them (used where the operator folder has none of its own).
+  if (op.reference && op.reference->parent_path().parent_path().filename() == "_families") {
+    const fs::path family_dir = op.reference->parent_path();
+    if (auto family_file = existing(family_dir / "family.json")) {
       apply_family_defaults(op.definition,
                             json_util::parse_text<nlohmann::ordered_json>(
-                                read_file(family_file.string()), family_file.string()),
-                            family_file.string());
+                                read_file(family_file->string()), family_file->string()),
+                            family_file->string());
     }
+    if (!op.seed) op.seed = existing(family_dir / "seed.cu");
+    if (!op.baseline) op.baseline = solution_in(existing(family_dir / "baseline"));
   }
   return op;
 }

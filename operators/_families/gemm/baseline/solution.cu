@@ -1,6 +1,5 @@
 /* kharness
 {
-  "definition": "gemm_n6144_k4096",
   "launches": [
     { "kernel": "gemm_tiled_kernel",
       "grid": ["cdiv(N, 64)", "cdiv(M, 64)", 1],

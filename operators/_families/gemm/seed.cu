@@ -1,6 +1,5 @@
 /* kharness
 {
-  "definition": "gemm_n6144_k4096",
   "launches": [
     { "kernel": "gemm_wmma_kernel",
       "grid": ["cdiv(N, 128)", "cdiv(M, 128)", 1],
