@@ -124,6 +124,17 @@ fs::path executable_dir() {
 
 }  // namespace
 
+std::optional<fs::path> workload_input_file(const Operator& op, const std::string& path) {
+  fs::path p(path);
+  if (p.is_absolute()) return existing(p);
+  if (!op.workloads_file) return existing(p);
+  fs::path dir = op.workloads_file->parent_path();
+  for (int up = 0; up <= 3; ++up, dir = dir.parent_path()) {
+    if (auto found = existing(dir / p)) return found;
+  }
+  return std::nullopt;
+}
+
 Runnability assess(const Operator& op) {
   const Definition& d = op.definition;
   if (!op.reference) {
@@ -145,18 +156,10 @@ Runnability assess(const Operator& op) {
                       t.name)};
     }
   }
-  std::error_code ec;
   for (const auto& w : op.workloads) {
     for (const auto& [name, in] : w.inputs) {
       if (in.kind != WorkloadInput::Kind::kSafetensors) continue;
-      fs::path path(in.path);
-      bool found = path.is_absolute() && fs::exists(path, ec);
-      if (!found && op.workloads_file) {
-        auto dir = op.workloads_file->parent_path();
-        for (int up = 0; up < 4 && !found; ++up, dir = dir.parent_path())
-          found = fs::exists(dir / path, ec);
-      }
-      if (!found) {
+      if (!workload_input_file(op, in.path)) {
         return {false, fmt::format("workload {} reads '{}' from {}, which is not there", w.uuid,
                                    name, in.path)};
       }

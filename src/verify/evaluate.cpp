@@ -301,14 +301,8 @@ class Evaluator {
 
   void upload_safetensors(const TensorSpec& t, const WorkloadInput& in, std::uint64_t count,
                           GuardedBuffer& buf, CUstream s) {
-    std::filesystem::path path(in.path);
-    if (path.is_relative() && op_.workloads_file) {
-      // FlashInfer-Bench paths are relative to the dataset root, two folders above the .jsonl.
-      auto dir = op_.workloads_file->parent_path();
-      for (int up = 0; up < 3 && !std::filesystem::exists(dir / path); ++up)
-        dir = dir.parent_path();
-      path = dir / path;
-    }
+    // Not found: open() names the path as written.
+    std::filesystem::path path = workload_input_file(op_, in.path).value_or(in.path);
     auto& file = safetensors_[path.string()];
     if (!file) file = std::make_unique<SafetensorsFile>(SafetensorsFile::open(path));
     const SafetensorsTensor& tensor = file->tensor(in.tensor_key);
