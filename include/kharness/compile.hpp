@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kharness/definition.hpp"
 #include "kharness/rules.hpp"
@@ -90,5 +93,13 @@ default_cache_dir();  // $KHARNESS_CACHE, else $XDG_CACHE_HOME/kharness, else ~/
 std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);
 void apply_ptxas_info(const std::string& log, std::vector<KernelInfo>& kernels);
 std::vector<Diagnostic> parse_nvrtc_diagnostics(const std::string& log);
+
+// JSON of compile results, one form for the CLI, verdicts and the compile cache. Resource counts
+// ptxas did not report are null.
+std::string_view severity_name(Diagnostic::Severity severity);  // "error", "warning", "note"
+nlohmann::json to_json(const Diagnostic& diagnostic);
+nlohmann::json to_json(const KernelInfo& kernel);
+KernelInfo kernel_from_json(const nlohmann::json& json);  // throws nlohmann::json::exception
+nlohmann::json to_json(const CompileResult& result);      // includes the log
 
 }  // namespace kharness

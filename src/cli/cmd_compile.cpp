@@ -28,7 +28,7 @@ void write_artifacts(const std::filesystem::path& dir, const CompileResult& r) {
   write_file_atomic((dir / "compile.log").string(), r.log);
   if (!r.ptx.empty()) write_file_atomic((dir / "kernel.ptx").string(), r.ptx);
   if (!r.cubin.empty()) write_file_atomic((dir / "kernel.cubin").string(), r.cubin);
-  write_file_atomic((dir / "compile.json").string(), compile_result_json(r).dump(2) + "\n");
+  write_file_atomic((dir / "compile.json").string(), to_json(r).dump(2) + "\n");
 }
 
 ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
@@ -53,7 +53,7 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
                        make_compile_options(arch, !args.no_cache));
   if (!args.out.empty()) write_artifacts(args.out, result);
   if (args.json) {
-    nlohmann::json j = compile_result_json(result);
+    nlohmann::json j = to_json(result);
     j["schema"] = "kharness.compile/1";
     j["solution"] = args.solution;
     j["operator"] = op ? op->definition.name : "";

@@ -188,7 +188,7 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
       table.add({op->definition.name, std::to_string(op->workloads.size()), role,
                  std::string(status_name(r.status)), fmt::format("{:.3f}", r.seconds),
                  join(kernels, ", ")});
-      nlohmann::json row = compile_result_json(r);
+      nlohmann::json row = to_json(r);
       row.erase("log");
       row["operator"] = op->definition.name;
       row["role"] = role;

@@ -33,17 +33,6 @@ std::string location(const std::string& file, int line) {
   return line > 0 ? fmt::format("{}:{}: ", file, line) : file + ": ";
 }
 
-std::string severity_name(Diagnostic::Severity s) {
-  switch (s) {
-    case Diagnostic::Severity::kError:
-      return "error";
-    case Diagnostic::Severity::kWarning:
-      return "warning";
-    case Diagnostic::Severity::kNote:
-      return "note";
-  }
-  return "error";
-}
 
 std::string param_summary(const KernelInfo& k) {
   std::vector<std::string> parts;
@@ -93,45 +82,5 @@ std::string render_compile_text(const std::string& what, const CompileResult& r)
   return out;
 }
 
-nlohmann::json compile_result_json(const CompileResult& r) {
-  nlohmann::json j;
-  j["status"] = std::string(status_name(r.status));
-  j["arch"] = r.arch;
-  j["nvrtc_version"] = r.nvrtc_version;
-  j["cache_key"] = r.cache_key;
-  j["cache_hit"] = r.cache_hit;
-  j["seconds"] = r.seconds;
-  j["violations"] = nlohmann::json::array();
-  for (const auto& v : r.violations) {
-    j["violations"].push_back(
-        {{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});
-  }
-  j["diagnostics"] = nlohmann::json::array();
-  for (const auto& d : r.diagnostics) {
-    j["diagnostics"].push_back({{"severity", severity_name(d.severity)},
-                                {"file", d.file},
-                                {"line", d.line},
-                                {"message", d.message}});
-  }
-  j["kernels"] = nlohmann::json::array();
-  for (const auto& k : r.kernels) {
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : k.params)
-      params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
-    auto opt = [](long long v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
-    j["kernels"].push_back({{"name", k.name},
-                            {"mangled", k.mangled},
-                            {"registers", opt(k.registers)},
-                            {"barriers", opt(k.barriers)},
-                            {"shared_bytes", opt(k.shared_bytes)},
-                            {"const_bytes", opt(k.const_bytes)},
-                            {"stack_bytes", opt(k.stack_bytes)},
-                            {"spill_store_bytes", opt(k.spill_store_bytes)},
-                            {"spill_load_bytes", opt(k.spill_load_bytes)},
-                            {"params", params}});
-  }
-  j["log"] = r.log;
-  return j;
-}
 
 }  // namespace kharness::cli

@@ -15,9 +15,8 @@ OperatorRegistry make_registry(const GlobalOptions& global);
 std::string resolve_arch(const std::string& flag);
 CompileOptions make_compile_options(const std::string& arch, bool use_cache);
 
-// Diagnostics, violations and the per-kernel resource table, for a terminal.
+// Diagnostics, violations and the per-kernel resource table, for a terminal (JSON: to_json).
 std::string render_compile_text(const std::string& what, const CompileResult& result);
-nlohmann::json compile_result_json(const CompileResult& result);
 // One line per rule violation: "REJECTED [rule] file:line: message".
 std::string render_violations(const std::vector<RuleViolation>& violations);
 

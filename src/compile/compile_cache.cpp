@@ -20,18 +20,6 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* severity_name(Diagnostic::Severity s) {
-  switch (s) {
-    case Diagnostic::Severity::kError:
-      return "error";
-    case Diagnostic::Severity::kWarning:
-      return "warning";
-    case Diagnostic::Severity::kNote:
-      return "note";
-  }
-  return "error";
-}
-
 Diagnostic::Severity parse_severity(const std::string& s) {
   if (s == "warning") {
     return Diagnostic::Severity::kWarning;
@@ -40,41 +28,6 @@ Diagnostic::Severity parse_severity(const std::string& s) {
     return Diagnostic::Severity::kNote;
   }
   return Diagnostic::Severity::kError;
-}
-
-json kernel_json(const KernelInfo& k) {
-  json params = json::array();
-  for (const auto& p : k.params) {
-    params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
-  }
-  return {{"name", k.name},
-          {"mangled", k.mangled},
-          {"params", params},
-          {"registers", k.registers},
-          {"barriers", k.barriers},
-          {"shared_bytes", k.shared_bytes},
-          {"const_bytes", k.const_bytes},
-          {"stack_bytes", k.stack_bytes},
-          {"spill_store_bytes", k.spill_store_bytes},
-          {"spill_load_bytes", k.spill_load_bytes}};
-}
-
-KernelInfo kernel_from_json(const json& j) {
-  KernelInfo k;
-  k.name = j.at("name").get<std::string>();
-  k.mangled = j.at("mangled").get<std::string>();
-  for (const auto& p : j.at("params")) {
-    k.params.push_back({p.at("type").get<std::string>(), p.at("size").get<std::size_t>(),
-                        p.at("align").get<std::size_t>()});
-  }
-  k.registers = j.at("registers").get<int>();
-  k.barriers = j.at("barriers").get<int>();
-  k.shared_bytes = j.at("shared_bytes").get<std::int64_t>();
-  k.const_bytes = j.at("const_bytes").get<std::int64_t>();
-  k.stack_bytes = j.at("stack_bytes").get<std::int64_t>();
-  k.spill_store_bytes = j.at("spill_store_bytes").get<std::int64_t>();
-  k.spill_load_bytes = j.at("spill_load_bytes").get<std::int64_t>();
-  return k;
 }
 
 std::optional<std::string> slurp(const fs::path& path) {
@@ -175,15 +128,10 @@ bool store(const fs::path& cache_dir, const std::string& key, const Entry& entry
   try {
     fs::create_directories(tmp);
     json diagnostics = json::array();
-    for (const auto& d : entry.diagnostics) {
-      diagnostics.push_back({{"severity", severity_name(d.severity)},
-                             {"file", d.file},
-                             {"line", d.line},
-                             {"message", d.message}});
-    }
+    for (const auto& d : entry.diagnostics) diagnostics.push_back(to_json(d));
     json kernels = json::array();
     for (const auto& k : entry.kernels) {
-      kernels.push_back(kernel_json(k));
+      kernels.push_back(to_json(k));
     }
     json j = {{"format", kFormatVersion},
               {"key", key},

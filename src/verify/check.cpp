@@ -27,22 +27,11 @@ namespace {
 
 using nlohmann::json;
 
+// The compile result as a verdict records it: everything but the log, which can be long.
 nlohmann::json compile_summary(const CompileResult& r) {
-  json kernels = json::array();
-  for (const auto& k : r.kernels) {
-    kernels.push_back({{"name", k.name},
-                       {"registers", k.registers},
-                       {"spill_store_bytes", k.spill_store_bytes},
-                       {"spill_load_bytes", k.spill_load_bytes},
-                       {"shared_bytes", k.shared_bytes},
-                       {"stack_bytes", k.stack_bytes}});
-  }
-  return {{"status", std::string(status_name(r.status))},
-          {"arch", r.arch},
-          {"nvrtc_version", r.nvrtc_version},
-          {"cache_key", r.cache_key},
-          {"seconds", r.seconds},
-          {"kernels", kernels}};
+  nlohmann::json j = to_json(r);
+  j.erase("log");
+  return j;
 }
 
 CompileOptions compile_options(const CheckRequest& request) {
