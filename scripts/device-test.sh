@@ -80,6 +80,23 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
   --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
 step gpu-tests ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure \
   --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests.xml"
+# Every shipped operator's seed and baseline, checked for correctness on all its workloads (one
+# trial each): catches a reference, seed or baseline that is wrong on this GPU.
+check_operators() {
+  local rc=0 op files
+  for op in $("$KHARNESS" operators list --json | python3 -c 'import json,sys; [print(o["name"]) for o in json.load(sys.stdin)]'); do
+    files=$("$KHARNESS" operators show "$op" --json | python3 -c '
+import json,sys
+f=json.load(sys.stdin)["files"]
+print(" ".join(p for p in (f.get("seed"), f.get("baseline")) if p and p != "-"))')
+    [[ -n "$files" ]] || continue
+    echo "--- $op"
+    # shellcheck disable=SC2086
+    "$KHARNESS" check $files --operator "$op" --trials 1 --timeout 300 || rc=1
+  done
+  return $rc
+}
+step operators need_binary check_operators
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
 step bench-timing need_binary timeout "${TIMING_TIMEOUT:-300}" scripts/bench-timing.sh "$KHARNESS"
