@@ -21,6 +21,9 @@ const std::vector<Command>& commands() {
       {"score", "Validate many solutions; write JSON, JUnit, Markdown and FlashInfer-Bench traces",
        setup_score},
       {"operators", "List, show and check operator definitions", setup_operators},
+      {"run",
+       "Optimise an operator's kernel with a model: prompts, candidates, verdicts, promotion",
+       setup_run},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},
   };

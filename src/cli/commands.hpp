@@ -13,5 +13,6 @@ Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
 Runner setup_worker(CLI::App& app);
+Runner setup_run(CLI::App& app);
 
 }  // namespace kharness::cli

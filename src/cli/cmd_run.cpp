@@ -1,0 +1,364 @@
+// kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop (DESIGN §8).
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "controller/recorder.hpp"
+#include "controller/search.hpp"
+#include "kharness/text.hpp"
+#include "llm/providers.hpp"
+
+namespace kharness::cli {
+namespace {
+
+using nlohmann::json;
+
+std::atomic<bool> g_stop{false};
+
+void on_sigint(int) {
+  if (g_stop.load()) {
+    ::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+    ::raise(SIGINT);
+    return;
+  }
+  g_stop.store(true);
+  static const char msg[] =
+      "\nkharness: stopping after the candidate in flight (Ctrl-C again to abort)\n";
+  (void)!::write(2, msg, sizeof(msg) - 1);
+}
+
+struct RunArgs {
+  std::string operator_name;
+  std::string provider;
+  std::string model;
+  std::string base_url;
+  std::string providers_config;
+  std::string command;
+  double command_timeout = 1800;
+  std::string responses;
+  int budget = 10;
+  std::int64_t max_tokens = 0;
+  double max_cost = 0;
+  double max_time = 0;
+  int patience = 4;
+  int samples = 1;
+  int elites = 3;
+  std::size_t prompt_tokens = 12000;
+  std::int64_t max_output_tokens = 16384;
+  std::string reasoning_effort;
+  double request_timeout = 900;
+  std::vector<std::string> hints;
+  std::string diagnosis;
+  bool compile_only = false;
+  bool no_cascade = false;
+  std::string run_dir;
+  std::string resume;
+  std::string out;
+  std::string arch;
+  std::string seed;
+  double timeout = 300;
+  bool no_cache = false;
+};
+
+// TEXT, or the contents of FILE for @FILE.
+std::string text_or_file(const std::string& value, const std::string& option) {
+  if (value.size() > 1 && value[0] == '@') {
+    std::error_code ec;
+    if (!std::filesystem::exists(value.substr(1), ec))
+      throw input_error(option, fmt::format("no such file: {}", value.substr(1)));
+    return read_file(value.substr(1));
+  }
+  return value;
+}
+
+std::string utc_stamp() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+// The run's settings as run.json keeps them (never a key: those come from the environment).
+json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
+  return {{"schema", "kharness.run/1"},
+          {"operator", a.operator_name},
+          {"provider", a.provider},
+          {"model", a.model},
+          {"base_url", a.base_url},
+          {"command", a.command},
+          {"responses", a.responses},
+          {"budget", a.budget},
+          {"max_tokens", a.max_tokens},
+          {"max_cost", a.max_cost},
+          {"max_time", a.max_time},
+          {"patience", a.patience},
+          {"samples", a.samples},
+          {"elites", a.elites},
+          {"prompt_tokens", a.prompt_tokens},
+          {"max_output_tokens", a.max_output_tokens},
+          {"reasoning_effort", a.reasoning_effort},
+          {"hints", a.hints},
+          {"diagnosis", a.diagnosis},
+          {"compile_only", a.compile_only},
+          {"cascade", !a.no_cascade},
+          {"arch", arch},
+          {"seed", seed},
+          {"created", utc_stamp()}};
+}
+
+// --resume: the stored settings, except what this command line gives explicitly.
+void apply_stored(RunArgs& a, const json& s, const CLI::App& app) {
+  auto take = [&](const char* flag, const char* key, auto& field) {
+    if (app.count(flag) == 0 && s.contains(key))
+      field = s[key].get<std::decay_t<decltype(field)>>();
+  };
+  take("--operator", "operator", a.operator_name);
+  take("--provider", "provider", a.provider);
+  take("--model", "model", a.model);
+  take("--base-url", "base_url", a.base_url);
+  take("--command", "command", a.command);
+  take("--responses", "responses", a.responses);
+  take("--budget", "budget", a.budget);
+  take("--max-tokens", "max_tokens", a.max_tokens);
+  take("--max-cost", "max_cost", a.max_cost);
+  take("--max-time", "max_time", a.max_time);
+  take("--patience", "patience", a.patience);
+  take("--samples", "samples", a.samples);
+  take("--elites", "elites", a.elites);
+  take("--prompt-tokens", "prompt_tokens", a.prompt_tokens);
+  take("--max-output-tokens", "max_output_tokens", a.max_output_tokens);
+  take("--reasoning-effort", "reasoning_effort", a.reasoning_effort);
+  take("--hint", "hints", a.hints);
+  take("--diagnosis", "diagnosis", a.diagnosis);
+  take("--compile-only", "compile_only", a.compile_only);
+  take("--arch", "arch", a.arch);
+  if (app.count("--no-cascade") == 0 && s.contains("cascade"))
+    a.no_cascade = !s["cascade"].get<bool>();
+  if (app.count("--seed") == 0 && s.contains("seed"))
+    a.seed = std::to_string(s["seed"].get<std::uint64_t>());
+}
+
+class ProgressLine {
+ public:
+  ProgressLine() : tty_(::isatty(2) != 0) {}
+  void show(const controller::Progress& p) {
+    std::string line = fmt::format(
+        "[{}/{}] {} {}{} | best {} {:.3f}x | {} tokens ${:.4f} | {:.0f} s", p.candidates, p.budget,
+        p.last_id, p.last_status, p.promoted ? " (promoted)" : "", p.best_id, p.best_score,
+        p.tokens, p.cost, p.elapsed);
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      if (p.promoted) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+  }
+  void end() {
+    if (tty_) std::fputc('\n', stderr);
+  }
+
+ private:
+  bool tty_;
+};
+
+ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app) {
+  namespace fs = std::filesystem;
+  fs::path run_dir;
+  std::vector<controller::CandidateRecord> earlier;
+  controller::FileRecorder* recorder_ptr = nullptr;
+  std::unique_ptr<controller::FileRecorder> recorder;
+  if (!args.resume.empty()) {
+    run_dir = args.resume;
+    recorder = std::make_unique<controller::FileRecorder>(run_dir);
+    apply_stored(args, recorder->load_run(), app);
+    earlier = recorder->load_candidates();
+  } else {
+    if (args.operator_name.empty()) throw input_error("--operator", "required (or --resume RUN)");
+    run_dir = args.run_dir.empty()
+                  ? fs::path("runs") / fmt::format("{}-{}", args.operator_name, utc_stamp())
+                  : fs::path(args.run_dir);
+    std::error_code ec;
+    if (fs::exists(run_dir / "run.json", ec))
+      throw input_error(run_dir.string(),
+                        "already holds a run: --resume it, or give another --run-dir");
+    recorder = std::make_unique<controller::FileRecorder>(run_dir);
+  }
+  recorder_ptr = recorder.get();
+  if (args.budget < 0) throw input_error("--budget", "must be >= 0");
+  if (args.samples < 1) throw input_error("--samples", "must be at least 1");
+  if (args.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
+  std::string arch = resolve_arch(args.arch);
+  std::uint64_t seed = 0;
+  if (args.seed.empty()) {
+    std::random_device rd;
+    seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  } else {
+    try {
+      seed = std::stoull(args.seed, nullptr, 0);
+    } catch (const std::exception&) {
+      throw input_error("--seed", fmt::format("'{}' is not an unsigned integer", args.seed));
+    }
+  }
+  if (args.provider.empty()) args.provider = llm::default_provider_name();
+  std::vector<std::string> hints;
+  for (const auto& h : args.hints) hints.push_back(text_or_file(h, "--hint"));
+  std::string diagnosis = args.diagnosis.empty() ? "" : text_or_file(args.diagnosis, "--diagnosis");
+
+  llm::ProviderOptions po;
+  po.base_url = args.base_url;
+  po.model = args.model;
+  po.command = args.command;
+  po.command_timeout_seconds = args.command_timeout;
+  po.responses_dir = args.responses;
+  po.answers_used = earlier.empty() ? 0 : earlier.size() - 1;  // all but the seed
+  po.config = llm::load_config(args.providers_config);
+  po.cancel = &g_stop;
+  po.context = {{"operator", args.operator_name},
+                {"arch", arch},
+                {"compile_only", args.compile_only},
+                {"seed", seed},
+                {"run_dir", run_dir.string()}};
+  std::vector<std::string> dirs;
+  for (const auto& d : global.operators_dirs) dirs.push_back(d.string());
+  po.context["operators_dirs"] = dirs;
+  std::unique_ptr<llm::Provider> provider = llm::make_provider(args.provider, po);
+
+  controller::SearchOptions so;
+  so.operator_name = args.operator_name;
+  so.operators_dirs = global.operators_dirs;
+  so.arch = arch;
+  so.provider = args.provider;
+  so.model = llm::resolve_model(args.provider, po);
+  so.prices = po.config;
+  so.budget = args.budget;
+  so.max_tokens = args.max_tokens;
+  so.max_cost = args.max_cost;
+  so.max_time = args.max_time;
+  so.patience = args.patience;
+  so.samples = args.samples;
+  so.elites = args.elites;
+  so.prompt_tokens = args.prompt_tokens;
+  so.max_output_tokens = args.max_output_tokens;
+  so.reasoning_effort = args.reasoning_effort;
+  so.request_timeout = args.request_timeout;
+  so.hints = hints;
+  so.diagnosis = diagnosis;
+  so.compile_only = args.compile_only;
+  so.cascade = !args.no_cascade;
+  so.seed = seed;
+  so.eval_timeout = args.timeout;
+  so.use_cache = !args.no_cache;
+  so.bench = {{"baseline", true}};
+  so.skills_dir = OperatorRegistry::builtin_dir().parent_path() / "skills";
+  so.work_dir = run_dir;
+  so.out = args.out;
+
+  if (earlier.empty()) recorder_ptr->begin(settings(args, arch, seed));
+  controller::Search search(so, *provider, *recorder_ptr, &g_stop);
+  if (!earlier.empty()) search.resume(earlier);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction previous {};
+  ::sigaction(SIGINT, &sa, &previous);
+  ProgressLine line;
+  if (!global.quiet)
+    std::fprintf(stderr, "kharness run: %s on %s with %s%s; records in %s\n",
+                 so.operator_name.c_str(), arch.c_str(), args.provider.c_str(),
+                 so.model.empty() ? "" : (" (" + so.model + ")").c_str(), run_dir.c_str());
+  controller::SearchResult result;
+  try {
+    result = search.run([&](const controller::Progress& p) {
+      if (!global.quiet) line.show(p);
+    });
+  } catch (...) {
+    ::sigaction(SIGINT, &previous, nullptr);
+    throw;
+  }
+  ::sigaction(SIGINT, &previous, nullptr);
+  line.end();
+  std::fputs(result.summary_text.c_str(), stdout);
+  std::fprintf(stdout, "Records: %s%s\n", run_dir.c_str(),
+               args.out.empty() ? "" : ("; best kernel: " + args.out).c_str());
+  if (result.stop_reason == "interrupted")
+    std::fprintf(stdout, "Interrupted: carry on with `kharness run --resume %s`\n",
+                 run_dir.c_str());
+  std::fflush(stdout);
+  if (result.fatal) throw *result.fatal;
+  return ExitCode::kPassed;
+}
+
+}  // namespace
+
+Runner setup_run(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  app.add_option("--operator", args->operator_name, "Operator to optimise")->type_name("NAME");
+  app.add_option("--provider", args->provider,
+                 "anthropic, openai, command, replay or tune (default: anthropic/openai when "
+                 "their API key is set, else tune)")
+      ->type_name("NAME");
+  app.add_option("--model", args->model, "Model name (default: configs/providers.json's)");
+  app.add_option("--base-url", args->base_url, "API base URL (a proxy or a local server)")
+      ->type_name("URL");
+  app.add_option("--providers-config", args->providers_config,
+                 "Models, base URLs and prices (default: configs/providers.json)")
+      ->type_name("FILE");
+  app.add_option("--command", args->command,
+                 "command provider: a shell command line; the prompt goes to its stdin, the "
+                 "answer comes from its stdout (e.g. \"claude -p --output-format json\")");
+  app.add_option("--command-timeout", args->command_timeout,
+                 "command provider: seconds per answer (default 1800)");
+  app.add_option("--responses", args->responses, "replay provider: folder of recorded answers")
+      ->type_name("DIR");
+  app.add_option("--budget", args->budget, "Candidates to evaluate (default 10)");
+  app.add_option("--max-tokens", args->max_tokens, "Stop after this many tokens (in + out)");
+  app.add_option("--max-cost", args->max_cost, "Stop after this many US dollars");
+  app.add_option("--max-time", args->max_time, "Stop after this many seconds");
+  app.add_option("--patience", args->patience,
+                 "Steps without promotion before a dropout restart (default 4; 0: never)");
+  app.add_option("--samples", args->samples, "Candidates asked for per step, in parallel");
+  app.add_option("--elites", args->elites, "Elite kernels kept (default 3)");
+  app.add_option("--prompt-tokens", args->prompt_tokens,
+                 "Bound of a prompt in estimated tokens (default 12000)");
+  app.add_option("--max-output-tokens", args->max_output_tokens,
+                 "Output limit of one answer (default 16384)");
+  app.add_option("--reasoning-effort", args->reasoning_effort, "low, medium or high (openai)")
+      ->check(CLI::IsMember({"low", "medium", "high"}));
+  app.add_option("--request-timeout", args->request_timeout,
+                 "Seconds per model request, retries included (default 900)");
+  app.add_option("--hint", args->hints,
+                 "A person's optimisation direction for every prompt: TEXT or @FILE (repeatable)");
+  app.add_option("--diagnosis", args->diagnosis,
+                 "A profile diagnosis of the seed for the prompts: TEXT or @FILE");
+  app.add_flag("--compile-only", args->compile_only,
+               "Compile verdicts only (no GPU needed; nothing is timed or promoted)");
+  app.add_flag("--no-cascade", args->no_cascade,
+               "Validate every candidate on all workloads (no representative shapes first)");
+  app.add_option("--run-dir", args->run_dir, "Where the run's records go (default runs/OP-TIME)")
+      ->type_name("DIR");
+  app.add_option("--resume", args->resume, "Carry on with an earlier run (its folder)")
+      ->type_name("RUN");
+  app.add_option("--out", args->out, "Write the best kernel here at the end")->type_name("FILE");
+  app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
+  app.add_option("--seed", args->seed, "Base seed for checks and the search (default: random)");
+  app.add_option("--timeout", args->timeout, "Wall-clock limit per evaluation (default 300 s)");
+  app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
+  CLI::App* self = &app;
+  return [args, self](const GlobalOptions& global) { return run_run(*args, global, *self); };
+}
+
+}  // namespace kharness::cli

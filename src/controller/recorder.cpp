@@ -1,0 +1,141 @@
+#include "controller/recorder.hpp"
+
+#include <algorithm>
+
+#include "kharness/error.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness::controller {
+
+using nlohmann::json;
+
+json to_json(const CandidateRecord& r) {
+  return {{"id", r.id},
+          {"step", r.step},
+          {"parent", r.parent},
+          {"provider", r.provider},
+          {"model", r.model},
+          {"usage",
+           {{"input_tokens", r.answer.usage.input_tokens},
+            {"output_tokens", r.answer.usage.output_tokens},
+            {"cache_read_tokens", r.answer.usage.cache_read_tokens}}},
+          {"stop_reason", r.answer.stop_reason},
+          {"truncated", r.answer.truncated},
+          {"latency_seconds", r.answer.latency_seconds},
+          {"cost_usd", r.cost_usd},
+          {"status", r.status},
+          {"reason", r.reason},
+          {"note", r.note},
+          {"promoted", r.promoted},
+          {"score", r.score},
+          {"speedup_vs_parent", r.speedup_vs_parent},
+          {"noise", r.noise},
+          {"stage", r.stage},
+          {"workloads_evaluated", r.workloads_evaluated},
+          {"gpu_seconds", r.gpu_seconds},
+          {"saved_seconds", r.saved_seconds},
+          {"prompt_cuts", r.prompt_cuts},
+          {"restart", r.restart},
+          {"has_source", !r.source.empty()}};
+}
+
+CandidateRecord record_from_json(const json& j) {
+  CandidateRecord r;
+  r.id = j.value("id", "");
+  r.step = j.value("step", 0);
+  r.parent = j.value("parent", "");
+  r.provider = j.value("provider", "");
+  r.model = j.value("model", "");
+  json u = j.value("usage", json::object());
+  r.answer.usage.input_tokens = u.value("input_tokens", std::int64_t{0});
+  r.answer.usage.output_tokens = u.value("output_tokens", std::int64_t{0});
+  r.answer.usage.cache_read_tokens = u.value("cache_read_tokens", std::int64_t{0});
+  r.answer.stop_reason = j.value("stop_reason", "");
+  r.answer.truncated = j.value("truncated", false);
+  r.answer.latency_seconds = j.value("latency_seconds", 0.0);
+  r.cost_usd = j.value("cost_usd", 0.0);
+  r.status = j.value("status", "");
+  r.reason = j.value("reason", "");
+  r.note = j.value("note", "");
+  r.promoted = j.value("promoted", false);
+  r.score = j.value("score", 0.0);
+  r.speedup_vs_parent = j.value("speedup_vs_parent", 0.0);
+  r.noise = j.value("noise", 0.0);
+  r.stage = j.value("stage", "");
+  r.workloads_evaluated = j.value("workloads_evaluated", 0);
+  r.gpu_seconds = j.value("gpu_seconds", 0.0);
+  r.saved_seconds = j.value("saved_seconds", 0.0);
+  r.prompt_cuts = j.value("prompt_cuts", std::vector<std::string>{});
+  r.restart = j.value("restart", "");
+  return r;
+}
+
+void FileRecorder::begin(const json& run) {
+  std::filesystem::create_directories(dir_ / "candidates");
+  write_file_atomic((dir_ / "run.json").string(), run.dump(2) + "\n");
+}
+
+std::filesystem::path FileRecorder::solution_path(const std::string& id) const {
+  return dir_ / "candidates" / id / "solution.cu";
+}
+
+void FileRecorder::record(const CandidateRecord& r) {
+  std::filesystem::path d = dir_ / "candidates" / r.id;
+  std::filesystem::create_directories(d);
+  auto put = [&](const char* name, const std::string& text) {
+    if (!text.empty()) write_file_atomic((d / name).string(), text);
+  };
+  put("system.txt", r.system);
+  put("prompt.md", r.prompt);
+  put("response.raw", r.answer.raw);
+  put("answer.md", r.answer.text);
+  put("solution.cu", r.source);
+  if (!r.verdict.is_null()) put("verdict.json", r.verdict.dump(2) + "\n");
+  if (!r.best_verdict.is_null()) put("best_verdict.json", r.best_verdict.dump(2) + "\n");
+  // Last: a candidate folder without record.json is one a killed run left unfinished.
+  write_file_atomic((d / "record.json").string(), to_json(r).dump(2) + "\n");
+}
+
+void FileRecorder::finish(const json& summary, const std::string& summary_text) {
+  write_file_atomic((dir_ / "summary.json").string(), summary.dump(2) + "\n");
+  write_file_atomic((dir_ / "summary.md").string(), summary_text);
+}
+
+json FileRecorder::load_run() {
+  std::filesystem::path f = dir_ / "run.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(f, ec)) throw input_error(dir_.string(), "no run.json: not a run");
+  json j = json::parse(read_file(f.string()), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw input_error(f.string(), "not a JSON object");
+  return j;
+}
+
+std::vector<CandidateRecord> FileRecorder::load_candidates() {
+  std::vector<CandidateRecord> out;
+  std::error_code ec;
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "candidates", ec)) {
+    if (e.is_directory() && std::filesystem::exists(e.path() / "record.json"))
+      dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& d : dirs) {
+    json j = json::parse(read_file((d / "record.json").string()), nullptr, false);
+    if (j.is_discarded()) continue;
+    CandidateRecord r = record_from_json(j);
+    auto opt = [&](const char* name) {
+      std::error_code e2;
+      return std::filesystem::exists(d / name, e2) ? read_file((d / name).string()) : std::string();
+    };
+    r.source = opt("solution.cu");
+    r.answer.text = opt("answer.md");
+    std::string v = opt("verdict.json");
+    if (!v.empty()) r.verdict = json::parse(v, nullptr, false);
+    std::string b = opt("best_verdict.json");
+    if (!b.empty()) r.best_verdict = json::parse(b, nullptr, false);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace kharness::controller

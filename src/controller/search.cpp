@@ -1,0 +1,648 @@
+#include "controller/search.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "controller/answer.hpp"
+#include "controller/prompt.hpp"
+#include "kharness/hash.hpp"
+#include "kharness/text.hpp"
+#include "kharness/verify.hpp"
+#include "llm/providers.hpp"
+
+namespace kharness::controller {
+
+using nlohmann::json;
+
+std::vector<std::string> bucket_representatives(const Operator& op) {
+  std::vector<std::pair<double, std::string>> sized;
+  for (const auto& w : op.workloads) {
+    double size = 1;
+    for (const auto& [name, value] : w.axes)
+      size *= static_cast<double>(std::max<std::int64_t>(1, value));
+    sized.emplace_back(size, w.uuid);
+  }
+  std::vector<std::string> reps;
+  if (sized.size() <= 3) {
+    for (const auto& s : sized) reps.push_back(s.second);
+    return reps;
+  }
+  std::stable_sort(sized.begin(), sized.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::size_t n = sized.size();
+  for (std::size_t b = 0; b < 3; ++b) {
+    std::size_t lo = b * n / 3, hi = (b + 1) * n / 3;  // [lo, hi): one size bucket
+    reps.push_back(sized[(lo + hi) / 2].second);
+  }
+  return reps;
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What an interleaved timing against the incumbent says: per-workload speedups over it and the
+// combined relative noise of the two latencies.
+struct Comparison {
+  std::map<std::string, double> ratio;  // uuid -> incumbent latency / candidate latency
+  double mean_ratio = 0.0;
+  double noise = 0.0;
+  bool complete = false;  // every evaluated workload has a ratio
+};
+
+Comparison compare(const Verdict& v) {
+  Comparison c;
+  double sum = 0, noise = 0;
+  std::size_t timed = 0;
+  for (const auto& w : v.workloads) {
+    if (!w.timing.contains("speedup") || !w.timing["speedup"].is_number()) continue;
+    double r = w.timing["speedup"].get<double>();
+    c.ratio[w.uuid] = r;
+    sum += r;
+    auto rel = [&](const char* side) {
+      const json& s = w.timing.value(side, json::object());
+      return s.contains("noise") && s["noise"].is_number() ? s["noise"].get<double>() : 0.01;
+    };
+    noise += std::sqrt(rel("candidate") * rel("candidate") + rel("baseline") * rel("baseline"));
+    ++timed;
+  }
+  if (timed > 0) {
+    c.mean_ratio = sum / static_cast<double>(timed);
+    c.noise = noise / static_cast<double>(timed);
+  }
+  c.complete = timed > 0 && timed == v.workloads.size();
+  return c;
+}
+
+}  // namespace
+
+struct Search::Impl {
+  struct Kernel {
+    std::string id;
+    std::string source;
+    std::filesystem::path file;
+    double score = 0.0;
+    std::map<std::string, double> speedup;  // uuid -> over the operator's baseline (estimated)
+    json display;                           // verdict as the prompt shows it
+  };
+
+  SearchOptions options;
+  llm::Provider& provider;
+  RunRecorder& recorder;
+  const std::atomic<bool>* stop;
+  Operator op;
+  std::vector<std::string> reps;
+  std::string task_text;
+  std::vector<SkillSection> skills;
+
+  std::vector<CandidateRecord> records;
+  std::map<std::string, std::string> feedback;  // id -> rendered feedback
+  std::set<std::string> masked;
+  std::map<std::string, std::string> seen;  // source hash -> id
+  Kernel best;
+  std::vector<Kernel> elites;
+  double seed_score = 0.0;
+  double seconds_per_workload = 0.0;  // of a full validation (the seed's), for cascade savings
+  int stall = 0, direction = 0, dropouts = 0, step = 0, next_id = 1;
+  std::int64_t tokens = 0;
+  double cost = 0.0;
+  std::uint64_t eval_counter = 0;
+  std::mt19937_64 rng;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  Impl(SearchOptions o, llm::Provider& p, RunRecorder& r, const std::atomic<bool>* s)
+      : options(std::move(o)), provider(p), recorder(r), stop(s), rng(options.seed ^ 0x5eedULL) {
+    op = OperatorRegistry::from_environment(options.operators_dirs).load(options.operator_name);
+    reps = bucket_representatives(op);
+    task_text = render_task(op, options.arch);
+    skills = load_skills(options.skills_dir, op, options.arch);
+    scratch = options.work_dir / "solutions";
+    std::filesystem::create_directories(scratch);
+  }
+
+  bool stopping() const { return stop && stop->load(); }
+
+  // A solution file check_solution can read.
+  std::filesystem::path write_solution(const std::string& id, const std::string& source) {
+    std::filesystem::path f = solutions_dir() / (id + ".cu");
+    write_file_atomic(f.string(), source);
+    return f;
+  }
+  std::filesystem::path solutions_dir() const { return scratch; }
+  std::filesystem::path scratch;
+
+  Verdict evaluate(const std::filesystem::path& file, const std::string& mode,
+                   const std::vector<std::string>& workloads, const std::filesystem::path& base) {
+    CheckRequest req;
+    req.solution = file;
+    req.operator_name = op.definition.name;
+    req.operators_dirs = options.operators_dirs;
+    req.arch = options.arch;
+    req.use_cache = options.use_cache;
+    req.timeout_seconds = options.eval_timeout;
+    req.options.seed = options.seed + 7919 * (++eval_counter);
+    req.options.workloads = workloads;
+    req.mode = mode;
+    req.bench = options.bench;
+    req.baseline = base;
+    try {
+      return check_solution(req);
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::kUsage) throw;  // no GPU, a broken reference: the run cannot go on
+      Verdict v;                                // a malformed candidate is that candidate's failure
+      v.definition = op.definition.name;
+      v.source = file.string();
+      v.status = Status::kRejected;
+      v.failure = Failure{"bad_input", e.message(), json::object()};
+      return v;
+    }
+  }
+
+  Kernel kernel_from(const CandidateRecord& r, const json& display) {
+    Kernel k;
+    k.id = r.id;
+    k.source = r.source;
+    k.file = write_solution(r.id, r.source);
+    k.score = r.score;
+    k.display = display;
+    for (const auto& w : display.value("workloads", json::array())) {
+      const json& t = w.value("timing", json::object());
+      k.speedup[w.value("uuid", "")] =
+          t.contains("speedup") && t["speedup"].is_number() ? t["speedup"].get<double>() : 1.0;
+    }
+    return k;
+  }
+
+  void add_elite(const Kernel& k) {
+    elites.erase(
+        std::remove_if(elites.begin(), elites.end(), [&](const Kernel& e) { return e.id == k.id; }),
+        elites.end());
+    elites.push_back(k);
+    std::stable_sort(elites.begin(), elites.end(),
+                     [](const Kernel& a, const Kernel& b) { return a.score > b.score; });
+    if (elites.size() > static_cast<std::size_t>(std::max(1, options.elites)))
+      elites.resize(static_cast<std::size_t>(std::max(1, options.elites)));
+  }
+
+  void remember(const CandidateRecord& r, const Verdict* v) {
+    feedback[r.id] = render_feedback(r.id, r.status, r.reason, v, r.note);
+    if (!r.source.empty()) seen.emplace(sha256_hex(r.source), r.id);
+    tokens += r.answer.usage.input_tokens + r.answer.usage.output_tokens;
+    cost += r.cost_usd;
+  }
+
+  // c0000: the seed, validated against the operator's baseline (or compiled).
+  void evaluate_seed() {
+    if (!op.seed) {
+      throw input_error(op.definition_file.string(),
+                        fmt::format("{} has no seed.cu to start a run from", op.definition.name));
+    }
+    CandidateRecord r;
+    r.id = "c0000";
+    r.provider = "seed";
+    r.source = read_file(op.seed->string());
+    std::filesystem::path file = write_solution(r.id, r.source);
+    auto t = std::chrono::steady_clock::now();
+    Verdict v = evaluate(file, options.compile_only ? "compile" : "validate", {}, {});
+    r.gpu_seconds = seconds_since(t);
+    r.stage = options.compile_only ? "compile" : "full";
+    r.workloads_evaluated = options.compile_only ? 0 : static_cast<int>(v.workloads.size());
+    r.verdict = to_json(v);
+    if (!v.passed()) {
+      throw Error(ExitCode::kFailed, op.seed->string(),
+                  fmt::format("the seed does not pass ({}{}): a run starts from a correct kernel",
+                              status_name(v.status),
+                              v.failure ? ": " + v.failure->message : std::string()));
+    }
+    r.status = options.compile_only ? "COMPILED" : "PASSED";
+    r.score = v.score.contains("mean_speedup") ? v.score["mean_speedup"].get<double>() : 1.0;
+    r.promoted = true;
+    r.note = "the starting point";
+    json display = r.verdict;
+    if (!options.compile_only && !v.score.contains("mean_speedup")) {
+      for (auto& w : display["workloads"])
+        w["timing"]["speedup"] = 1.0;  // no baseline: relative to the seed
+    }
+    r.best_verdict = display;
+    seconds_per_workload =
+        op.workloads.empty() ? 0 : r.gpu_seconds / static_cast<double>(op.workloads.size());
+    recorder.record(r);
+    remember(r, &v);
+    best = kernel_from(r, display);
+    seed_score = best.score;
+    add_elite(best);
+    records.push_back(r);
+  }
+
+  void restore(const std::vector<CandidateRecord>& earlier) {
+    for (const auto& r : earlier) {
+      records.push_back(r);
+      Verdict v;
+      bool has_verdict = r.verdict.is_object();
+      if (has_verdict) {
+        try {
+          v = verdict_from_json(r.verdict);
+        } catch (const Error&) {
+          has_verdict = false;
+        }
+      }
+      remember(r, has_verdict ? &v : nullptr);
+      step = std::max(step, r.step);
+      if (r.id == "c0000") {
+        seed_score = r.score;
+        seconds_per_workload =
+            op.workloads.empty() ? 0 : r.gpu_seconds / static_cast<double>(op.workloads.size());
+      } else {
+        next_id = std::max(next_id, std::stoi(r.id.substr(1)) + 1);
+      }
+      if (r.promoted && r.best_verdict.is_object()) {
+        best = kernel_from(r, r.best_verdict);
+        add_elite(best);
+        stall = 0;
+      } else if (r.id != "c0000") {
+        ++stall;
+        if (r.status == "PASSED" && r.stage == "full" && r.verdict.is_object())
+          add_elite(kernel_from(r, r.verdict));
+      }
+    }
+    stall = stall / std::max(1, options.samples);
+  }
+
+  llm::Request make_request(const Kernel& parent, int sample, std::vector<std::string>& cuts) {
+    PromptParts parts;
+    parts.task = task_text;
+    Verdict shown;
+    bool has = false;
+    try {
+      shown = verdict_from_json(parent.display);
+      has = true;
+    } catch (const Error&) {
+    }
+    parts.best = render_best(parent.id, parent.source, has ? &shown : nullptr);
+    if (parent.id != best.id)
+      parts.best =
+          parts.best +
+          fmt::format("(This is one of the elite kernels; the best so far is {} at {:.3f}x.)\n",
+                      best.id, best.score);
+    for (auto it = records.rbegin(); it != records.rend() && parts.feedback.size() < 8; ++it) {
+      if (it->id == "c0000" || masked.count(it->id)) continue;
+      parts.feedback.push_back(feedback[it->id]);
+    }
+    parts.diagnosis = options.diagnosis;
+    parts.skills = order_skills(skills, options.diagnosis, direction + sample);
+    parts.hints = options.hints;
+    Prompt p = build_prompt(parts, options.prompt_tokens);
+    cuts = p.cuts;
+    llm::Request req;
+    req.system = p.system;
+    req.user = p.user;
+    req.model = options.model;
+    req.max_output_tokens = options.max_output_tokens;
+    req.reasoning_effort = options.reasoning_effort;
+    req.timeout_seconds = options.request_timeout;
+    req.context = {{"operator", op.definition.name},
+                   {"definition_file", op.definition_file.string()},
+                   {"seed", op.seed ? op.seed->string() : ""},
+                   {"arch", options.arch},
+                   {"best_id", best.id},
+                   {"best_score", best.score},
+                   {"parent_id", parent.id},
+                   {"parent_file", parent.file.string()},
+                   {"step", step},
+                   {"sample", sample},
+                   {"direction", direction},
+                   {"compile_only", options.compile_only}};
+    return req;
+  }
+
+  // Evaluates one answer into a record: extraction, the cascade, full validation, promotion.
+  void judge(CandidateRecord& r, std::optional<Verdict>& last) {
+    ExtractedCode code = extract_solution(r.answer);
+    if (!code.ok) {
+      r.status = code.status;
+      r.reason = code.reason;
+      r.stage = "none";
+      return;
+    }
+    r.source = code.source;
+    auto dup = seen.find(sha256_hex(r.source));
+    if (dup != seen.end()) {
+      r.status = "DUPLICATE";
+      r.reason = fmt::format("identical to {}; not evaluated again", dup->second);
+      r.stage = "none";
+      return;
+    }
+    std::filesystem::path file = write_solution(r.id, r.source);
+    auto t = std::chrono::steady_clock::now();
+    std::size_t n = op.workloads.size();
+    if (options.compile_only) {
+      Verdict v = evaluate(file, "compile", {}, {});
+      r.gpu_seconds = seconds_since(t);
+      r.stage = "compile";
+      r.status = v.passed() ? "COMPILED" : std::string(status_name(v.status));
+      if (v.failure) r.reason = v.failure->message;
+      r.verdict = to_json(v);
+      last = v;
+      return;
+    }
+    if (options.cascade && reps.size() < n) {
+      Verdict v = evaluate(file, "validate", reps, best.file);
+      r.stage = "representatives";
+      r.workloads_evaluated = static_cast<int>(v.workloads.size());
+      Comparison c = compare(v);
+      bool promising = v.passed() && c.complete && c.mean_ratio > 1.0 - std::max(0.01, 2 * c.noise);
+      if (!promising) {
+        r.gpu_seconds = seconds_since(t);
+        r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
+        r.status = std::string(status_name(v.status));
+        if (v.failure) r.reason = v.failure->message;
+        r.speedup_vs_parent = c.mean_ratio;
+        r.noise = c.noise;
+        if (v.passed())
+          r.note = fmt::format(
+              "correct on the {} representative shapes but {:.3f}x the incumbent {} there: not "
+              "promising, full validation skipped",
+              reps.size(), c.mean_ratio, best.id);
+        r.verdict = to_json(v);
+        last = v;
+        return;
+      }
+    }
+    Verdict v = evaluate(file, "validate", {}, best.file);
+    r.gpu_seconds = seconds_since(t);
+    r.stage = "full";
+    r.workloads_evaluated = static_cast<int>(v.workloads.size());
+    r.status = std::string(status_name(v.status));
+    if (v.failure) r.reason = v.failure->message;
+    r.verdict = to_json(v);
+    last = v;
+    if (!v.passed()) return;
+    Comparison c = compare(v);
+    r.speedup_vs_parent = c.mean_ratio;
+    r.noise = c.noise;
+    // The speedup over the operator's baseline, through the incumbent's.
+    json display = r.verdict;
+    double sum = 0;
+    for (auto& w : display["workloads"]) {
+      std::string uuid = w.value("uuid", "");
+      double ratio = c.ratio.count(uuid) ? c.ratio[uuid] : 0.0;
+      double est = (best.speedup.count(uuid) ? best.speedup[uuid] : 1.0) * ratio;
+      w["timing"]["speedup_vs_incumbent"] = ratio;
+      w["timing"]["speedup"] = est;
+      sum += est;
+    }
+    r.score = n ? sum / static_cast<double>(display["workloads"].size()) : 0.0;
+    display["score"]["mean_speedup"] = r.score;
+    bool all = v.workloads.size() == n && c.complete;
+    if (all && c.mean_ratio > 1.0 + c.noise) {
+      r.promoted = true;
+      r.note = fmt::format("promoted: {:.3f}x the incumbent {} (noise {:.2f}%)", c.mean_ratio,
+                           best.id, 100 * c.noise);
+      r.best_verdict = display;
+      r.parent = r.parent.empty() ? best.id : r.parent;
+      best = kernel_from(r, display);
+      add_elite(best);
+    } else {
+      r.note =
+          fmt::format("not promoted: {:.3f}x the incumbent {}, within the noise {:.2f}% or slower",
+                      c.mean_ratio, best.id, 100 * c.noise);
+      add_elite(kernel_from(r, display));
+    }
+  }
+
+  std::string limit_reached(int candidates) const {
+    if (stopping()) return "interrupted";
+    if (candidates >= options.budget) return "budget";
+    if (options.max_tokens > 0 && tokens >= options.max_tokens) return "tokens";
+    if (options.max_cost > 0 && cost >= options.max_cost) return "cost";
+    if (options.max_time > 0 && seconds_since(t0) >= options.max_time) return "time";
+    if (!provider.has_more()) return "exhausted";
+    return "";
+  }
+
+  std::string dropout() {
+    // A fresh context from the best kernel: half of the history records, at random, masked.
+    std::vector<std::string> visible;
+    for (const auto& r : records) {
+      if (r.id != "c0000" && !masked.count(r.id)) visible.push_back(r.id);
+    }
+    std::shuffle(visible.begin(), visible.end(), rng);
+    for (std::size_t i = 0; i < visible.size() / 2 + visible.size() % 2; ++i)
+      masked.insert(visible[i]);
+    ++direction;
+    ++dropouts;
+    stall = 0;
+    std::string what = fmt::format(
+        "no promotion in {} steps: dropout restart from {}, {} of {} history records masked, "
+        "knowledge direction {}",
+        options.patience, best.id, masked.size(), records.size() - 1, direction);
+    spdlog::info("{}", what);
+    return what;
+  }
+
+  SearchResult run(const std::function<void(const Progress&)>& on_progress) {
+    SearchResult result;
+    if (records.empty()) evaluate_seed();
+    int candidates = static_cast<int>(records.size()) - 1;
+    auto progress = [&](const CandidateRecord& r) {
+      if (!on_progress) return;
+      Progress p;
+      p.candidates = candidates;
+      p.budget = options.budget;
+      p.last_id = r.id;
+      p.last_status = r.status;
+      p.best_score = best.score;
+      p.best_id = best.id;
+      p.tokens = tokens;
+      p.cost = cost;
+      p.elapsed = seconds_since(t0);
+      p.promoted = r.promoted;
+      on_progress(p);
+    };
+    std::string why;
+    while ((why = limit_reached(candidates)).empty()) {
+      ++step;
+      std::string restart;
+      if (options.patience > 0 && stall >= options.patience) restart = dropout();
+      int k = std::min(std::max(1, options.samples), options.budget - candidates);
+      std::vector<Kernel> parents;
+      std::vector<llm::Request> requests;
+      std::vector<std::vector<std::string>> cuts(static_cast<std::size_t>(k));
+      for (int i = 0; i < k; ++i) {
+        // The first sample refines the best; the others refine the elites in turn.
+        const Kernel& parent = i == 0 || elites.size() < 2
+                                   ? best
+                                   : elites[static_cast<std::size_t>(i) % elites.size()];
+        parents.push_back(parent);
+        requests.push_back(make_request(parent, i, cuts[static_cast<std::size_t>(i)]));
+      }
+      std::vector<std::future<llm::Answer>> futures;
+      for (int i = 0; i < k; ++i) {
+        futures.push_back(std::async(std::launch::async, [this, &requests, i] {
+          return provider.complete(requests[static_cast<std::size_t>(i)]);
+        }));
+      }
+      std::vector<std::optional<llm::Answer>> answers;
+      for (auto& f : futures) {
+        try {
+          answers.emplace_back(f.get());
+        } catch (const Error& e) {
+          if (!result.fatal) result.fatal = e;
+          answers.emplace_back(std::nullopt);
+        }
+      }
+      bool promoted_now = false;
+      for (int i = 0; i < k; ++i) {
+        auto& a = answers[static_cast<std::size_t>(i)];
+        if (!a || a->stop_reason == "replay_exhausted") continue;
+        CandidateRecord r;
+        r.id = fmt::format("c{:04d}", next_id++);
+        r.step = step;
+        r.parent = parents[static_cast<std::size_t>(i)].id;
+        r.provider = options.provider;
+        r.model = options.model;
+        r.system = requests[static_cast<std::size_t>(i)].system;
+        r.prompt = requests[static_cast<std::size_t>(i)].user;
+        r.prompt_cuts = cuts[static_cast<std::size_t>(i)];
+        r.restart = restart;
+        r.answer = std::move(*a);
+        r.cost_usd = llm::cost_usd(options.prices, options.provider, options.model, r.answer.usage);
+        std::optional<Verdict> last;
+        try {
+          judge(r, last);
+        } catch (const Error& e) {
+          // No GPU or a broken reference: record what there is, then stop the run.
+          r.status = "NOT_EVALUATED";
+          r.reason = e.message();
+          result.fatal = e;
+        }
+        promoted_now = promoted_now || r.promoted;
+        recorder.record(r);
+        remember(r, last ? &*last : nullptr);
+        records.push_back(r);
+        ++candidates;
+        llm::Outcome outcome;
+        outcome.candidate_id = r.id;
+        outcome.status = r.status;
+        outcome.score = r.status == "PASSED" ? r.score : 0.0;
+        outcome.verdict = r.verdict;
+        outcome.context = requests[static_cast<std::size_t>(i)].context;
+        provider.observe(outcome);
+        progress(r);
+        if (result.fatal) break;
+      }
+      if (result.fatal) {
+        why = "error";
+        break;
+      }
+      stall = promoted_now ? 0 : stall + 1;
+    }
+    result.stop_reason = why;
+    finish(result);
+    return result;
+  }
+
+  void finish(SearchResult& result) {
+    result.candidates = records;
+    result.best_id = best.id;
+    result.best_source = best.source;
+    result.best_score = best.score;
+    result.seed_score = seed_score;
+    result.tokens = tokens;
+    result.cost = cost;
+    result.seconds = seconds_since(t0);
+    result.dropouts = dropouts;
+    int stopped = 0;
+    double saved = 0, spent_reps = 0;
+    json rows = json::array();
+    std::string table = fmt::format(
+        "| candidate | parent | status | stage | vs incumbent | score | tokens | cost | note |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : records) {
+      rows.push_back(to_json(r));
+      if (r.stage == "representatives") {
+        ++stopped;
+        saved += r.saved_seconds;
+      } else if (r.stage == "full" && r.id != "c0000" && options.cascade &&
+                 reps.size() < op.workloads.size()) {
+        spent_reps += seconds_per_workload * static_cast<double>(reps.size());
+      }
+      std::string note = r.note.empty() ? r.reason : r.note;
+      if (note.size() > 90) note = note.substr(0, 89) + "…";
+      for (auto& ch : note)
+        if (ch == '|' || ch == '\n') ch = ' ';
+      table += fmt::format(
+          "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
+          r.parent.empty() ? "-" : r.parent, r.status, r.stage.empty() ? "-" : r.stage,
+          r.speedup_vs_parent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_parent) : "-",
+          r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
+          r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
+    }
+    std::string text =
+        fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.arch,
+                    options.compile_only ? "compile only" : "validated");
+    text += table;
+    text += fmt::format("\nBest: {} at {:.3f}x the operator's baseline (the seed: {:.3f}x){}\n",
+                        best.id, best.score, seed_score,
+                        options.compile_only ? " — compile-only: nothing was timed" : "");
+    text += fmt::format("Candidates: {} of a budget of {}; stopped: {}; dropout restarts: {}\n",
+                        records.size() - 1, options.budget, result.stop_reason, dropouts);
+    text +=
+        fmt::format("Tokens: {}; cost: ${:.4f}; time: {:.1f} s\n", tokens, cost, result.seconds);
+    if (!options.compile_only && options.cascade && reps.size() < op.workloads.size()) {
+      text += fmt::format(
+          "Shape cascade: {} representative shapes of {}; {} candidates stopped there, saving "
+          "~{:.1f} s of full validation, at ~{:.1f} s spent re-checking representatives of the "
+          "others: net ~{:.1f} s\n",
+          reps.size(), op.workloads.size(), stopped, saved, spent_reps, saved - spent_reps);
+    }
+    if (result.fatal) text += "Stopped by: " + result.fatal->message() + "\n";
+    result.summary = {{"schema", "kharness.run/1"},
+                      {"operator", op.definition.name},
+                      {"arch", options.arch},
+                      {"provider", options.provider},
+                      {"model", options.model},
+                      {"compile_only", options.compile_only},
+                      {"best", best.id},
+                      {"best_score", best.score},
+                      {"seed_score", seed_score},
+                      {"stop_reason", result.stop_reason},
+                      {"error", result.fatal ? result.fatal->message() : ""},
+                      {"tokens", tokens},
+                      {"cost_usd", cost},
+                      {"seconds", result.seconds},
+                      {"dropouts", dropouts},
+                      {"cascade",
+                       {{"representatives", reps},
+                        {"stopped_early", stopped},
+                        {"saved_seconds", saved},
+                        {"spent_seconds", spent_reps}}},
+                      {"candidates", rows}};
+    result.summary_text = text;
+    recorder.finish(result.summary, text);
+    if (!options.out.empty()) write_file_atomic(options.out.string(), best.source);
+  }
+};
+
+Search::Search(SearchOptions options, llm::Provider& provider, RunRecorder& recorder,
+               const std::atomic<bool>* stop)
+    : impl_(std::make_shared<Impl>(std::move(options), provider, recorder, stop)) {}
+
+void Search::resume(const std::vector<CandidateRecord>& earlier) { impl_->restore(earlier); }
+
+SearchResult Search::run(const std::function<void(const Progress&)>& on_progress) {
+  return impl_->run(on_progress);
+}
+
+}  // namespace kharness::controller

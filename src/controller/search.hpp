@@ -1,0 +1,103 @@
+// The optimisation loop of `kharness run` (DESIGN §8): from the operator's seed, ask a provider
+// for better kernels, evaluate each through the pipeline (check_solution), feed back what it
+// found, keep a few elites, restart from the best with half of the history masked when progress
+// stalls (optimisation dropout), and promote a candidate only when it passes every workload and
+// beats the incumbent by more than the measured noise in an interleaved re-timing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/recorder.hpp"
+#include "kharness/error.hpp"
+#include "kharness/operators.hpp"
+#include "llm/provider.hpp"
+
+namespace kharness::controller {
+
+struct SearchOptions {
+  std::string operator_name;
+  std::vector<std::filesystem::path> operators_dirs;
+  std::string arch;
+  std::string provider;  // name, for records and prices
+  std::string model;
+  nlohmann::json prices = nlohmann::json::object();  // the providers config
+  int budget = 10;                                   // candidates
+  std::int64_t max_tokens = 0;                       // input + output; 0: no limit
+  double max_cost = 0.0;                             // US dollars; 0: no limit
+  double max_time = 0.0;                             // seconds; 0: no limit
+  int patience = 4;  // steps without promotion before a dropout restart
+  int samples = 1;   // candidates asked for per step, in parallel
+  int elites = 3;
+  std::size_t prompt_tokens = 12000;
+  std::int64_t max_output_tokens = 16384;
+  std::string reasoning_effort;
+  double request_timeout = 900;
+  std::vector<std::string> hints;
+  std::string diagnosis;  // a profile diagnosis of the seed (optional)
+  bool compile_only = false;
+  bool cascade = true;
+  std::uint64_t seed = 0;  // base seed for checks and the search's own choices
+  double eval_timeout = 300;
+  bool use_cache = true;
+  nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions as JSON
+  std::filesystem::path skills_dir;
+  std::filesystem::path work_dir;  // the run folder: candidate files are evaluated from here
+  std::filesystem::path out;       // the best kernel is written here at the end (optional)
+};
+
+// Shape cascade: the representatives of the workloads' size buckets (smallest, middle, largest
+// third by the product of their var axes); all workloads when there are 3 or fewer.
+std::vector<std::string> bucket_representatives(const Operator& op);
+
+struct Progress {
+  int candidates = 0;
+  int budget = 0;
+  std::string last_id, last_status;
+  double best_score = 0.0;
+  std::string best_id;
+  std::int64_t tokens = 0;
+  double cost = 0.0;
+  double elapsed = 0.0;
+  bool promoted = false;
+};
+
+struct SearchResult {
+  std::vector<CandidateRecord> candidates;  // in order, the seed first
+  std::string best_id;
+  std::string best_source;
+  double best_score = 0.0;
+  double seed_score = 0.0;
+  std::string stop_reason;  // "budget", "tokens", "cost", "time", "interrupted", "exhausted", ...
+  std::optional<Error> fatal;  // a provider failure that stopped the run (bad key, quota)
+  std::int64_t tokens = 0;
+  double cost = 0.0;
+  double seconds = 0.0;
+  int dropouts = 0;
+  nlohmann::json summary;    // machine-readable
+  std::string summary_text;  // the table printed at the end
+};
+
+class Search {
+ public:
+  Search(SearchOptions options, llm::Provider& provider, RunRecorder& recorder,
+         const std::atomic<bool>* stop = nullptr);
+  // Carries on from what the recorder holds (--resume).
+  void resume(const std::vector<CandidateRecord>& earlier);
+  // Runs to a stop condition. Throws Error only for bad input (unknown operator, broken seed) and
+  // environment failures before the first candidate (no GPU); a provider failure mid-run ends the
+  // run with `fatal` set, everything recorded.
+  SearchResult run(const std::function<void(const Progress&)>& on_progress = {});
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kharness::controller

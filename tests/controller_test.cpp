@@ -1,0 +1,166 @@
+// The controller's pure parts: answers to solutions (and failed candidates), the bounded prompt,
+// skills and the shape cascade's representatives.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "controller/answer.hpp"
+#include "controller/prompt.hpp"
+#include "controller/search.hpp"
+#include "kharness/operators.hpp"
+#include "kharness/text.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using controller::extract_solution;
+
+std::string seed_text() {
+  return read_file((testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string());
+}
+
+llm::Answer answer(const std::string& text, bool truncated = false) {
+  llm::Answer a;
+  a.text = text;
+  a.truncated = truncated;
+  a.stop_reason = truncated ? "max_tokens" : "end_turn";
+  return a;
+}
+
+TEST(Answer, TakesTheCudaBlockWithThePlan) {
+  std::string text = "Idea: fewer threads.\n\n```cuda\n" + seed_text() + "```\nDone.\n";
+  auto code = extract_solution(answer(text));
+  ASSERT_TRUE(code.ok) << code.reason;
+  EXPECT_EQ(code.source, seed_text());
+}
+
+TEST(Answer, IgnoresSnippetsWithoutAPlanBesideTheSolution) {
+  std::string text =
+      "Change this:\n```cuda\nsum += x;\n```\nFull file:\n```cuda\n" + seed_text() + "```\n";
+  auto code = extract_solution(answer(text));
+  ASSERT_TRUE(code.ok) << code.reason;
+}
+
+TEST(Answer, NoCode) {
+  auto code = extract_solution(answer("I would not change anything."));
+  EXPECT_FALSE(code.ok);
+  EXPECT_EQ(code.status, "NO_CODE");
+  EXPECT_EQ(extract_solution(answer("")).status, "NO_CODE");
+}
+
+TEST(Answer, TwoConflictingBlocks) {
+  std::string other = seed_text();
+  other.replace(other.find("kThreads = 256"), 14, "kThreads = 128");
+  std::string text = "```cuda\n" + seed_text() + "```\nor\n```cuda\n" + other + "```\n";
+  auto code = extract_solution(answer(text));
+  EXPECT_FALSE(code.ok);
+  EXPECT_EQ(code.status, "CONFLICTING_CODE");
+  // The same block twice is no conflict.
+  std::string twice = "```cuda\n" + seed_text() + "```\nagain\n```cuda\n" + seed_text() + "```\n";
+  EXPECT_TRUE(extract_solution(answer(twice)).ok);
+}
+
+TEST(Answer, BrokenPlan) {
+  std::string broken = seed_text();
+  broken.replace(broken.find("\"launches\""), 10, "\"launches\" oops");
+  auto code = extract_solution(answer("```cuda\n" + broken + "```\n"));
+  EXPECT_FALSE(code.ok);
+  EXPECT_EQ(code.status, "BAD_PLAN");
+  EXPECT_FALSE(code.reason.empty());
+  auto noplan = extract_solution(answer("```cuda\n__global__ void k() {}\n```\n"));
+  EXPECT_FALSE(noplan.ok);
+  EXPECT_EQ(noplan.status, "BAD_PLAN");
+}
+
+TEST(Answer, TruncatedBlock) {
+  std::string text = "```cuda\n" + seed_text().substr(0, 900);
+  auto code = extract_solution(answer(text, true));
+  EXPECT_FALSE(code.ok);
+  EXPECT_EQ(code.status, "TRUNCATED");
+  // Not closed even without the output limit: still a truncated block.
+  EXPECT_EQ(extract_solution(answer(text, false)).status, "TRUNCATED");
+  EXPECT_EQ(extract_solution(answer("Let me think", true)).status, "TRUNCATED");
+}
+
+Operator rmsnorm() { return OperatorRegistry::from_environment({}).load("rmsnorm_h4096"); }
+
+TEST(Prompt, StaysWithinItsBoundWithLongCompileLogs) {
+  Operator op = rmsnorm();
+  controller::PromptParts parts;
+  parts.task = controller::render_task(op, "sm_90a");
+  parts.best = controller::render_best("c0000", seed_text(), nullptr);
+  Verdict v;
+  v.status = Status::kCompileError;
+  v.compile["diagnostics"] = nlohmann::json::array();
+  for (int i = 0; i < 500; ++i) {
+    v.compile["diagnostics"].push_back({{"severity", "error"},
+                                        {"file", "candidate.cu"},
+                                        {"line", i},
+                                        {"message", std::string(300, 'e')}});
+  }
+  v.failure = Failure{"compile_error", std::string(20000, 'x'), nlohmann::json::object()};
+  for (int i = 0; i < 20; ++i) {
+    parts.feedback.push_back(controller::render_feedback("c" + std::to_string(i), "COMPILE_ERROR",
+                                                         std::string(5000, 'r'), &v, ""));
+  }
+  parts.diagnosis = std::string(30000, 'd');
+  parts.hints = {std::string(20000, 'h')};
+  parts.skills = controller::load_skills(testing::source_dir() / "skills", op, "sm_90a");
+  ASSERT_FALSE(parts.skills.empty());
+  for (std::size_t bound : {2000u, 4000u, 12000u}) {
+    controller::Prompt p = controller::build_prompt(parts, bound);
+    EXPECT_LE(p.estimated_tokens, bound) << bound;
+    EXPECT_LE(p.system.size() + p.user.size(), bound * controller::kCharsPerToken);
+    EXPECT_FALSE(p.cuts.empty());
+    EXPECT_NE(p.user.find("did not fit the prompt bound"), std::string::npos)
+        << "a cut must be visible in the prompt";
+    EXPECT_NE(p.user.find("# Task: rmsnorm_h4096"), std::string::npos);
+  }
+  // Compile errors are trimmed to the first few.
+  std::string fb = controller::render_feedback("c1", "COMPILE_ERROR", "", &v, "");
+  EXPECT_NE(fb.find("more compile errors not shown"), std::string::npos);
+  EXPECT_LT(fb.size(), 3000u);
+}
+
+TEST(Prompt, EverythingFitsWhenSmall) {
+  Operator op = rmsnorm();
+  controller::PromptParts parts;
+  parts.task = controller::render_task(op, "sm_90a");
+  parts.best = controller::render_best("c0000", seed_text(), nullptr);
+  parts.hints = {"use 128 threads per row"};
+  parts.diagnosis = "memory-bound: DRAM throughput 62% of peak";
+  parts.skills = controller::load_skills(testing::source_dir() / "skills", op, "sm_90a");
+  controller::Prompt p = controller::build_prompt(parts, 12000);
+  EXPECT_TRUE(p.cuts.empty()) << join(p.cuts, "\n");
+  for (const char* want : {"hidden_states", "bfloat16", "Tolerance", "use 128 threads per row",
+                           "memory-bound", "rmsnorm.md", "/* kharness", "rmsnorm_kernel"}) {
+    EXPECT_NE(p.user.find(want), std::string::npos) << want;
+  }
+  EXPECT_NE(p.system.find("Device code only"), std::string::npos);
+}
+
+TEST(Prompt, SkillsMatchTheOperatorAndRotateOnDropout) {
+  Operator op = rmsnorm();
+  auto skills = controller::load_skills(testing::source_dir() / "skills", op, "sm_90a");
+  for (const auto& s : skills) {
+    EXPECT_EQ(s.file, "rmsnorm.md") << "only the operator's own skills (and general ones) apply";
+  }
+  auto a = controller::order_skills(skills, "", 0);
+  auto b = controller::order_skills(skills, "", 1);
+  ASSERT_GT(a.size(), 1u);
+  EXPECT_NE(a[0].heading, b[0].heading) << "a dropout restart leads with another direction";
+}
+
+TEST(Cascade, RepresentativesOfSizeBuckets) {
+  Operator op = rmsnorm();
+  auto reps = controller::bucket_representatives(op);
+  ASSERT_EQ(reps.size(), 3u);
+  std::set<std::string> unique(reps.begin(), reps.end());
+  EXPECT_EQ(unique.size(), 3u);
+  op.workloads.resize(2);
+  EXPECT_EQ(controller::bucket_representatives(op).size(), 2u);
+}
+
+}  // namespace
+}  // namespace kharness

@@ -1,0 +1,206 @@
+// `kharness run` end to end without a GPU (--compile-only): the replay provider on the recorded
+// rmsnorm answers, a script standing in for a coding-agent CLI, and the anthropic provider against
+// a local HTTP server — whose key must never reach the run folder, and whose 401 stops the run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "http_server.hpp"
+#include "kharness/text.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+using testing::kharness;
+using testing::TempDir;
+
+std::string replay_dir() { return testing::fixture("replay/rmsnorm").string(); }
+
+json record(const std::filesystem::path& run, const std::string& id) {
+  return json::parse(read_file((run / "candidates" / id / "record.json").string()));
+}
+
+// Every file under `dir` as one string (to look for a leaked key).
+std::string everything_under(const std::filesystem::path& dir) {
+  std::string all;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) all += read_file(e.path().string()) + "\n" + e.path().string() + "\n";
+  }
+  return all;
+}
+
+TEST(Run, ReplayCompileOnlyEndToEnd) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto out = tmp.path() / "best.cu";
+  auto r = kharness("run --operator rmsnorm_h4096 --budget 3 --provider replay --responses '" +
+                    replay_dir() + "' --compile-only --arch sm_90a --seed 1 --run-dir '" +
+                    run.string() + "' --out '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("| c0003"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compile only"), std::string::npos) << r.out;
+  for (const char* id : {"c0000", "c0001", "c0002", "c0003"}) {
+    json rec = record(run, id);
+    EXPECT_EQ(rec["status"], "COMPILED") << id << ": " << rec.dump();
+    EXPECT_TRUE(std::filesystem::exists(run / "candidates" / id / "solution.cu")) << id;
+  }
+  EXPECT_FALSE(std::filesystem::exists(run / "candidates" / "c0004"));
+  EXPECT_TRUE(std::filesystem::exists(run / "candidates" / "c0001" / "prompt.md"));
+  EXPECT_TRUE(std::filesystem::exists(run / "candidates" / "c0001" / "response.raw"));
+  EXPECT_TRUE(std::filesystem::exists(run / "summary.md"));
+  json summary = json::parse(read_file((run / "summary.json").string()));
+  EXPECT_EQ(summary["stop_reason"], "budget");
+  EXPECT_EQ(summary["candidates"].size(), 4u);
+  // Nothing is timed in compile-only mode: the seed stays the best.
+  EXPECT_EQ(summary["best"], "c0000");
+  EXPECT_EQ(read_file(out.string()),
+            read_file((testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string()));
+  // The prompt carries the task, the best kernel and the feedback of earlier candidates.
+  std::string prompt = read_file((run / "candidates" / "c0002" / "prompt.md").string());
+  EXPECT_NE(prompt.find("# Task: rmsnorm_h4096"), std::string::npos);
+  EXPECT_NE(prompt.find("## c0001: COMPILED"), std::string::npos) << prompt;
+
+  // --resume carries on to a larger budget: the no-code and compile-error answers come next.
+  auto r2 = kharness("run --resume '" + run.string() + "' --budget 5 --patience 10");
+  ASSERT_EQ(r2.exit_code, 0) << r2.out;
+  EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
+  EXPECT_EQ(record(run, "c0005")["status"], "COMPILE_ERROR");
+  std::string p5 = read_file((run / "candidates" / "c0005" / "prompt.md").string());
+  EXPECT_NE(p5.find("## c0004: NO_CODE"), std::string::npos) << "feedback of the failed answer";
+}
+
+TEST(Run, CommandProviderWithAScript) {
+  TempDir tmp;
+  auto script = tmp.path() / "agent.sh";
+  {
+    std::ofstream f(script);
+    // Reads the prompt, answers with the recorded faster variant, in claude -p's JSON form.
+    f << "#!/bin/sh\ncat > '" << (tmp.path() / "prompt.txt").string() << "'\n"
+      << "python3 -c 'import json,sys; print(json.dumps({\"type\":\"result\",\"result\":"
+         "open(sys.argv[1]).read(),\"usage\":{\"input_tokens\":11,\"output_tokens\":22}}))' '"
+      << replay_dir() << "/02-faster.md'\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto run = tmp.path() / "run";
+  auto r =
+      kharness("run --operator rmsnorm_h4096 --budget 2 --provider command --command '" +
+               script.string() + "' --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  json c1 = record(run, "c0001");
+  EXPECT_EQ(c1["status"], "COMPILED") << c1.dump();
+  EXPECT_EQ(c1["usage"]["input_tokens"], 11);
+  EXPECT_EQ(c1["usage"]["output_tokens"], 22);
+  // The same answer again is not evaluated twice.
+  EXPECT_EQ(record(run, "c0002")["status"], "DUPLICATE");
+  std::string prompt = read_file((tmp.path() / "prompt.txt").string());
+  EXPECT_NE(prompt.find("Device code only"), std::string::npos);
+  EXPECT_NE(prompt.find("# Task: rmsnorm_h4096"), std::string::npos);
+}
+
+TEST(Run, FailingCommandIsAFailedCandidate) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = kharness(
+      "run --operator rmsnorm_h4096 --budget 1 --provider command --command 'cat >/dev/null; "
+      "echo oops >&2; exit 3' --compile-only --arch sm_90a --run-dir '" +
+      run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(record(run, "c0001")["status"], "NO_CODE");
+}
+
+TEST(Run, AnthropicKeyNeverReachesTheRunFolder) {
+  const std::string key = "sk-ant-NEVER-IN-THE-ARCHIVE-42";
+  std::string answer = read_file(testing::fixture("replay/rmsnorm/02-faster.md").string());
+  testing::HttpServer server(
+      {{200, json{{"content", json::array({{{"type", "text"}, {"text", answer}}})},
+                  {"stop_reason", "end_turn"},
+                  {"usage", {{"input_tokens", 1000}, {"output_tokens", 500}}}}
+                 .dump()}});
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  // The key is set in the child's environment only.
+  auto r = testing::run_command("ANTHROPIC_API_KEY='" + key + "' '" + KHARNESS_BINARY +
+                                "' run --operator rmsnorm_h4096 --budget 2 --provider anthropic "
+                                "--base-url " +
+                                server.url() + " --compile-only --arch sm_90a --run-dir '" +
+                                run.string() + "' --hint 'try 128 threads' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find(key), std::string::npos);
+  const std::filesystem::path& run2 = run;
+  json c1 = record(run2, "c0001");
+  EXPECT_EQ(c1["status"], "COMPILED");
+  EXPECT_GT(c1["cost_usd"].get<double>(), 0.0) << "priced from configs/providers.json";
+  std::string all = everything_under(run2);
+  EXPECT_NE(all.find("try 128 threads"), std::string::npos) << "the hint is in the prompt";
+  EXPECT_EQ(all.find(key), std::string::npos) << "the API key leaked into the run folder";
+  auto reqs = server.requests();
+  ASSERT_FALSE(reqs.empty());
+  EXPECT_EQ(reqs.back().headers["x-api-key"], key);
+}
+
+TEST(Run, Unauthorized401StopsTheRunWithAClearMessage) {
+  testing::HttpServer server(
+      {{401,
+        R"({"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}})"}});
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = testing::run_command("ANTHROPIC_API_KEY=sk-bad '" + std::string(KHARNESS_BINARY) +
+                                "' run --operator rmsnorm_h4096 --budget 3 --provider anthropic "
+                                "--base-url " +
+                                server.url() + " --compile-only --arch sm_90a --run-dir '" +
+                                run.string() + "' 2>&1");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("kharness: error: anthropic: HTTP 401: invalid x-api-key"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(server.requests().size(), 1u);
+  // The seed's record and the summary are there all the same.
+  EXPECT_TRUE(std::filesystem::exists(run / "candidates" / "c0000" / "record.json"));
+  json summary = json::parse(read_file((run / "summary.json").string()));
+  EXPECT_EQ(summary["stop_reason"], "error");
+}
+
+TEST(Run, UsageErrors) {
+  auto r = kharness("run --budget 1 --provider replay --responses /nonexistent --compile-only");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  r = kharness(
+      "run --operator rmsnorm_h4096 --provider replay --responses /nonexistent "
+      "--compile-only --arch sm_90a --run-dir /tmp/kharness-never-created-run");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kharness
+
+namespace kharness {
+namespace {
+
+TEST(Run, DropoutRestartMasksHalfOfTheHistory) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = kharness(
+      "run --operator rmsnorm_h4096 --budget 3 --patience 2 --provider replay "
+      "--responses '" +
+      replay_dir() +
+      "' --compile-only --arch sm_90a --seed 5 "
+      "--run-dir '" +
+      run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(record(run, "c0002")["restart"], "");
+  json c3 = record(run, "c0003");
+  EXPECT_NE(c3["restart"].get<std::string>().find("dropout restart from c0000"), std::string::npos)
+      << c3.dump();
+  std::string prompt = read_file((run / "candidates" / "c0003" / "prompt.md").string());
+  bool saw1 = prompt.find("## c0001:") != std::string::npos;
+  bool saw2 = prompt.find("## c0002:") != std::string::npos;
+  EXPECT_NE(saw1, saw2) << "one of the two earlier records is masked";
+  EXPECT_NE(r.out.find("dropout restarts: 1"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kharness
