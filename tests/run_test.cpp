@@ -204,3 +204,28 @@ TEST(Run, DropoutRestartMasksHalfOfTheHistory) {
 
 }  // namespace
 }  // namespace kharness
+
+namespace kharness {
+namespace {
+
+TEST(Run, CtrlCStopsCleanlyAndCanResume) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  // A slow agent: each answer takes a second.
+  std::string agent = "sleep 1; cat '" + replay_dir() + "/01-same-speed.md'";
+  auto r = testing::run_command(
+      "( '" + std::string(KHARNESS_BINARY) +
+      "' run --operator rmsnorm_h4096 --budget 20 --provider command --command \"cat >/dev/null; " +
+      agent + "\" --compile-only --arch sm_90a --run-dir '" + run.string() +
+      "' & pid=$!; sleep 1.5; kill -INT $pid; wait $pid ) 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Interrupted: carry on with `kharness run --resume"), std::string::npos)
+      << r.out;
+  json summary = json::parse(read_file((run / "summary.json").string()));
+  EXPECT_EQ(summary["stop_reason"], "interrupted");
+  EXPECT_LE(summary["candidates"].size(), 3u);
+  EXPECT_TRUE(std::filesystem::exists(run / "candidates" / "c0001" / "record.json"));
+}
+
+}  // namespace
+}  // namespace kharness
