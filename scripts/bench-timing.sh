@@ -7,7 +7,8 @@
 # <= 1% for kernels >= 20 us; copy bandwidth within 10% of the measured ceiling.
 #
 #   scripts/bench-timing.sh [KHARNESS_BINARY]    PROCESSES (default 5), NCU (default ncu),
-#                                                ONLY (regex over "operator {axes}": a subset)
+#                                                ONLY (regex over "operator {axes}": a subset),
+#                                                NCU_CACHE_CONTROL (all | none; default all)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,6 +22,9 @@ import csv, io, json, os, statistics, subprocess, sys
 
 import re
 K, N, NCU = os.environ["KHARNESS"], int(os.environ["PROCESSES"]), os.environ["NCU"]
+# ncu flushes caches itself by default ("all"); "none" leaves it to kharness's own L2 flush, which
+# runs before every iteration: comparing the two separates ncu's fixed overhead from cache effects.
+NCU_CACHE = os.environ.get("NCU_CACHE_CONTROL", "all")
 ONLY = re.compile(os.environ.get("ONLY", ""))  # a regex over "operator {axes}" to run a subset
 
 def run(args, timeout=600):
@@ -40,7 +44,7 @@ def kernel_name(solution, op):
     return json.loads(out[out.index("{"):])["kernels"][0]["name"]
 
 def ncu_median(solution, op, uuid, kernel):
-    rc, out, err = run([NCU, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+    rc, out, err = run([NCU, "--clock-control", "none", "--cache-control", NCU_CACHE, "--metrics", "gpu__time_duration.sum", "--csv",
                         "--target-processes", "all", "--kernel-name", kernel, "--launch-skip", "4", "--launch-count", "12",
                         K, "bench", solution, "--operator", op, "--workloads", uuid, "--no-baseline",
                         "--timing", "official", "--warmup-runs", "2", "--iterations", "30", "--num-trials", "1",
