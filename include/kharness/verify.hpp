@@ -26,9 +26,6 @@ struct CheckRequest {
   // "compile" (compile and rules only: no GPU needed).
   std::string mode = "check";
   nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions, as JSON
-  // The solution timed interleaved with the candidate; empty: the operator's baseline. The
-  // controller passes its incumbent here to re-time a challenger against it.
-  std::filesystem::path baseline;
 };
 
 // Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)

@@ -155,7 +155,8 @@ struct Search::Impl {
     req.options.workloads = workloads;
     req.mode = mode;
     req.bench = options.bench;
-    req.baseline = base;
+    // The incumbent as the bench stage's baseline: timed interleaved with the candidate.
+    if (!base.empty()) req.bench["baseline_solution"] = std::filesystem::absolute(base).string();
     try {
       return check_solution(req);
     } catch (const Error& e) {

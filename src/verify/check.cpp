@@ -98,9 +98,7 @@ json request_json(const CheckRequest& r) {
           {"use_cache", r.use_cache},
           {"options", r.options.to_json()},
           {"mode", r.mode},
-          {"bench", r.bench},
-          {"baseline",
-           r.baseline.empty() ? std::string() : std::filesystem::absolute(r.baseline).string()}};
+          {"bench", r.bench}};
 }
 
 CheckRequest request_from_json(const json& j) {
@@ -114,7 +112,6 @@ CheckRequest request_from_json(const json& j) {
   r.options = verify::CheckOptions::from_json(j.value("options", json::object()));
   r.mode = j.value("mode", "check");
   r.bench = j.value("bench", json::object());
-  r.baseline = j.value("baseline", std::string());
   return r;
 }
 
@@ -295,15 +292,24 @@ int worker_main() {
       // The baseline, compiled like the candidate; an operator without one gets no speedup.
       std::unique_ptr<Solution> baseline;
       std::unique_ptr<CompileResult> baseline_compiled;
-      std::optional<std::filesystem::path> baseline_path = loaded.op.baseline;
-      if (!request.baseline.empty()) baseline_path = request.baseline;
-      if (bench_options.baseline && baseline_path) {
+      // `--baseline cublaslt` (or a definition's "baseline": "cublaslt") times the built-in
+      // cuBLASLt GEMM instead; `--baseline PATH` another solution.
+      std::string chosen = bench_options.baseline_solution;
+      if (chosen.empty() && loaded.op.definition.kharness.baseline == "cublaslt")
+        chosen = "cublaslt";
+      bench_options.baseline_solution = chosen;
+      std::optional<std::filesystem::path> baseline_path =
+          chosen.empty() ? loaded.op.baseline : std::optional<std::filesystem::path>(chosen);
+      if (bench_options.baseline && chosen == "cublaslt") {
+        baseline = std::make_unique<Solution>();
+        baseline->name = "cublaslt";
+      } else if (bench_options.baseline && baseline_path) {
         baseline = std::make_unique<Solution>(load_solution(*baseline_path));
         baseline_compiled = std::make_unique<CompileResult>(compile_solution(
             *baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
         if (!baseline_compiled->ok()) {
-          throw Error(ExitCode::kInternal, baseline_path->string(),
-                      "the baseline does not compile");
+          throw Error(chosen.empty() ? ExitCode::kInternal : ExitCode::kUsage,
+                      baseline_path->string(), "the baseline does not compile");
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
