@@ -312,7 +312,14 @@ struct Search::Impl {
     req.max_output_tokens = options.max_output_tokens;
     req.reasoning_effort = options.reasoning_effort;
     req.timeout_seconds = options.request_timeout;
+    std::vector<std::string> dirs;
+    for (const auto& d : options.operators_dirs) dirs.push_back(d.string());
+    // Facts for providers that do not read prose (tune: operator, operators_dirs, budget,
+    // rng_seed).
     req.context = {{"operator", op.definition.name},
+                   {"operators_dirs", dirs},
+                   {"budget", options.budget},
+                   {"rng_seed", options.seed},
                    {"definition_file", op.definition_file.string()},
                    {"seed", op.seed ? op.seed->string() : ""},
                    {"arch", options.arch},

@@ -1,0 +1,64 @@
+// `kharness run` on a GPU with the recorded rmsnorm answers (tests/fixtures/replay/rmsnorm): five
+// candidates with verdicts, the expected statuses, no promotion of a kernel that is the seed's
+// algorithm restated, and a summary. Skips without a GPU. Takes a few minutes on an H200 (the seed
+// and every correct candidate are validated and timed on all 16 workloads).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "../test_util.hpp"
+#include "device/driver.hpp"
+#include "kharness/device.hpp"
+#include "kharness/text.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+
+json record(const std::filesystem::path& run, const std::string& id) {
+  return json::parse(read_file((run / "candidates" / id / "record.json").string()));
+}
+
+TEST(RunGpu, ReplayFiveCandidatesOnRmsnorm) {
+  if (!gpu_available())
+    GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason();
+  testing::TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto out = tmp.path() / "best.cu";
+  auto r =
+      testing::kharness("run --operator rmsnorm_h4096 --budget 5 --provider replay --responses '" +
+                        testing::fixture("replay/rmsnorm").string() + "' --seed 1 --run-dir '" +
+                        run.string() + "' --out '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::cout << r.out;
+  json seed = record(run, "c0000");
+  EXPECT_EQ(seed["status"], "PASSED");
+  EXPECT_GT(seed["score"].get<double>(), 0.0);
+  json same = record(run, "c0001");
+  EXPECT_EQ(same["status"], "PASSED") << same.dump();
+  EXPECT_FALSE(same["promoted"].get<bool>())
+      << "the seed's own algorithm beat it beyond the noise: " << same.dump();
+  json faster = record(run, "c0002");
+  EXPECT_EQ(faster["status"], "PASSED") << faster.dump();
+  EXPECT_GT(faster["speedup_vs_parent"].get<double>(), 0.0);
+  json broken = record(run, "c0003");
+  EXPECT_EQ(broken["status"], "INCORRECT_NUMERICAL") << broken.dump();
+  EXPECT_EQ(broken["stage"], "representatives") << "the cascade stops it on the representatives";
+  EXPECT_GT(broken["saved_seconds"].get<double>(), 0.0);
+  EXPECT_FALSE(broken["promoted"].get<bool>());
+  EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
+  EXPECT_EQ(record(run, "c0005")["status"], "COMPILE_ERROR");
+  json summary = json::parse(read_file((run / "summary.json").string()));
+  EXPECT_EQ(summary["candidates"].size(), 6u);
+  EXPECT_EQ(summary["stop_reason"], "budget");
+  std::string best = summary["best"];
+  EXPECT_TRUE(best == "c0000" || best == "c0002") << best;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  EXPECT_NE(r.out.find("Shape cascade"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kharness
