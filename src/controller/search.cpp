@@ -513,7 +513,8 @@ struct Search::Impl {
       bool promoted_now = false;
       for (int i = 0; i < k; ++i) {
         auto& a = answers[static_cast<std::size_t>(i)];
-        if (!a || a->stop_reason == "replay_exhausted") continue;
+        // Nothing to record: the replay ran out, or Ctrl-C aborted the request.
+        if (!a || a->stop_reason == "replay_exhausted" || a->stop_reason == "interrupted") continue;
         CandidateRecord r;
         r.id = fmt::format("c{:04d}", next_id++);
         r.step = step;

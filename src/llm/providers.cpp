@@ -48,9 +48,15 @@ Answer malformed(const std::string& body, const std::string& why) {
 
 // An HTTP answer to an Answer, or the Error that stops the run.
 Answer finish(const std::string& provider, const HttpResponse& r,
-              Answer (*parse)(const std::string&)) {
+              Answer (*parse)(const std::string&), const std::atomic<bool>* cancel) {
   if (r.status >= 200 && r.status < 300) {
     Answer a = parse(r.body);
+    a.latency_seconds = r.seconds;
+    return a;
+  }
+  if (cancel && cancel->load()) {  // Ctrl-C aborted the request: no answer, and no error
+    Answer a;
+    a.stop_reason = "interrupted";
     a.latency_seconds = r.seconds;
     return a;
   }
@@ -84,7 +90,7 @@ class AnthropicProvider : public Provider {
     HttpResponse r = HttpClient().post_json(
         url_, {{"x-api-key", key_}, {"anthropic-version", "2023-06-01"}},
         anthropic_request_body(request, model).dump(), http_options(options_, request));
-    return finish("anthropic", r, parse_anthropic_response);
+    return finish("anthropic", r, parse_anthropic_response, options_.cancel);
   }
 
  private:
@@ -107,7 +113,7 @@ class OpenAIProvider : public Provider {
     HttpResponse r = HttpClient().post_json(url_, {{"Authorization", "Bearer " + key_}},
                                             openai_request_body(request, model).dump(),
                                             http_options(options_, request));
-    return finish("openai", r, parse_openai_response);
+    return finish("openai", r, parse_openai_response, options_.cancel);
   }
 
  private:
