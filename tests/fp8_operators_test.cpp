@@ -5,8 +5,10 @@
 // checks are in tests/gpu/fp8_reference_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
