@@ -3,7 +3,7 @@
 // block-scale MoE (moe_fp8_block_scale_ds_routing_topk8_ng8_kg4). The reference, the seed and
 // the baseline of each family are run through their own plans with PlanLauncher on small inline
 // definitions (sizes not multiples of the tiles where the kernels allow it) and on the real
-// gemm_fp8 shapes at small M. Inputs are made on the host: fp8 values with realistic scales; the
+// shapes at a few rows. Inputs are made on the host: fp8 values with realistic scales; the
 // host computes with the decoded fp8 values times their float32 scales, in double. Skips without
 // a GPU.
 #include <gtest/gtest.h>
@@ -35,23 +35,37 @@ namespace {
 
 constexpr const char* kMoe = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048";
 
-// Host values of one tensor: the element bytes and their exact decoded values.
+// Host bytes of one tensor, decoded on access (exact values of the stored elements).
 struct HostTensor {
   DType dtype = DType::kFloat32;
   std::vector<std::uint8_t> bytes;
-  std::vector<double> values;
+  double at(std::size_t i) const { return to_double(dtype, &bytes[i * dtype_size(dtype)]); }
+  std::vector<double> decoded() const {
+    std::vector<double> out(bytes.size() / dtype_size(dtype));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = at(i);
+    return out;
+  }
 };
 
-HostTensor make_tensor(DType dtype, std::size_t n, const std::function<double()>& draw) {
+// Elements [first, first + count) drawn from `draw`, rounded to the tensor's dtype.
+void fill_tensor(HostTensor* t, std::size_t first, std::size_t count,
+                 const std::function<double()>& draw) {
+  const std::size_t size = dtype_size(t->dtype);
+  for (std::size_t i = first; i < first + count; ++i)
+    from_double(t->dtype, draw(), &t->bytes[i * size]);
+}
+
+// n elements, all zero bytes (0.0 in every float dtype).
+HostTensor zero_tensor(DType dtype, std::size_t n) {
   HostTensor t;
   t.dtype = dtype;
-  const std::size_t size = dtype_size(dtype);
-  t.bytes.resize(n * size);
-  t.values.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    from_double(dtype, draw(), &t.bytes[i * size]);
-    t.values[i] = to_double(dtype, &t.bytes[i * size]);
-  }
+  t.bytes.assign(n * dtype_size(dtype), 0);
+  return t;
+}
+
+HostTensor make_tensor(DType dtype, std::size_t n, const std::function<double()>& draw) {
+  HostTensor t = zero_tensor(dtype, n);
+  fill_tensor(&t, 0, n, draw);
   return t;
 }
 
@@ -148,13 +162,14 @@ void check_gemm_fp8(const std::vector<Solution>& solutions, const Definition& de
   in["B"] = make_tensor(DType::kFloat8E4M3, n * k, [&] { return fp8_values(rng); });
   in["B_scale"] = make_tensor(DType::kFloat32, nb * kb, [&] { return b_scales(rng); });
 
+  const auto a = in["A"].decoded(), sa = in["A_scale"].decoded();
+  const auto b = in["B"].decoded(), sb = in["B_scale"].decoded();
   std::vector<double> exact(m * n);
   for (std::int64_t r = 0; r < m; ++r) {
     for (std::int64_t c = 0; c < n; ++c) {
       double sum = 0.0;
       for (std::int64_t i = 0; i < k; ++i) {
-        sum += in["A"].values[r * k + i] * in["A_scale"].values[r * kb + i / 128] *
-               in["B"].values[c * k + i] * in["B_scale"].values[(c / 128) * kb + i / 128];
+        sum += a[r * k + i] * sa[r * kb + i / 128] * b[c * k + i] * sb[(c / 128) * kb + i / 128];
       }
       exact[r * n + c] = sum;
     }
@@ -179,6 +194,16 @@ TEST(GemmFp8Reference, SeedAndBaselineMatchDoublePrecision) {
   check_gemm_fp8(solutions, op.definition, 17, 200, 256, 12);
   check_gemm_fp8(solutions, op.definition, 70, 130, 384, 13);
   check_gemm_fp8(solutions, op.definition, 3, 2112, 512, 14);  // the fused q_a/kv_a N
+}
+
+TEST(GemmFp8Reference, RealShapesAtSmallM) {
+  SKIP_WITHOUT_GPU();
+  const Operator op = OperatorRegistry::from_environment({}).load("gemm_fp8");
+  const auto solutions = family_solutions(op);
+  ASSERT_EQ(solutions.size(), 3u);
+  check_gemm_fp8(solutions, op.definition, 1, 2112, 7168, 31);   // q_a + kv_a
+  check_gemm_fp8(solutions, op.definition, 2, 24576, 1536, 32);  // q_b
+  check_gemm_fp8(solutions, op.definition, 5, 7168, 2048, 33);   // shared expert down
 }
 
 // ---- MoE ---------------------------------------------------------------------------------------
@@ -218,36 +243,28 @@ std::string small_moe_json() {
 
 struct MoeCase {
   std::int64_t T, E, EL, H, I;
-  int offset;
+  int offset;  // local_expert_offset; -1: the group of token 0's first choice (never idle)
   double scaling;
+  bool sparse_weights = false;  // random weights only for the experts some token selected
 };
 
-// The exact output in double, and per token whether its routing is decided by a clear margin
-// (a near-tie between the 8th and 9th expert or the 4th and 5th group could go either way in
-// float32; such tokens, rare, are not compared).
-void moe_exact(const MoeCase& c, std::map<std::string, HostTensor>& in, std::vector<double>* out,
-               std::vector<bool>* clear) {
-  const std::int64_t T = c.T, E = c.E, H = c.H, I = c.I, G = E / 8;
-  out->assign(T * H, 0.0);
-  clear->assign(T, true);
-  auto a = [&](std::int64_t t, std::int64_t h) {
-    return in["hidden_states"].values[t * H + h] *
-           in["hidden_states_scale"].values[(h / 128) * T + t];
-  };
-  auto w1 = [&](std::int64_t e, std::int64_t j, std::int64_t h) {
-    return in["gemm1_weights"].values[(e * 2 * I + j) * H + h] *
-           in["gemm1_weights_scale"].values[(e * (2 * I / 128) + j / 128) * (H / 128) + h / 128];
-  };
-  auto w2 = [&](std::int64_t e, std::int64_t h, std::int64_t i) {
-    return in["gemm2_weights"].values[(e * H + h) * I + i] *
-           in["gemm2_weights_scale"].values[(e * (H / 128) + h / 128) * (I / 128) + i / 128];
-  };
+// One token's routing in double: the selected experts with their weights, and whether the choice
+// is decided by a clear margin (a near-tie between the 8th and 9th expert or the 4th and 5th
+// group could go either way in float32; such tokens, rare, are not compared).
+struct Route {
+  std::vector<std::pair<int, double>> experts;  // global id, weight
+  bool clear = true;
+};
+
+std::vector<Route> moe_route(const MoeCase& c, const HostTensor& logits, const HostTensor& bias) {
+  const std::int64_t E = c.E, G = E / 8;
   const double margin = 1e-5;
-  for (std::int64_t t = 0; t < T; ++t) {
+  std::vector<Route> routes(c.T);
+  for (std::int64_t t = 0; t < c.T; ++t) {
     std::vector<double> s(E), sb(E);
     for (std::int64_t e = 0; e < E; ++e) {
-      s[e] = 1.0 / (1.0 + std::exp(-in["routing_logits"].values[t * E + e]));
-      sb[e] = s[e] + in["routing_bias"].values[e];
+      s[e] = 1.0 / (1.0 + std::exp(-logits.at(t * E + e)));
+      sb[e] = s[e] + bias.at(e);
     }
     std::vector<std::pair<double, int>> groups;
     for (int g = 0; g < 8; ++g) {
@@ -256,66 +273,102 @@ void moe_exact(const MoeCase& c, std::map<std::string, HostTensor>& in, std::vec
       groups.push_back({-(v[0] + (G > 1 ? v[1] : 0.0)), g});
     }
     std::sort(groups.begin(), groups.end());
-    if (-groups[3].first - -groups[4].first < margin) (*clear)[t] = false;
+    if (groups[4].first - groups[3].first < margin) routes[t].clear = false;
     std::vector<std::pair<double, int>> cand;
     for (int r = 0; r < 4; ++r)
       for (std::int64_t e = groups[r].second * G; e < (groups[r].second + 1) * G; ++e)
         cand.push_back({-sb[e], static_cast<int>(e)});
     std::sort(cand.begin(), cand.end());
-    if (cand.size() > 8 && -cand[7].first - -cand[8].first < margin) (*clear)[t] = false;
+    if (cand.size() > 8 && cand[8].first - cand[7].first < margin) routes[t].clear = false;
     double s_sum = 0.0;
     for (int r = 0; r < 8; ++r) s_sum += s[cand[r].second];
-    for (int r = 0; r < 8; ++r) {
-      const int le = cand[r].second - c.offset;
+    for (int r = 0; r < 8; ++r)
+      routes[t].experts.push_back({cand[r].second, s[cand[r].second] / s_sum * c.scaling});
+  }
+  return routes;
+}
+
+// The exact output in double.
+std::vector<double> moe_exact(const MoeCase& c, int offset, const std::vector<Route>& routes,
+                              const std::map<std::string, HostTensor>& in) {
+  const std::int64_t T = c.T, H = c.H, I = c.I;
+  std::vector<double> out(T * H, 0.0);
+  const HostTensor &w1 = in.at("gemm1_weights"), &s1 = in.at("gemm1_weights_scale");
+  const HostTensor &w2 = in.at("gemm2_weights"), &s2 = in.at("gemm2_weights_scale");
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::vector<double> a(H);
+    for (std::int64_t h = 0; h < H; ++h)
+      a[h] =
+          in.at("hidden_states").at(t * H + h) * in.at("hidden_states_scale").at((h / 128) * T + t);
+    for (const auto& [expert, weight] : routes[t].experts) {
+      const std::int64_t le = expert - offset;
       if (le < 0 || le >= c.EL) continue;
-      const double weight = s[cand[r].second] / s_sum * c.scaling;
       std::vector<double> act(I);
       for (std::int64_t i = 0; i < I; ++i) {
         double up = 0.0, gate = 0.0;
         for (std::int64_t h = 0; h < H; ++h) {
-          up += a(t, h) * w1(le, i, h);
-          gate += a(t, h) * w1(le, I + i, h);
+          const double su = s1.at((le * (2 * I / 128) + i / 128) * (H / 128) + h / 128);
+          const double sg = s1.at((le * (2 * I / 128) + (I + i) / 128) * (H / 128) + h / 128);
+          up += a[h] * w1.at((le * 2 * I + i) * H + h) * su;
+          gate += a[h] * w1.at((le * 2 * I + I + i) * H + h) * sg;
         }
         act[i] = gate / (1.0 + std::exp(-gate)) * up;
       }
       for (std::int64_t h = 0; h < H; ++h) {
         double o = 0.0;
-        for (std::int64_t i = 0; i < I; ++i) o += act[i] * w2(le, h, i);
-        (*out)[t * H + h] += weight * o;
+        for (std::int64_t i = 0; i < I; ++i)
+          o += act[i] * w2.at((le * H + h) * I + i) *
+               s2.at((le * (H / 128) + h / 128) * (I / 128) + i / 128);
+        out[t * H + h] += weight * o;
       }
     }
   }
+  return out;
 }
 
 void check_moe(const std::vector<Solution>& solutions, const Definition& definition,
                const MoeCase& c, std::uint64_t seed) {
-  SCOPED_TRACE(definition.name + " seq_len=" + std::to_string(c.T) +
-               " local_expert_offset=" + std::to_string(c.offset));
   const std::int64_t T = c.T, E = c.E, EL = c.EL, H = c.H, I = c.I;
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> logits(0.0, 1.0), fp8_values(0.0, 150.0);
   std::uniform_real_distribution<double> bias(-0.05, 0.05), hs(0.005, 0.015), s1(5e-5, 1.5e-4),
       s2(1e-3, 3e-3);
-  // Hidden and intermediate sizes are small here: scale the weights up so the GEMM outputs keep
-  // the magnitudes of the real shapes (sqrt(7168 / H) and sqrt(2048 / I)).
+  // Hidden and intermediate sizes may be small here: scale the weights up so the GEMM outputs
+  // keep the magnitudes of the real shapes (sqrt(7168 / H) and sqrt(2048 / I)).
   const double k1 = std::sqrt(7168.0 / H), k2 = std::sqrt(2048.0 / I);
   std::map<std::string, HostTensor> in;
   in["routing_logits"] = make_tensor(DType::kFloat32, T * E, [&] { return logits(rng); });
   in["routing_bias"] = make_tensor(DType::kBFloat16, E, [&] { return bias(rng); });
+  const std::vector<Route> routes = moe_route(c, in["routing_logits"], in["routing_bias"]);
+  const int offset =
+      c.offset >= 0 ? c.offset : static_cast<int>(routes[0].experts[0].first / EL * EL);
+  SCOPED_TRACE(definition.name + " seq_len=" + std::to_string(T) +
+               " local_expert_offset=" + std::to_string(offset));
   in["hidden_states"] = make_tensor(DType::kFloat8E4M3, T * H, [&] { return fp8_values(rng); });
   in["hidden_states_scale"] = make_tensor(DType::kFloat32, (H / 128) * T, [&] { return hs(rng); });
-  in["gemm1_weights"] =
-      make_tensor(DType::kFloat8E4M3, EL * 2 * I * H, [&] { return fp8_values(rng); });
   in["gemm1_weights_scale"] =
       make_tensor(DType::kFloat32, EL * (2 * I / 128) * (H / 128), [&] { return k1 * s1(rng); });
-  in["gemm2_weights"] =
-      make_tensor(DType::kFloat8E4M3, EL * H * I, [&] { return fp8_values(rng); });
   in["gemm2_weights_scale"] =
       make_tensor(DType::kFloat32, EL * (H / 128) * (I / 128), [&] { return k2 * s2(rng); });
+  in["gemm1_weights"] = zero_tensor(DType::kFloat8E4M3, EL * 2 * I * H);
+  in["gemm2_weights"] = zero_tensor(DType::kFloat8E4M3, EL * H * I);
+  std::vector<bool> used(EL, !c.sparse_weights);
+  int local_selections = 0;
+  for (const Route& r : routes) {
+    for (const auto& [expert, weight] : r.experts) {
+      if (expert < offset || expert >= offset + EL) continue;
+      used[expert - offset] = true;
+      ++local_selections;
+    }
+  }
+  for (std::int64_t e = 0; e < EL; ++e) {
+    if (!used[e]) continue;
+    fill_tensor(&in["gemm1_weights"], e * 2 * I * H, 2 * I * H, [&] { return fp8_values(rng); });
+    fill_tensor(&in["gemm2_weights"], e * H * I, H * I, [&] { return fp8_values(rng); });
+  }
+  EXPECT_GT(local_selections, 0) << "no token chose a local expert: a weak case";
 
-  std::vector<double> exact;
-  std::vector<bool> clear;
-  moe_exact(c, in, &exact, &clear);
+  const std::vector<double> exact = moe_exact(c, offset, routes, in);
   double max_abs = 0.0;
   for (double v : exact) max_abs = std::max(max_abs, std::fabs(v));
 
@@ -328,7 +381,7 @@ void check_moe(const std::vector<Solution>& solutions, const Definition& definit
                          {"num_hidden_blocks", H / 128},
                          {"num_intermediate_blocks", I / 128},
                          {"num_gemm1_out_blocks", 2 * I / 128}};
-  const std::map<std::string, nlohmann::json> scalars = {{"local_expert_offset", c.offset},
+  const std::map<std::string, nlohmann::json> scalars = {{"local_expert_offset", offset},
                                                          {"routed_scaling_factor", c.scaling}};
   const char* roles[] = {"reference", "seed", "baseline"};
   for (std::size_t s = 0; s < solutions.size(); ++s) {
@@ -336,7 +389,7 @@ void check_moe(const std::vector<Solution>& solutions, const Definition& definit
     if (got.empty()) continue;
     std::vector<double> g, x;
     for (std::int64_t t = 0; t < T; ++t) {
-      if (!clear[t]) continue;
+      if (!routes[t].clear) continue;
       g.insert(g.end(), got.begin() + t * H, got.begin() + (t + 1) * H);
       x.insert(x.end(), exact.begin() + t * H, exact.begin() + (t + 1) * H);
     }
@@ -356,6 +409,17 @@ TEST(MoeFp8Reference, SmallShapesMatchDoublePrecision) {
   check_moe(solutions, small, {1, 32, 8, 256, 128, 8, 2.5}, 21);
   check_moe(solutions, small, {5, 32, 8, 256, 128, 0, 2.5}, 22);
   check_moe(solutions, small, {70, 32, 8, 256, 128, 24, 1.0}, 23);
+}
+
+// The real definition (7168 x 2048, 32 of 256 experts) at a few tokens, with the rank chosen so
+// that a token is routed to it; only selected experts get random weights (the rest are zeros,
+// never read by a correct kernel).
+TEST(MoeFp8Reference, RealDefinitionAtFewTokens) {
+  SKIP_WITHOUT_GPU();
+  const Operator op = OperatorRegistry::from_environment({}).load(kMoe);
+  const auto solutions = family_solutions(op);
+  ASSERT_EQ(solutions.size(), 3u);
+  check_moe(solutions, op.definition, {3, 256, 32, 7168, 2048, -1, 2.5, true}, 41);
 }
 
 }  // namespace
