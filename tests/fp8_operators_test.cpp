@@ -136,6 +136,17 @@ TEST(Fp8Operators, GemmFp8SeedCompilesWithOtherTileMacros) {
   auto rejected = kharness("compile '" + file.string() + "' --operator gemm_fp8 --arch sm_90a");
   EXPECT_NE(rejected.exit_code, 0) << rejected.out;
   EXPECT_NE(rejected.out.find("GEMM_FP8_BK must be"), std::string::npos) << rejected.out;
+  // The tensor-core variant (mma.sync e4m3, sm_89 and later) for Hopper and Blackwell.
+  std::ifstream again(testing::source_dir() / "operators/_families/gemm_fp8/seed.cu");
+  std::string mma((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  mma.replace(mma.find(from), from.size(),
+              R"("compile_options": ["-std=c++17", "-DGEMM_FP8_MMA=1"])");
+  std::ofstream(dir.path() / "mma.cu") << mma;
+  for (const char* arch : {"sm_90a", "sm_100a"}) {
+    auto r = kharness("compile '" + (dir.path() / "mma.cu").string() +
+                      "' --operator gemm_fp8 --arch " + arch);
+    EXPECT_EQ(r.exit_code, 0) << arch << ": " << r.out;
+  }
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -146,10 +149,28 @@ std::vector<Solution> family_solutions(const Operator& op) {
   return out;
 }
 
+// `path` with its plan's compile options replaced by `options` (a JSON array's contents), as
+// the tune provider makes variants of a seed.
+Solution with_compile_options(const std::filesystem::path& path, const std::string& options,
+                              const std::filesystem::path& out) {
+  std::ifstream in(path);
+  std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = R"("compile_options": ["-std=c++17"])";
+  const auto at = source.find(from);
+  EXPECT_NE(at, std::string::npos) << path;
+  if (at != std::string::npos)
+    source.replace(at, from.size(), "\"compile_options\": [" + options + "]");
+  std::ofstream(out) << source;
+  return load_solution(out);
+}
+
 // ---- gemm_fp8 ----------------------------------------------------------------------------------
 
+// Each solution (named by `roles`) against the exact product: within bf16 rounding plus `abs`.
 void check_gemm_fp8(const std::vector<Solution>& solutions, const Definition& definition,
-                    std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed) {
+                    std::int64_t m, std::int64_t n, std::int64_t k, std::uint64_t seed,
+                    const std::vector<std::string>& roles = {"reference", "seed", "baseline"},
+                    double abs = 1e-4) {
   SCOPED_TRACE("gemm_fp8 M=" + std::to_string(m) + " N=" + std::to_string(n) +
                " K=" + std::to_string(k));
   const std::int64_t kb = k / 128, nb = (n + 127) / 128;
@@ -175,11 +196,9 @@ void check_gemm_fp8(const std::vector<Solution>& solutions, const Definition& de
     }
   }
   const Bindings axes = {{"M", m}, {"N", n}, {"K", k}, {"num_k_blocks", kb}, {"num_n_blocks", nb}};
-  const char* roles[] = {"reference", "seed", "baseline"};
   for (std::size_t s = 0; s < solutions.size(); ++s) {
     auto got = run_solution(solutions[s], definition, axes, in, {}, "C", m * n);
-    // float32 accumulation of K terms of size ~0.01: far below 1e-4 absolute.
-    expect_close(got, exact, 1e-4, roles[s]);
+    expect_close(got, exact, abs, roles.at(s));
   }
 }
 
@@ -194,6 +213,33 @@ TEST(GemmFp8Reference, SeedAndBaselineMatchDoublePrecision) {
   check_gemm_fp8(solutions, op.definition, 17, 200, 256, 12);
   check_gemm_fp8(solutions, op.definition, 70, 130, 384, 13);
   check_gemm_fp8(solutions, op.definition, 3, 2112, 512, 14);  // the fused q_a/kv_a N
+}
+
+// The seed's tensor-core variant (GEMM_FP8_MMA=1) at its default and at other tile sizes. The
+// fp8 products of a 128-wide K block are summed at the tensor core's own precision before the
+// float32 promotion, so the absolute allowance is 2e-3 (|C| ~ 1; the definition allows 0.01).
+TEST(GemmFp8Reference, SeedTensorCoreVariantMatchesDoublePrecision) {
+  SKIP_WITHOUT_GPU();
+  const Operator op = OperatorRegistry::from_environment({}).load("gemm_fp8");
+  ASSERT_TRUE(op.seed.has_value());
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::vector<Solution> variants = {
+      with_compile_options(*op.seed, R"("-std=c++17", "-DGEMM_FP8_MMA=1")",
+                           dir / "kharness-gemm-fp8-mma-default.cu"),
+      with_compile_options(*op.seed,
+                           R"("-std=c++17", "-DGEMM_FP8_MMA=1", "-DGEMM_FP8_BM=128",)"
+                           R"( "-DGEMM_FP8_BN=128", "-DGEMM_FP8_BK=128")",
+                           dir / "kharness-gemm-fp8-mma-128.cu"),
+      with_compile_options(*op.seed,
+                           R"("-std=c++17", "-DGEMM_FP8_MMA=1", "-DGEMM_FP8_BM=32",)"
+                           R"( "-DGEMM_FP8_BN=64", "-DGEMM_FP8_BK=64")",
+                           dir / "kharness-gemm-fp8-mma-32.cu")};
+  const std::vector<std::string> roles = {"mma 64x128x32", "mma 128x128x128", "mma 32x64x64"};
+  check_gemm_fp8(variants, op.definition, 1, 100, 128, 51, roles, 2e-3);
+  check_gemm_fp8(variants, op.definition, 17, 200, 256, 52, roles, 2e-3);
+  check_gemm_fp8(variants, op.definition, 70, 130, 384, 53, roles, 2e-3);
+  check_gemm_fp8(variants, op.definition, 3, 2112, 512, 54, roles, 2e-3);
+  check_gemm_fp8(variants, op.definition, 130, 7168, 2048, 55, roles, 2e-3);
 }
 
 TEST(GemmFp8Reference, RealShapesAtSmallM) {
