@@ -69,7 +69,8 @@ extern "C" __global__ void __launch_bounds__(kScoreThreads)
       k_index_cache_fp8 + static_cast<size_t>(page) * kPageSize * (kDim + 4);
 
   fp8_table[threadIdx.x] = e4m3(threadIdx.x);  // 256 threads: one entry each
-  if (threadIdx.x < kHeads) w_s[threadIdx.x] = weights[static_cast<size_t>(b) * kHeads + threadIdx.x];
+  if (threadIdx.x < kHeads)
+    w_s[threadIdx.x] = weights[static_cast<size_t>(b) * kHeads + threadIdx.x];
   const unsigned int* k_words = reinterpret_cast<const unsigned int*>(page_base);
   for (int i = threadIdx.x; i < kPageSize * kDim / 4; i += kScoreThreads) {
     k_s[(i / (kDim / 4)) * kRowWords + i % (kDim / 4)] = k_words[i];

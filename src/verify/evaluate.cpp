@@ -434,9 +434,9 @@ class Evaluator {
     CompareContext context = compare_context(b, inputs);
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
-      OutputCheck check = comparator_(t.name, t.dtype, expected[i].data(), got[i].data(),
-                                      expected[i].size() / dtype_size(t.dtype), tolerance_, 0,
-                                      context);
+      OutputCheck check =
+          comparator_(t.name, t.dtype, expected[i].data(), got[i].data(),
+                      expected[i].size() / dtype_size(t.dtype), tolerance_, 0, context);
       trial.comparisons.push_back(check.comparison);
       if (check.reference_unwritten > 0) {
         throw Error(ExitCode::kInternal, "reference",

@@ -74,8 +74,8 @@ std::vector<std::int64_t> make_indices(std::uint64_t n, std::int64_t max, std::u
 std::vector<std::int64_t> make_sparse_indices(std::uint64_t rows, std::uint64_t k,
                                               std::int64_t min_valid, std::int64_t max,
                                               std::uint64_t seed) {
-  const auto lo = static_cast<std::uint64_t>(std::clamp<std::int64_t>(min_valid, 0,
-                                                                      static_cast<std::int64_t>(k)));
+  const auto lo = static_cast<std::uint64_t>(
+      std::clamp<std::int64_t>(min_valid, 0, static_cast<std::int64_t>(k)));
   if (max < 0 || lo > static_cast<std::uint64_t>(max) + 1) {
     throw std::invalid_argument(
         fmt::format("{} distinct values per row do not fit in [0, {}]", lo, max));
@@ -116,7 +116,8 @@ std::vector<std::uint8_t> make_fp8_cache_with_scales(std::uint64_t pages, std::i
     std::uint8_t* page = out.data() + p * page_bytes;
     for (std::uint64_t i = 0; i < ps * hd; i += 4) {
       std::uint64_t r = rng();
-      for (std::uint64_t j = 0; j < 4 && i + j < ps * hd; ++j, r >>= 16) page[i + j] = codes[r & 4095];
+      for (std::uint64_t j = 0; j < 4 && i + j < ps * hd; ++j, r >>= 16)
+        page[i + j] = codes[r & 4095];
     }
     for (std::uint64_t s = 0; s < ps; ++s) {
       const float v = scale(rng);

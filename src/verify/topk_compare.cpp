@@ -52,8 +52,8 @@ struct RowTally {
 
 // One row; updates `t`.
 void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* got,
-                 std::uint64_t row, std::uint64_t k, const TopkScorer& scorer,
-                 const Tolerance& tol, RowTally& t) {
+                 std::uint64_t row, std::uint64_t k, const TopkScorer& scorer, const Tolerance& tol,
+                 RowTally& t) {
   const std::uint64_t base = row * k;
   const std::size_t size = dtype_size(dtype);
   const std::vector<std::uint8_t> poison = poison_element(dtype);
@@ -130,6 +130,7 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
     }
   }
   // Indices of the reference the candidate left out: only a tie at the threshold may be.
+  std::uint64_t missing_high = 0;
   for (std::uint64_t j = 0; j < k; ++j) {
     const std::int64_t v = read_index(dtype, expected, base + j);
     if (v == -1 || g_set.count(v)) continue;
@@ -140,19 +141,21 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
       t.max_gap = std::max(t.max_gap, gap);
       if (threshold != 0) t.max_rel_gap = std::max(t.max_rel_gap, gap / std::fabs(threshold));
       // Attributed to the reference's position (the candidate has something else there).
-      const double got_here = j < k ? static_cast<double>(read_index(dtype, got, base + j)) : 0.0;
-      t.bad(static_cast<std::int64_t>(base + j), static_cast<double>(v), got_here);
+      t.bad(static_cast<std::int64_t>(base + j), static_cast<double>(v),
+            static_cast<double>(read_index(dtype, got, base + j)));
+      ++missing_high;
     }
   }
-  // As many selected as the reference: fewer (extra -1) or more (fewer -1) is wrong.
+  // As many selected as the reference: too few (extra -1s; not already counted as missing) or
+  // too many (fewer -1s) is wrong, one mismatch per id.
   const std::uint64_t want = e.size();
-  if (selected != want) {
-    const std::uint64_t diff = selected > want ? selected - want : want - selected;
-    for (std::uint64_t n = 0; n < diff; ++n) {
-      const std::uint64_t j = std::min<std::uint64_t>(k - 1, std::min(want, selected) + n);
-      t.bad(static_cast<std::int64_t>(base + j), expected_at(j),
-            static_cast<double>(read_index(dtype, got, base + j)));
-    }
+  std::uint64_t more = 0;
+  if (selected < want) more = want - selected > missing_high ? want - selected - missing_high : 0;
+  if (selected > want) more = selected - want;
+  for (std::uint64_t n = 0; n < more; ++n) {
+    const std::uint64_t j = std::min<std::uint64_t>(k - 1, std::min(want, selected) + n);
+    t.bad(static_cast<std::int64_t>(base + j), expected_at(j),
+          static_cast<double>(read_index(dtype, got, base + j)));
   }
 }
 
@@ -198,11 +201,13 @@ TopkScorer dsa_indexer_scorer(const CompareContext& c) {
     const std::int64_t seq_len = std::clamp<std::int64_t>(seq_lens[b], 0, max_pages * page_size);
     // Page id -> its position in the request's page list (the request's tokens only).
     std::unordered_map<std::int64_t, std::int64_t> position;
-    for (std::int64_t p = 0; p * page_size < seq_len; ++p) position[block_table[b * max_pages + p]] = p;
+    for (std::int64_t p = 0; p * page_size < seq_len; ++p)
+      position[block_table[b * max_pages + p]] = p;
     return [=, position = std::move(position)](std::int64_t token) -> double {
       if (token < 0 || token >= num_pages * page_size) return kNaN;
       auto it = position.find(token / page_size);
-      if (it == position.end() || it->second * page_size + token % page_size >= seq_len) return kNaN;
+      if (it == position.end() || it->second * page_size + token % page_size >= seq_len)
+        return kNaN;
       return dsa_indexer_score(q, cache, weights, b, token, heads, dim, page_size);
     };
   };
@@ -236,12 +241,13 @@ OutputCheck compare_topk_rows(const std::string& tensor, DType dtype, const std:
                               const TopkScorer& scorer, const Tolerance& tolerance,
                               unsigned threads) {
   if (dtype != DType::kInt32 && dtype != DType::kInt64) {
-    throw input_error("topk_set comparator",
-                      fmt::format("{} is {}; top-k indices must be int32 or int64", tensor,
-                                  dtype_name(dtype)));
+    throw input_error(
+        "topk_set comparator",
+        fmt::format("{} is {}; top-k indices must be int32 or int64", tensor, dtype_name(dtype)));
   }
   if (threads == 0) threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  threads = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, rows)));
+  threads =
+      static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, rows)));
   std::vector<RowTally> parts(threads);
   auto work = [&](unsigned t) {
     for (std::uint64_t r = t; r < rows; r += threads)
@@ -271,9 +277,9 @@ OutputCheck compare_topk_rows(const std::string& tensor, DType dtype, const std:
     out.reference_unwritten += p.reference_poison;
   }
   const std::uint64_t bad = c.mismatches + out.poison_left;
-  c.matched_ratio =
-      c.elements == 0 ? 1.0 : 1.0 - static_cast<double>(std::min(bad, c.elements)) /
-                                        static_cast<double>(c.elements);
+  c.matched_ratio = c.elements == 0 ? 1.0
+                                    : 1.0 - static_cast<double>(std::min(bad, c.elements)) /
+                                                static_cast<double>(c.elements);
   return out;
 }
 

@@ -103,7 +103,7 @@ TEST(DsaSparseAttentionReference, MatchesDoublePrecision) {
   std::vector<std::int32_t> rows(kRows);
   std::iota(rows.begin(), rows.end(), 0);
   std::shuffle(rows.begin(), rows.end(), rng);
-  std::copy(rows.begin(), rows.begin() + kTopk, indices.begin());  // token 0: a full row
+  std::copy(rows.begin(), rows.begin() + kTopk, indices.begin());          // token 0: a full row
   for (int j = 0; j < 5; ++j) indices[kTopk + 7 + 400 * j] = rows[j * 3];  // token 1: 5 scattered
   indices[2 * kTopk + kTopk - 1] = rows[11];                               // token 2: one index
   // token 3: only padding.
@@ -125,9 +125,12 @@ TEST(DsaSparseAttentionReference, MatchesDoublePrecision) {
   env.axes = {{"num_tokens", kTokens}, {"num_qo_heads", kHeads}, {"head_dim_ckv", kCkv},
               {"head_dim_kpe", kKpe},  {"page_size", kPage},     {"topk", kTopk},
               {"num_pages", kPages}};
-  env.tensors = {{"q_nope", dqn.ptr()},         {"q_pe", dqp.ptr()},
-                 {"ckv_cache", dckv.ptr()},     {"kpe_cache", dkpe.ptr()},
-                 {"sparse_indices", didx.ptr()}, {"output", dout.ptr()},
+  env.tensors = {{"q_nope", dqn.ptr()},
+                 {"q_pe", dqp.ptr()},
+                 {"ckv_cache", dckv.ptr()},
+                 {"kpe_cache", dkpe.ptr()},
+                 {"sparse_indices", didx.ptr()},
+                 {"output", dout.ptr()},
                  {"lse", dlse.ptr()}};
   env.scalars = {{"sm_scale", nlohmann::json(sm_scale)}};
   const device::LaunchOutcome outcome = launcher.launch(env, stream.get(), true);
@@ -197,8 +200,7 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
   SKIP_WITHOUT_GPU();
   constexpr int kBatch = 4, kHeads = 64, kDim = 128, kPage = 64, kTopk = 2048;
   constexpr int kMaxPages = 40, kPages = 4 * kMaxPages;
-  Compiled c =
-      compile_reference("dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", "dsa_topk_indexer");
+  Compiled c = compile_reference("dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", "dsa_topk_indexer");
   ASSERT_TRUE(c.result.ok()) << c.result.log;
   device::PrimaryContext context(0);
   device::Module module(c.result.cubin);
@@ -212,7 +214,8 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
   for (auto& x : wv) x = w_dist(rng);
   const auto q_bytes = encode(DType::kFloat8E4M3, qv);
   const auto w_bytes = encode(DType::kFloat32, wv);
-  const auto cache = verify::make_fp8_cache_with_scales(kPages, kPage, kDim, 100.0, 0.005, 0.012, 5);
+  const auto cache =
+      verify::make_fp8_cache_with_scales(kPages, kPage, kDim, 100.0, 0.005, 0.012, 5);
   const std::vector<std::int32_t> seq_lens = {2500, kTopk, 100, 0};
   std::vector<std::int32_t> block_table(std::size_t{kBatch} * kMaxPages);
   {
@@ -224,8 +227,7 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
 
   device::DeviceBuffer dq(q_bytes.size()), dk(cache.size()), dw(w_bytes.size()),
       dlen(seq_lens.size() * 4), dtable(block_table.size() * 4),
-      dout(std::size_t{kBatch} * kTopk * 4),
-      dws(std::size_t{kBatch} * kMaxPages * kPage * 4);
+      dout(std::size_t{kBatch} * kTopk * 4), dws(std::size_t{kBatch} * kMaxPages * kPage * 4);
   dq.upload(q_bytes.data(), q_bytes.size());
   dk.upload(cache.data(), cache.size());
   dw.upload(w_bytes.data(), w_bytes.size());
@@ -236,11 +238,17 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
 
   device::LaunchEnv env;
   env.definition = &c.op.definition;
-  env.axes = {{"batch_size", kBatch},    {"num_index_heads", kHeads}, {"index_head_dim", kDim},
-              {"page_size", kPage},      {"topk", kTopk},             {"max_num_pages", kMaxPages},
-              {"num_pages", kPages},     {"kv_cache_num_heads", 1},   {"head_dim_with_scale", 132}};
-  env.tensors = {{"q_index_fp8", dq.ptr()}, {"k_index_cache_fp8", dk.ptr()},
-                 {"weights", dw.ptr()},     {"seq_lens", dlen.ptr()},
+  env.axes = {{"batch_size", kBatch},
+              {"num_index_heads", kHeads},
+              {"index_head_dim", kDim},
+              {"page_size", kPage},
+              {"topk", kTopk},
+              {"max_num_pages", kMaxPages},
+              {"num_pages", kPages},
+              {"kv_cache_num_heads", 1},
+              {"head_dim_with_scale", 132}};
+  env.tensors = {{"q_index_fp8", dq.ptr()},     {"k_index_cache_fp8", dk.ptr()},
+                 {"weights", dw.ptr()},         {"seq_lens", dlen.ptr()},
                  {"block_table", dtable.ptr()}, {"topk_indices", dout.ptr()}};
   env.workspace = dws.ptr();
   const device::LaunchOutcome outcome = launcher.launch(env, stream.get(), true);
@@ -285,7 +293,8 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
         EXPECT_EQ(id, -1) << "position " << j;
         continue;
       }
-      ASSERT_TRUE(score.count(id)) << "position " << j << ": " << id << " is not a token of the request";
+      ASSERT_TRUE(score.count(id))
+          << "position " << j << ": " << id << " is not a token of the request";
       EXPECT_TRUE(chosen.insert(id).second) << "duplicate " << id;
       EXPECT_GE(score[id], threshold - tie) << "id " << id;
     }

@@ -64,7 +64,8 @@ extern "C" __global__ void dsa_sparse_attention_reference(
     float dot = 0.0f;
     for (int d = 0; d < head_dim_ckv; ++d) dot += __bfloat162float(qn[d]) * __bfloat162float(kc[d]);
     float dot_pe = 0.0f;
-    for (int d = 0; d < head_dim_kpe; ++d) dot_pe += __bfloat162float(qp[d]) * __bfloat162float(kp[d]);
+    for (int d = 0; d < head_dim_kpe; ++d)
+      dot_pe += __bfloat162float(qp[d]) * __bfloat162float(kp[d]);
     logits[i] = (dot + dot_pe) * sm_scale;
   }
   red[threadIdx.x] = static_cast<float>(valid);
@@ -93,7 +94,8 @@ extern "C" __global__ void dsa_sparse_attention_reference(
   const float max_logit = red[0];
   __syncthreads();
 
-  // 3. Unnormalised probabilities exp(logit - max) in place (padding: exp(-inf) = 0), and their sum.
+  // 3. Unnormalised probabilities exp(logit - max) in place (padding: exp(-inf) = 0), and their
+  // sum.
   float s = 0.0f;
   for (int i = threadIdx.x; i < topk; i += kThreads) {
     const float p = expf(logits[i] - max_logit);

@@ -48,8 +48,8 @@ __device__ __forceinline__ float e4m3(unsigned char b) {
 
 extern "C" __global__ void dsa_indexer_scores_reference(
     const unsigned char* q_index_fp8, const unsigned char* k_index_cache_fp8, const float* weights,
-    const int* seq_lens, const int* block_table, float* scores, int batch_size,
-    int num_index_heads, int index_head_dim, int page_size, int max_num_pages) {
+    const int* seq_lens, const int* block_table, float* scores, int batch_size, int num_index_heads,
+    int index_head_dim, int page_size, int max_num_pages) {
   const int b = blockIdx.y;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= batch_size) return;
@@ -61,13 +61,12 @@ extern "C" __global__ void dsa_indexer_scores_reference(
   const unsigned char* page_base =
       k_index_cache_fp8 + static_cast<size_t>(page) * page_size * (index_head_dim + 4);
   const unsigned char* k = page_base + static_cast<size_t>(slot) * index_head_dim;
-  const float scale =
-      *reinterpret_cast<const float*>(page_base + static_cast<size_t>(page_size) * index_head_dim +
-                                      static_cast<size_t>(slot) * 4);
+  const float scale = *reinterpret_cast<const float*>(
+      page_base + static_cast<size_t>(page_size) * index_head_dim + static_cast<size_t>(slot) * 4);
   float score = 0.0f;
   for (int h = 0; h < num_index_heads; ++h) {
-    const unsigned char* q = q_index_fp8 + (static_cast<size_t>(b) * num_index_heads + h) *
-                                               index_head_dim;
+    const unsigned char* q =
+        q_index_fp8 + (static_cast<size_t>(b) * num_index_heads + h) * index_head_dim;
     float dot = 0.0f;
     for (int d = 0; d < index_head_dim; ++d) dot += e4m3(q[d]) * (e4m3(k[d]) * scale);
     score += weights[static_cast<size_t>(b) * num_index_heads + h] * fmaxf(dot, 0.0f);
@@ -81,9 +80,10 @@ __device__ __forceinline__ unsigned int order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-extern "C" __global__ void dsa_indexer_select_reference(
-    const float* scores, const int* seq_lens, const int* block_table, int* topk_indices,
-    int batch_size, int page_size, int max_num_pages, int topk) {
+extern "C" __global__ void dsa_indexer_select_reference(const float* scores, const int* seq_lens,
+                                                        const int* block_table, int* topk_indices,
+                                                        int batch_size, int page_size,
+                                                        int max_num_pages, int topk) {
   __shared__ unsigned int count;
   const int b = blockIdx.x;
   if (b >= batch_size) return;

@@ -41,14 +41,11 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads)
-    dsa_attention_baseline(const __nv_bfloat16* __restrict__ q_nope,
-                           const __nv_bfloat16* __restrict__ q_pe,
-                           const __nv_bfloat16* __restrict__ ckv_cache,
-                           const __nv_bfloat16* __restrict__ kpe_cache,
-                           const int* __restrict__ sparse_indices, float sm_scale,
-                           __nv_bfloat16* __restrict__ output, float* __restrict__ lse,
-                           int num_tokens) {
+extern "C" __global__ void __launch_bounds__(kThreads) dsa_attention_baseline(
+    const __nv_bfloat16* __restrict__ q_nope, const __nv_bfloat16* __restrict__ q_pe,
+    const __nv_bfloat16* __restrict__ ckv_cache, const __nv_bfloat16* __restrict__ kpe_cache,
+    const int* __restrict__ sparse_indices, float sm_scale, __nv_bfloat16* __restrict__ output,
+    float* __restrict__ lse, int num_tokens) {
   __shared__ float logits[kTopk];
   __shared__ int rows[kTopk];
   __shared__ float red[kWarps];
@@ -88,8 +85,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       if (lane == 0) logits[i] = neg_inf();
       continue;
     }
-    const __nv_bfloat162* kc = reinterpret_cast<const __nv_bfloat162*>(ckv_cache + static_cast<size_t>(r) * kCkv);
-    const __nv_bfloat162* kp = reinterpret_cast<const __nv_bfloat162*>(kpe_cache + static_cast<size_t>(r) * kKpe);
+    const __nv_bfloat162* kc =
+        reinterpret_cast<const __nv_bfloat162*>(ckv_cache + static_cast<size_t>(r) * kCkv);
+    const __nv_bfloat162* kp =
+        reinterpret_cast<const __nv_bfloat162*>(kpe_cache + static_cast<size_t>(r) * kKpe);
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -137,7 +136,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     const int r = rows[i];
     if (r == -1) continue;
     const float p = logits[i];
-    const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(ckv_cache + static_cast<size_t>(r) * kCkv);
+    const __nv_bfloat162* v =
+        reinterpret_cast<const __nv_bfloat162*>(ckv_cache + static_cast<size_t>(r) * kCkv);
     const float2 a = __bfloat1622float2(v[threadIdx.x]);
     const float2 b = __bfloat1622float2(v[threadIdx.x + kThreads]);
     acc[0] += p * a.x;
