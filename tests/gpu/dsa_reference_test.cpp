@@ -147,10 +147,11 @@ TEST(DsaSparseAttentionReference, MatchesDoublePrecision) {
   for (int t = 0; t < kTokens; ++t) {
     std::vector<std::int32_t> valid;
     for (int i = 0; i < kTopk; ++i) {
-      if (indices[std::size_t{t} * kTopk + i] != -1) valid.push_back(indices[t * kTopk + i]);
+      if (indices[static_cast<std::size_t>(t) * kTopk + i] != -1)
+        valid.push_back(indices[t * kTopk + i]);
     }
     for (int h = 0; h < kHeads; ++h) {
-      const std::size_t qo = std::size_t{t} * kHeads + h;
+      const std::size_t qo = static_cast<std::size_t>(t) * kHeads + h;
       std::vector<double> expected(kCkv, 0.0);
       double expected_lse = -std::numeric_limits<double>::infinity();
       if (!valid.empty()) {
@@ -262,7 +263,8 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
     // Exact scores of the request's tokens, by global id.
     std::map<std::int32_t, double> score;
     for (int i = 0; i < seq_lens[b]; ++i) {
-      const int page = block_table[std::size_t{b} * kMaxPages + i / kPage], slot = i % kPage;
+      const int page = block_table[static_cast<std::size_t>(b) * kMaxPages + i / kPage],
+                slot = i % kPage;
       const std::uint8_t* base = cache.data() + std::size_t(page) * kPage * (kDim + 4);
       float s;
       std::memcpy(&s, base + kPage * kDim + slot * 4, 4);
@@ -270,10 +272,10 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
       for (int h = 0; h < kHeads; ++h) {
         double dot = 0;
         for (int d = 0; d < kDim; ++d) {
-          dot += qd[(std::size_t{b} * kHeads + h) * kDim + d] *
+          dot += qd[(static_cast<std::size_t>(b) * kHeads + h) * kDim + d] *
                  to_double(DType::kFloat8E4M3, &base[slot * kDim + d]) * s;
         }
-        total += wv[std::size_t{b} * kHeads + h] * std::max(dot, 0.0);
+        total += wv[static_cast<std::size_t>(b) * kHeads + h] * std::max(dot, 0.0);
       }
       score[page * kPage + slot] = total;
     }
@@ -288,7 +290,7 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
 
     std::set<std::int32_t> chosen;
     for (int j = 0; j < kTopk; ++j) {
-      const std::int32_t id = out[std::size_t{b} * kTopk + j];
+      const std::int32_t id = out[static_cast<std::size_t>(b) * kTopk + j];
       if (j >= k) {
         EXPECT_EQ(id, -1) << "position " << j;
         continue;
@@ -299,7 +301,9 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
       EXPECT_GE(score[id], threshold - tie) << "id " << id;
     }
     for (const auto& [id, s] : score) {
-      if (!chosen.count(id)) EXPECT_LE(s, threshold + tie) << "left out " << id;
+      if (!chosen.count(id)) {
+        EXPECT_LE(s, threshold + tie) << "left out " << id;
+      }
     }
   }
 }
