@@ -30,13 +30,14 @@
 //   highest scores, then -1 padding.
 // Which of several tied scores is kept, and the order of the selected ids, are not part of the
 // contract: outputs are compared as sets with a score tie tolerance (comparator "topk_set").
-// This reference lists the selection in position order, taking tied scores at the threshold by
-// lowest position, so it is deterministic.
+// This reference lists the ids above the threshold in position order, then the tied ones at the
+// threshold by lowest position, so it is deterministic (and the seed and baseline list the same
+// selection in the same order, so the comparison's byte-equal fast path usually applies).
 // Written to be obviously correct, not fast. Kernel 1: one thread per (request, position) computes
 // the score with serial float32 dot products into the workspace. Kernel 2: one block per request
 // finds the threshold T = the k-th largest score by a 32-step bitwise search over order-preserving
 // integer keys (each step counts keys >= candidate with shared-memory atomics), then thread 0
-// walks the positions in order: key > T is taken, key == T is taken while tie slots remain.
+// walks the positions: first every key > T, then keys == T while tie slots remain.
 #include <cuda_fp8.h>
 
 // The e4m3 value of a byte (no scale).
@@ -111,20 +112,19 @@ extern "C" __global__ void dsa_indexer_select_reference(const float* scores, con
   }
 
   if (threadIdx.x == 0) {
-    int above = 0;  // keys strictly above the threshold (all taken)
-    if (k < n) {
-      for (int i = 0; i < n; ++i) above += order_key(s[i]) > threshold;
-    }
-    int ties = k - above;  // tie slots at the threshold, filled by lowest position
     int at = 0;
-    for (int i = 0; i < n && at < k; ++i) {
-      bool take = true;
-      if (k < n) {
-        const unsigned int key = order_key(s[i]);
-        take = key > threshold || (key == threshold && ties > 0);
-        if (take && key == threshold) --ties;
+    if (k == n) {  // every token
+      for (int i = 0; i < n; ++i) out[at++] = pages[i / page_size] * page_size + i % page_size;
+    } else {
+      // Keys above the threshold in position order, then tied keys by lowest position.
+      for (int i = 0; i < n; ++i) {
+        if (order_key(s[i]) > threshold)
+          out[at++] = pages[i / page_size] * page_size + i % page_size;
       }
-      if (take) out[at++] = pages[i / page_size] * page_size + i % page_size;
+      for (int i = 0; i < n && at < k; ++i) {
+        if (order_key(s[i]) == threshold)
+          out[at++] = pages[i / page_size] * page_size + i % page_size;
+      }
     }
     for (; at < topk; ++at) out[at] = -1;
   }
