@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <string>
@@ -421,6 +422,37 @@ TEST(DsaOperators, DefinitionsAndWorkloadsLoad) {
     sizes.insert(b.at("batch_size"));
   }
   EXPECT_TRUE(sizes.count(1) && sizes.count(256)) << "decode batch 1 to 256";
+}
+
+TEST(DsaOperators, InputRolesAreCheckedWhenTheDefinitionIsRead) {
+  const auto file = testing::source_dir() / "operators" / kIndexer / "definition.json";
+  std::ifstream in(file);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in);
+  // Round trip: the roles' parameters survive export.
+  const Definition d = parse_definition(j, file.string());
+  const nlohmann::ordered_json back = to_json(d);
+  const auto& cache = back["kharness"]["inputs"]["k_index_cache_fp8"];
+  EXPECT_EQ(cache["distribution"], "fp8_cache_with_scales");
+  EXPECT_EQ(cache["head_dim"], "index_head_dim");
+  EXPECT_DOUBLE_EQ(cache["std"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(cache["high"].get<double>(), 0.012);
+  EXPECT_EQ(parse_definition(back, "back.json").kharness.inputs.at("k_index_cache_fp8").std, 100.0);
+  // A role without its size parameter is an input error naming the field.
+  auto broken = j;
+  broken["kharness"]["inputs"]["k_index_cache_fp8"].erase("head_dim");
+  try {
+    parse_definition(broken, "d.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_NE(e.message().find("k_index_cache_fp8"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("head_dim"), std::string::npos) << e.message();
+  }
+  const auto afile = testing::source_dir() / "operators" / kAttention / "definition.json";
+  std::ifstream ain(afile);
+  nlohmann::ordered_json a = nlohmann::ordered_json::parse(ain);
+  a["kharness"]["inputs"]["sparse_indices"].erase("max");
+  EXPECT_THROW(parse_definition(a, "a.json"), Error);
 }
 
 // FlashInfer-Bench's own DSA definitions get the families' references and defaults.
