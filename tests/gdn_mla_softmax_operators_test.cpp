@@ -30,6 +30,8 @@ struct Suite {
 const Suite kSuite[] = {
     {"gdn_decode_qk4_v8_d128_k_last", "gdn_decode", "gdn/gdn_decode_qk4_v8_d128_k_last.json"},
     {"gdn_prefill_qk4_v8_d128_k_last", "gdn_prefill", "gdn/gdn_prefill_qk4_v8_d128_k_last.json"},
+    {"mla_paged_decode_h16_ckv512_kpe64_ps1", "mla_paged_decode",
+     "mla_paged/mla_paged_decode_h16_ckv512_kpe64_ps1.json"},
 };
 
 TEST(GdnMlaSoftmaxOperators, LoadWithRealisticWorkloadsAndValidIndexInputs) {
