@@ -32,6 +32,9 @@ const Suite kSuite[] = {
     {"gdn_prefill_qk4_v8_d128_k_last", "gdn_prefill", "gdn/gdn_prefill_qk4_v8_d128_k_last.json"},
     {"mla_paged_decode_h16_ckv512_kpe64_ps1", "mla_paged_decode",
      "mla_paged/mla_paged_decode_h16_ckv512_kpe64_ps1.json"},
+    // No FlashInfer-Bench counterpart: its sampling definitions draw random samples (not
+    // comparable element by element); this is the softmax that produces their probs input.
+    {"softmax_v128256", "softmax", nullptr},
 };
 
 TEST(GdnMlaSoftmaxOperators, LoadWithRealisticWorkloadsAndValidIndexInputs) {
