@@ -23,6 +23,9 @@
 //   output[b, h, :] = bf16( sum_t softmax(logit)[t] * ckv[t, :] )       (one rounding)
 //   lse[b, h] = log2( sum_t exp(logit[t]) ) = logsumexp(logit) / ln 2    (float32, base 2)
 //   A request with no tokens gets output 0 and lse = -inf, as in FlashInfer-Bench's reference.
+//   Every page is full (page_size tokens). FlashInfer-Bench's page-size-64 definitions also take
+//   kv_last_page_len, which this kernel does not read: they stay unrunnable here (that integer
+//   input has no generator in family.json) rather than being checked with the wrong semantics.
 // Written to be obviously correct, not fast: one block of kThreads threads per (query head,
 // request), every size an argument, three passes over the request's tokens (max, sum of
 // exponentials, weighted sum of the latents) that recompute the logits, and fixed shared-memory
