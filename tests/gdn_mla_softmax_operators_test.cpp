@@ -59,6 +59,10 @@ TEST(GdnMlaSoftmaxOperators, LoadWithRealisticWorkloadsAndValidIndexInputs) {
       // Index inputs are valid for their role (distinct pages that fit the cache, offsets that
       // end at the total): made exactly as the correctness stage makes them.
       for (const TensorSpec& t : op.definition.inputs) {
+        if (t.is_scalar()) {  // from the workload, e.g. scale = 1/sqrt(head_size)
+          EXPECT_EQ(w.inputs.at(t.name).kind, WorkloadInput::Kind::kScalar) << t.name;
+          continue;
+        }
         auto g = k.inputs.find(t.name);
         ASSERT_NE(g, k.inputs.end()) << t.name << " has no generator";
         if (!verify::is_index_role(g->second.distribution)) continue;
