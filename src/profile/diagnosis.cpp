@@ -189,17 +189,19 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
   Diagnosis d;
   const Counters c = read(k);
   const KernelStatic& s = k.statics;
-  const auto memory_side = busiest({{c.dram, "dram"}, {c.l2, "l2"}});
+  // Off-SM memory (DRAM, L2); when neither is measured, the memory-throughput roll-up stands in.
+  auto memory_side = busiest({{c.dram, "dram"}, {c.l2, "l2"}});
+  if (!memory_side && c.mem) memory_side = std::make_pair(*c.mem, std::string("memory"));
   const auto sm_side = busiest({{c.sm, "sm"}, {c.l1, "l1"}});
   const std::string op_skills = skills_file_for(ctx.op_type);
 
-  if (!memory_side && !sm_side && !c.mem) {
+  if (!memory_side && !sm_side) {
     d.kind = "unknown";
     d.summary = "not enough counters for a diagnosis (SM, memory and DRAM throughput missing)";
     add_notes(k, c, ctx, d);
     return d;
   }
-  const double mem_v = memory_side ? memory_side->first : or0(c.mem);
+  const double mem_v = memory_side ? memory_side->first : 0.0;
   const double sm_v = sm_side ? sm_side->first : 0.0;
 
   auto unit_name = [](const std::string& u) {
@@ -207,6 +209,7 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
     if (u == "l2") return std::string("L2");
     if (u == "l1") return std::string("L1");
     if (u == "sm") return std::string("SM");
+    if (u == "memory") return std::string("memory system");
     return u;
   };
   auto sol_text = [&]() -> std::string {
