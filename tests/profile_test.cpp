@@ -4,12 +4,13 @@
 // The counter sets below are realistic values written by hand for an H200 (a copy kernel, a naive
 // fp32 GEMM, a copy through a spilling per-thread array, ...); replace them with sets recorded by
 // `kharness profile --json` on the GPU (tests/gpu/profile_test.cpp runs the same fixtures).
+#include "kharness/profile.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "kharness/device.hpp"
-#include "kharness/profile.hpp"
 #include "profile/occupancy.hpp"
 #include "test_util.hpp"
 
@@ -275,8 +276,11 @@ TEST(ProfileJson, RoundTripKeepsMissingAsNull) {
 
 TEST(ProfileJson, MalformedProfilesAreInputErrors) {
   testing::expect_input_error([] { profile_from_json(json::array()); }, "profile", "object");
-  testing::expect_input_error([] { profile_from_json({{"schema", "other/1"}, {"kernels", {}}}); },
-                              "profile: schema", "kharness.profile/1");
+  testing::expect_input_error(
+      [] {
+        profile_from_json({{"schema", "other/1"}, {"kernels", {}}});
+      },
+      "profile: schema", "kharness.profile/1");
   testing::expect_input_error(
       [] {
         profile_from_json({{"schema", kProfileSchema}, {"kernels", {{{"launch", "zero"}}}}});
@@ -395,8 +399,8 @@ TEST(ProfileCli, BadInputIsAUsageError) {
 }
 
 TEST(ProfileCli, ASolutionThatDoesNotCompileFails) {
-  auto r = testing::kharness("profile '" +
-                             testing::fixture("bad/syntax_error_line37.cu").string() + "'");
+  auto r = testing::kharness("profile '" + testing::fixture("bad/syntax_error_line37.cu").string() +
+                             "'");
   EXPECT_EQ(r.exit_code, 1) << r.out;
 }
 

@@ -29,11 +29,9 @@ inline constexpr const char* kDuration = "gpu__time_duration.sum";  // ns
 inline constexpr const char* kSmThroughput = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
 inline constexpr const char* kMemThroughput =
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
-inline constexpr const char* kDramThroughput =
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+inline constexpr const char* kDramThroughput = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 inline constexpr const char* kL2Throughput = "lts__throughput.avg.pct_of_peak_sustained_elapsed";
-inline constexpr const char* kL1Throughput =
-    "l1tex__throughput.avg.pct_of_peak_sustained_active";
+inline constexpr const char* kL1Throughput = "l1tex__throughput.avg.pct_of_peak_sustained_active";
 inline constexpr const char* kDramRead = "dram__bytes_read.sum";    // bytes
 inline constexpr const char* kDramWrite = "dram__bytes_write.sum";  // bytes
 inline constexpr const char* kL2HitRate = "lts__t_sector_hit_rate.pct";
@@ -41,7 +39,8 @@ inline constexpr const char* kL1HitRate = "l1tex__t_sector_hit_rate.pct";
 inline constexpr const char* kAchievedOccupancy =
     "sm__warps_active.avg.pct_of_peak_sustained_active";
 inline constexpr const char* kIssueActive = "sm__inst_issued.avg.pct_of_peak_sustained_active";
-inline constexpr const char* kFmaPipe = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active";
+inline constexpr const char* kFmaPipe =
+    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active";
 // The tensor pipe: the first of these the device supports is reported under kTensorPipe.
 inline constexpr const char* kTensorPipe =
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
@@ -146,10 +145,10 @@ struct Profile {
   std::string chip;  // CUPTI chip name, "GH100"
   std::string arch;  // "sm_90a"
   int sm_count = 0;
-  int passes = 0;    // replay passes per kernel
+  int passes = 0;  // replay passes per kernel
   std::vector<KernelProfile> kernels;
   std::optional<SolSummary> sol;
-  Diagnosis diagnosis;  // of the plan: its longest kernel's, with the plan's speed-of-light
+  Diagnosis diagnosis;       // of the plan: its longest kernel's, with the plan's speed-of-light
   double gpu_seconds = 0.0;  // sum of gpu__time_duration over the kernels
   double seconds = 0.0;      // wall, the whole profile command
   nlohmann::json phases = nlohmann::json::object();  // seconds per phase

@@ -12,13 +12,13 @@ namespace kharness {
 namespace {
 
 // skills/profiling.md § Rules.
-constexpr double kBusy = 60.0;              // % of peak: a unit this busy is the bottleneck
-constexpr double kRooflineFraction = 0.9;   // of speed-of-light (datasheet peaks)
-constexpr double kLowTheoretical = 50.0;    // % theoretical occupancy
-constexpr double kLowAchieved = 25.0;       // % achieved occupancy
-constexpr double kPoorSectorUse = 60.0;     // % of each 32-byte sector used by global loads
-constexpr double kExcessTraffic = 1.5;      // DRAM bytes / the definition's minimum
-constexpr double kLowTensorPipe = 10.0;     // % tensor pipe cycles active
+constexpr double kBusy = 60.0;             // % of peak: a unit this busy is the bottleneck
+constexpr double kRooflineFraction = 0.9;  // of speed-of-light (datasheet peaks)
+constexpr double kLowTheoretical = 50.0;   // % theoretical occupancy
+constexpr double kLowAchieved = 25.0;      // % achieved occupancy
+constexpr double kPoorSectorUse = 60.0;    // % of each 32-byte sector used by global loads
+constexpr double kExcessTraffic = 1.5;     // DRAM bytes / the definition's minimum
+constexpr double kLowTensorPipe = 10.0;    // % tensor pipe cycles active
 constexpr const char* kProfiling = "skills/profiling.md";
 
 std::string pct(double v) { return fmt::format("{:.1f}%", v); }
@@ -96,10 +96,10 @@ std::optional<std::pair<double, std::string>> busiest(
 // "warps per block", "blocks per SM", or "" when unknown.
 std::string occupancy_limiter(const Counters& c) {
   std::optional<std::pair<double, std::string>> least;
-  for (const auto& [v, name] : {std::make_pair(c.limit_regs, "registers"),
-                                std::make_pair(c.limit_smem, "shared memory"),
-                                std::make_pair(c.limit_warps, "warps per block"),
-                                std::make_pair(c.limit_blocks, "blocks per SM")}) {
+  for (const auto& [v, name] :
+       {std::make_pair(c.limit_regs, "registers"), std::make_pair(c.limit_smem, "shared memory"),
+        std::make_pair(c.limit_warps, "warps per block"),
+        std::make_pair(c.limit_blocks, "blocks per SM")}) {
     if (v && (!least || *v < least->first)) least = std::make_pair(*v, std::string(name));
   }
   return least ? least->second : "";
@@ -122,15 +122,14 @@ void add_notes(const KernelProfile& k, const Counters& c, const DiagnosisContext
   if (spill_bytes(s) > 0) {
     std::string traffic;
     if (c.local_ld && c.local_st && c.global_ld && (*c.global_ld + *c.local_ld) > 0) {
-      traffic = fmt::format(
-          "; local memory is {:.0f}% of the L1 load sectors",
-          100.0 * *c.local_ld / (*c.global_ld + *c.local_ld));
+      traffic = fmt::format("; local memory is {:.0f}% of the L1 load sectors",
+                            100.0 * *c.local_ld / (*c.global_ld + *c.local_ld));
     }
-    d.notes.push_back(fmt::format("spills: {} B stored / {} B loaded per thread to local memory "
-                                  "({} registers){}",
-                                  std::max<std::int64_t>(0, s.spill_store_bytes),
-                                  std::max<std::int64_t>(0, s.spill_load_bytes), s.registers,
-                                  traffic));
+    d.notes.push_back(
+        fmt::format("spills: {} B stored / {} B loaded per thread to local memory "
+                    "({} registers){}",
+                    std::max<std::int64_t>(0, s.spill_store_bytes),
+                    std::max<std::int64_t>(0, s.spill_load_bytes), s.registers, traffic));
   } else if (s.stack_bytes > 0) {
     d.notes.push_back(fmt::format(
         "a {} B local-memory frame per thread (arrays indexed at run time live in local memory)",
@@ -176,8 +175,7 @@ std::string stall_direction(const std::string& reason) {
            "instructions move the same bytes";
   if (reason == "wait" || reason == "math_pipe_throttle" || reason == "dispatch_stall")
     return "Dependent arithmetic chains: more independent work per thread (ILP), unroll";
-  if (reason == "membar")
-    return "Memory barriers: avoid __threadfence and fences inside loops";
+  if (reason == "membar") return "Memory barriers: avoid __threadfence and fences inside loops";
   if (reason == "no_instruction" || reason == "branch_resolving")
     return "Instruction fetch/branches: smaller unrolled bodies, uniform branches";
   return "";
@@ -250,8 +248,10 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
     if (c.dram) add_unique(d.evidence, "DRAM throughput " + pct(*c.dram), 4);
     if (c.l2) add_unique(d.evidence, "L2 throughput " + pct(*c.l2), 4);
     if (c.l2_hit) add_unique(d.evidence, "L2 hit rate " + pct(*c.l2_hit), 4);
-    if (c.sector_use) add_unique(d.evidence, "global load sector use " + pct(*c.sector_use), 4);
-    else if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
+    if (c.sector_use)
+      add_unique(d.evidence, "global load sector use " + pct(*c.sector_use), 4);
+    else if (c.sm)
+      add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
     const double moved = or0(c.dram_read) + or0(c.dram_write);
     if (ctx.min_bytes > 0 && moved > 0 && !ctx.plan_has_several_kernels) {
       const double ratio = moved / ctx.min_bytes;
@@ -285,22 +285,24 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
   } else if (sm_side && sm_side->first >= kBusy) {
     d.kind = "compute_bound";
     d.limiter = sm_side->second;
-    d.summary = fmt::format("compute-bound: {} at {} of peak", unit_name(d.limiter),
-                            pct(sm_side->first));
+    d.summary =
+        fmt::format("compute-bound: {} at {} of peak", unit_name(d.limiter), pct(sm_side->first));
     if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
     if (c.l1) add_unique(d.evidence, "L1 throughput " + pct(*c.l1), 4);
     if (c.tensor) add_unique(d.evidence, "tensor pipe " + pct(*c.tensor), 4);
-    if (c.fma) add_unique(d.evidence, "FMA pipe " + pct(*c.fma), 4);
-    else if (c.issue) add_unique(d.evidence, "issue slots busy " + pct(*c.issue), 4);
+    if (c.fma)
+      add_unique(d.evidence, "FMA pipe " + pct(*c.fma), 4);
+    else if (c.issue)
+      add_unique(d.evidence, "issue slots busy " + pct(*c.issue), 4);
     const bool low_tensor = !c.tensor || *c.tensor < kLowTensorPipe;
     if (matmul_like(ctx.op_type) && low_tensor) {
-      add_unique(d.directions,
-                 fmt::format("Use tensor cores: the tensor pipe is {} — {} ({} § {})",
-                             c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
-                             ctx.arch.rfind("sm_90", 0) == 0 ? "wgmma fed by TMA"
-                                                             : "mma.sync/ldmatrix tiles",
-                             op_skills.empty() ? "skills/gemm.md" : op_skills,
-                             arch_section(ctx.arch)));
+      add_unique(
+          d.directions,
+          fmt::format(
+              "Use tensor cores: the tensor pipe is {} — {} ({} § {})",
+              c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
+              ctx.arch.rfind("sm_90", 0) == 0 ? "wgmma fed by TMA" : "mma.sync/ldmatrix tiles",
+              op_skills.empty() ? "skills/gemm.md" : op_skills, arch_section(ctx.arch)));
     }
     if (d.limiter == "l1" || (c.l1 && c.fma && *c.l1 > *c.fma)) {
       add_unique(d.directions,
@@ -320,18 +322,17 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
       d.kind = "occupancy_limited";
       const std::string by = occupancy_limiter(c);
       d.limiter = by;
-      d.summary = fmt::format(
-          "occupancy-limited: {} achieved occupancy{}, no unit above {:.0f}%",
-          c.occ ? pct(*c.occ) : std::string("low"),
-          by.empty() ? "" : fmt::format(" (blocks per SM limited by {})", by), kBusy);
+      d.summary =
+          fmt::format("occupancy-limited: {} achieved occupancy{}, no unit above {:.0f}%",
+                      c.occ ? pct(*c.occ) : std::string("low"),
+                      by.empty() ? "" : fmt::format(" (blocks per SM limited by {})", by), kBusy);
       if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
       if (c.theo) add_unique(d.evidence, "theoretical occupancy " + pct(*c.theo), 4);
       if (c.regs) add_unique(d.evidence, fmt::format("{:.0f} registers/thread", *c.regs), 4);
       if (spill_bytes(s) > 0)
         add_unique(d.evidence, fmt::format("{} B spilled/thread", spill_bytes(s)), 4);
       else
-        add_unique(d.evidence,
-                   fmt::format("SM {} / memory {} of peak", pct(sm_v), pct(mem_v)), 4);
+        add_unique(d.evidence, fmt::format("SM {} / memory {} of peak", pct(sm_v), pct(mem_v)), 4);
       if (by == "registers") {
         add_unique(d.directions,
                    fmt::format("Fewer registers per thread: __launch_bounds__(threads, "
@@ -352,10 +353,10 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
     } else {
       d.kind = "latency_bound";
       d.limiter = "";
-      d.summary = fmt::format("latency-bound: no unit above {:.0f}% (SM {}, memory {}) with "
-                              "{} occupancy",
-                              kBusy, pct(sm_v), pct(mem_v),
-                              c.occ ? pct(*c.occ) : std::string("unknown"));
+      d.summary = fmt::format(
+          "latency-bound: no unit above {:.0f}% (SM {}, memory {}) with "
+          "{} occupancy",
+          kBusy, pct(sm_v), pct(mem_v), c.occ ? pct(*c.occ) : std::string("unknown"));
       if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
       if (c.mem) add_unique(d.evidence, "memory throughput " + pct(*c.mem), 4);
       if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
@@ -398,8 +399,8 @@ void diagnose_profile(Profile& p) {
   const KernelProfile* longest = nullptr;
   for (KernelProfile& k : p.kernels) {
     k.diagnosis = diagnose(k, ctx);
-    if (!longest || k.value(metric::kDuration).value_or(0) >
-                        longest->value(metric::kDuration).value_or(0)) {
+    if (!longest ||
+        k.value(metric::kDuration).value_or(0) > longest->value(metric::kDuration).value_or(0)) {
       longest = &k;
     }
   }
@@ -422,10 +423,10 @@ static std::string kind_label(const std::string& kind) {
 }
 
 std::string diagnosis_text(const Profile& p) {
-  std::string out = fmt::format("profile of {} on {} workload {} ({}, {}): {:.2f} us GPU time",
-                                p.solution.empty() ? p.source : p.solution, p.definition,
-                                p.workload.substr(0, 8), p.gpu.empty() ? "GPU" : p.gpu, p.arch,
-                                p.gpu_seconds * 1e6);
+  std::string out =
+      fmt::format("profile of {} on {} workload {} ({}, {}): {:.2f} us GPU time",
+                  p.solution.empty() ? p.source : p.solution, p.definition, p.workload.substr(0, 8),
+                  p.gpu.empty() ? "GPU" : p.gpu, p.arch, p.gpu_seconds * 1e6);
   if (p.sol && p.sol->fraction > 0)
     out += fmt::format(", {} of speed-of-light ({}-bound by the formulas)",
                        pct(100 * p.sol->fraction), p.sol->bound);
@@ -433,8 +434,8 @@ std::string diagnosis_text(const Profile& p) {
   for (const KernelProfile& k : p.kernels) {
     const Diagnosis& d = k.diagnosis;
     out += fmt::format("kernel {} (launch {}, grid {}x{}x{}, block {}x{}x{}, {:.2f} us): {}\n",
-                       k.kernel, k.launch, k.grid[0], k.grid[1], k.grid[2], k.block[0],
-                       k.block[1], k.block[2], k.value(metric::kDuration).value_or(0) / 1e3,
+                       k.kernel, k.launch, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
+                       k.block[2], k.value(metric::kDuration).value_or(0) / 1e3,
                        d.summary.empty() ? kind_label(d.kind) : d.summary);
     if (!d.evidence.empty()) out += "  evidence: " + join(d.evidence, "; ") + "\n";
     if (!k.stalls.empty()) {

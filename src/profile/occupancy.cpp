@@ -5,8 +5,8 @@
 
 namespace kharness::profile {
 
-Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f,
-                            int block_threads, std::size_t dynamic_shared) {
+Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f, int block_threads,
+                            std::size_t dynamic_shared) {
   cudaOccDeviceProp prop;
   prop.computeMajor = d.cc_major;
   prop.computeMinor = d.cc_minor;
@@ -33,9 +33,8 @@ Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f
   cudaOccDeviceState state;
   cudaOccResult result{};
   Occupancy out;
-  const cudaOccError e =
-      cudaOccMaxActiveBlocksPerMultiprocessor(&result, &prop, &attr, &state, block_threads,
-                                              dynamic_shared);
+  const cudaOccError e = cudaOccMaxActiveBlocksPerMultiprocessor(&result, &prop, &attr, &state,
+                                                                 block_threads, dynamic_shared);
   if (e != CUDA_OCC_SUCCESS) {
     out.error = fmt::format("the occupancy calculator refused the launch (cudaOccError {})",
                             static_cast<int>(e));

@@ -1,6 +1,8 @@
 // The profile stage: the harness side (compile, run the worker, static facts, speed-of-light,
 // diagnosis) and the worker side (inputs from the correctness stage's evaluator, one checked
 // warm-up run, then the plan once under CUPTI's range profiler with kernel replay).
+#include "kharness/profile.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -20,7 +22,6 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
-#include "kharness/profile.hpp"
 #include "kharness/subprocess.hpp"
 #include "profile/occupancy.hpp"
 #include "profile/range_profiler.hpp"
@@ -170,8 +171,8 @@ void fill_statics(Profile& p, const Loaded& l, const Workload& w) {
 void fill_sol(Profile& p, const Loaded& l, const Workload& w) {
   std::vector<bench::GpuSpec> specs;
   try {
-    specs = bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" /
-                                  "gpus");
+    specs =
+        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
   } catch (const std::exception& e) {
     spdlog::debug("profile: no GPU specs: {}", e.what());
     return;
@@ -218,8 +219,7 @@ profile::OccupancyDevice occupancy_device(CUdevice dev) {
   d.regs_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
   d.warp_size = device_attribute(dev, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   d.shared_per_block = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-  d.shared_per_sm =
-      device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  d.shared_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
   d.shared_per_block_optin =
       device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   d.reserved_shared_per_block =
@@ -308,8 +308,8 @@ Profile run_worker_profile(const ProfileRequest& request) {
   }
   if (std::optional<Failure> f = io.verify(0)) {
     throw Error(ExitCode::kFailed, request.solution.string(),
-                fmt::format("incorrect on workload {} ({}: {}); `kharness check` says more",
-                            w.uuid, f->evidence.value("cause", f->kind), f->message));
+                fmt::format("incorrect on workload {} ({}: {}); `kharness check` says more", w.uuid,
+                            f->evidence.value("cause", f->kind), f->message));
   }
   phases["warmup_check"] = since(t);
 
@@ -460,9 +460,9 @@ Profile profile_solution(const ProfileRequest& request) {
 
   EnvironmentReport env = probe_environment();
   if (!env.gpu_ready()) {
-    throw environment_error(fmt::format(
-        "{}; profiling needs a GPU (`kharness compile` checks a solution without one)",
-        env.driver.available ? "no CUDA device visible" : env.driver.reason));
+    throw environment_error(
+        fmt::format("{}; profiling needs a GPU (`kharness compile` checks a solution without one)",
+                    env.driver.available ? "no CUDA device visible" : env.driver.reason));
   }
   if (env.profiling.permission == ProfilingPermission::kNotPermitted) {
     throw environment_error(fmt::format("GPU performance counters are not permitted ({}): {}",
@@ -497,9 +497,8 @@ Profile profile_solution(const ProfileRequest& request) {
     }
   }
   if (!profile) {
-    std::string tail = r.stderr_data.size() > 600
-                           ? r.stderr_data.substr(r.stderr_data.size() - 600)
-                           : r.stderr_data;
+    std::string tail = r.stderr_data.size() > 600 ? r.stderr_data.substr(r.stderr_data.size() - 600)
+                                                  : r.stderr_data;
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("the profile worker {} before it reported ({}); stderr: {}",
                             r.timed_out ? "timed out" : r.describe(),
@@ -536,7 +535,8 @@ int profile_worker_main() {
     const std::string input((std::istreambuf_iterator<char>(std::cin)),
                             std::istreambuf_iterator<char>());
     json j = json::parse(input, nullptr, false);
-    if (j.is_discarded()) throw Error(ExitCode::kInternal, "profile worker", "the request is not JSON");
+    if (j.is_discarded())
+      throw Error(ExitCode::kInternal, "profile worker", "the request is not JSON");
     if (j.value("verbose", false)) spdlog::set_level(spdlog::level::debug);
     Profile p = run_worker_profile(request_from_json(j));
     emit({{"event", "profile"}, {"profile", to_json(p)}});

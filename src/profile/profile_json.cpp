@@ -61,8 +61,8 @@ std::optional<double> KernelProfile::value(const std::string& name) const {
 namespace {
 
 json diagnosis_json(const Diagnosis& d) {
-  return {{"kind", d.kind},         {"limiter", d.limiter},   {"summary", d.summary},
-          {"evidence", d.evidence}, {"notes", d.notes},       {"directions", d.directions}};
+  return {{"kind", d.kind},         {"limiter", d.limiter}, {"summary", d.summary},
+          {"evidence", d.evidence}, {"notes", d.notes},     {"directions", d.directions}};
 }
 
 Diagnosis diagnosis_from(const json& j) {
@@ -134,7 +134,8 @@ json to_json(const Profile& p) {
     json metrics = json::object();
     for (const auto& [name, m] : k.metrics) metrics[name] = metric_json(m);
     json stalls = json::array();
-    for (const StallReason& s : k.stalls) stalls.push_back({{"reason", s.reason}, {"percent", s.percent}});
+    for (const StallReason& s : k.stalls)
+      stalls.push_back({{"reason", s.reason}, {"percent", s.percent}});
     kernels.push_back({{"launch", k.launch},
                        {"kernel", k.kernel},
                        {"grid", k.grid},
@@ -162,9 +163,12 @@ json to_json(const Profile& p) {
             {"seconds", p.seconds},
             {"phases", p.phases}};
   if (p.sol) {
-    j["sol"] = {{"sol_seconds", p.sol->sol_seconds}, {"measured_seconds", p.sol->measured_seconds},
-                {"fraction", p.sol->fraction},       {"bound", p.sol->bound},
-                {"flops", p.sol->flops},             {"bytes", p.sol->bytes},
+    j["sol"] = {{"sol_seconds", p.sol->sol_seconds},
+                {"measured_seconds", p.sol->measured_seconds},
+                {"fraction", p.sol->fraction},
+                {"bound", p.sol->bound},
+                {"flops", p.sol->flops},
+                {"bytes", p.sol->bytes},
                 {"note", p.sol->note}};
   } else {
     j["sol"] = nullptr;
@@ -178,8 +182,7 @@ Profile profile_from_json(const json& j) {
     Profile p;
     p.schema = j.at("schema").get<std::string>();
     if (p.schema != kProfileSchema) {
-      throw input_error("profile: schema",
-                        fmt::format("'{}' is not {}", p.schema, kProfileSchema));
+      throw input_error("profile: schema", fmt::format("'{}' is not {}", p.schema, kProfileSchema));
     }
     p.solution = j.value("solution", "");
     p.source = j.value("source", "");

@@ -43,8 +43,7 @@ void check(CUptiResult r, const char* call) {
   if (r == CUPTI_SUCCESS) return;
   if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ||
       r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) {
-    throw environment_error(
-        fmt::format("{}: {}: {}", call, result_text(r), kCounterPermissionFix));
+    throw environment_error(fmt::format("{}: {}: {}", call, result_text(r), kCounterPermissionFix));
   }
   if (r == CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED) {
     throw environment_error(fmt::format(
@@ -52,7 +51,8 @@ void check(CUptiResult r, const char* call) {
         "profiling)",
         call, result_text(r)));
   }
-  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED) {
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ||
+      r == CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED) {
     throw environment_error(fmt::format(
         "{}: {}: another profiler (ncu, nsys, a CUPTI tool) is attached to this process", call,
         result_text(r)));
@@ -127,8 +127,7 @@ class HostObject {
   }
   ~HostObject() {
     if (object_ == nullptr) return;
-    CUpti_Profiler_Host_Deinitialize_Params p{
-        CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_Deinitialize_Params p{CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
     p.pHostObject = object_;
     const CUptiResult r = cuptiProfilerHostDeinitialize(&p);
     if (r != CUPTI_SUCCESS) spdlog::debug("cuptiProfilerHostDeinitialize: {}", result_text(r));
@@ -235,6 +234,9 @@ std::vector<std::uint8_t> config_image(const std::string& chip,
 
 struct CounterSession::Host {
   std::unique_ptr<HostObject> object;
+  // Where a name GetMetricProperties refused is tried with ConfigAddMetrics (the call the
+  // configuration will make), so a difference between the two calls cannot drop a metric.
+  std::unique_ptr<HostObject> scratch;
 };
 
 CounterSession::CounterSession(CUcontext ctx, int device) : ctx_(ctx), device_(device) {
@@ -295,13 +297,21 @@ bool CounterSession::supported(const std::string& name) {
   p.pMetricName = name.c_str();
   const CUptiResult r = cuptiProfilerHostGetMetricProperties(&p);
   bool ok = r == CUPTI_SUCCESS;
-  if (!ok && r != CUPTI_ERROR_INVALID_METRIC_NAME) {
-    // Not a clear "no": fall back on the list of base metrics.
-    spdlog::debug("cuptiProfilerHostGetMetricProperties({}): {}; checking the base metric list",
-                  name, result_text(r));
-    const std::string base = name.substr(0, name.find('.'));
-    auto bases = base_metrics_with_prefix(base);
-    ok = std::find(bases.begin(), bases.end(), base) != bases.end();
+  if (!ok) {
+    // Not known by that call: ask the configuration call itself, on a scratch host object.
+    if (!host_->scratch) host_->scratch = std::make_unique<HostObject>(chip_, availability_);
+    const char* one[] = {name.c_str()};
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host_->scratch->get();
+    add.ppMetricNames = one;
+    add.numMetrics = 1;
+    const CUptiResult ar = cuptiProfilerHostConfigAddMetrics(&add);
+    ok = ar == CUPTI_SUCCESS;
+    spdlog::debug(
+        "profile: {}: cuptiProfilerHostGetMetricProperties {}, "
+        "cuptiProfilerHostConfigAddMetrics {}",
+        name, result_text(r), result_text(ar));
   }
   spdlog::debug("profile: metric {} {}", name, ok ? "supported" : "not supported");
   supported_[name] = ok;
@@ -338,8 +348,8 @@ Collection CounterSession::collect(const std::vector<std::string>& requested,
   std::vector<std::uint8_t> config =
       config_image(chip_, availability_, metrics, refused, config_host, result.passes);
   result.not_evaluated = refused;
-  spdlog::debug("profile: {} metric(s) in {} pass(es); {} refused", metrics.size(),
-                result.passes, refused.size());
+  spdlog::debug("profile: {} metric(s) in {} pass(es); {} refused", metrics.size(), result.passes,
+                refused.size());
 
   RangeProfilerObject profiler(ctx_);
   auto names = c_names(metrics);

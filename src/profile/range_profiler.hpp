@@ -18,8 +18,8 @@
 //     cuptiRangeProfilerSetConfig(AutoRange, KernelReplay, maxRangesPerPass = launches)
 //     cuptiRangeProfilerStart; launch the plan; cuptiRangeProfilerStop (isAllPassSubmitted)
 //     cuptiRangeProfilerDecodeData
-//     cuptiRangeProfilerGetCounterDataInfo, then per range cuptiRangeProfilerCounterDataGetRangeInfo
-//     and cuptiProfilerHostEvaluateToGpuValues
+//     cuptiRangeProfilerGetCounterDataInfo, then per range
+//     cuptiRangeProfilerCounterDataGetRangeInfo and cuptiProfilerHostEvaluateToGpuValues
 //     cuptiRangeProfilerDisable
 //   cuptiProfilerHostDeinitialize, cuptiProfilerDeInitialize (destructor)
 //
@@ -59,7 +59,7 @@ class CuptiError : public std::runtime_error {
 extern const char* const kCounterPermissionFix;
 
 struct RangeValues {
-  std::string name;                       // CUPTI's range name ("0", "1", ... in auto range mode)
+  std::string name;                      // CUPTI's range name ("0", "1", ... in auto range mode)
   std::map<std::string, double> values;  // metric -> value (only those evaluated)
 };
 

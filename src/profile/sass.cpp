@@ -104,9 +104,8 @@ std::optional<std::string> disassemble_cubin(const std::string& cubin, std::stri
   }
   std::optional<std::string> sass;
   std::string why;
-  for (const auto& [exe, args] :
-       {std::make_pair(nvdisasm, std::vector<std::string>{}),
-        std::make_pair(cuobjdump, std::vector<std::string>{"-sass"})}) {
+  for (const auto& [exe, args] : {std::make_pair(nvdisasm, std::vector<std::string>{}),
+                                  std::make_pair(cuobjdump, std::vector<std::string>{"-sass"})}) {
     if (!exe) continue;
     SubprocessOptions o;
     o.argv = {exe->string()};

@@ -16,7 +16,7 @@ using nlohmann::json;
 #define SKIP_WITHOUT_GPU() \
   if (!gpu_available()) GTEST_SKIP() << "no GPU"
 
-constexpr const char* kCopyLarge = "5ca5a020";  // copy_f32, n = 1e8
+constexpr const char* kCopyLarge = "5ca5a020";   // copy_f32, n = 1e8
 constexpr const char* kCopyMedium = "aa7138b5";  // copy_f32, n = 1e7
 constexpr const char* kGemmM256 = "9b6b5bfc";    // gemm_n6144_k4096, M = 256
 
@@ -26,8 +26,8 @@ json profile(const std::string& fixture, const std::string& workload, double* se
              const std::string& extra = "") {
   const auto start = std::chrono::steady_clock::now();
   auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' profile '" +
-                                testing::fixture("profile/" + fixture).string() +
-                                "' --workload " + workload + " --seed 7 --json " + extra +
+                                testing::fixture("profile/" + fixture).string() + "' --workload " +
+                                workload + " --seed 7 --json " + extra +
                                 " 2>/tmp/kharness-profile-test.stderr");
   if (seconds)
     *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -51,10 +51,10 @@ double metric(const json& kernel, const std::string& name) {
   return m.at("value").is_null() ? -1.0 : m.at("value").get<double>();
 }
 
-#define PROFILE_OR_SKIP(var, ...)                                          \
-  json var = profile(__VA_ARGS__);                                         \
+#define PROFILE_OR_SKIP(var, ...)                                           \
+  json var = profile(__VA_ARGS__);                                          \
   if (var.contains("skip")) GTEST_SKIP() << var["skip"].get<std::string>(); \
-  ASSERT_TRUE(var.contains("kernels")) << var.dump(2).substr(0, 3000);     \
+  ASSERT_TRUE(var.contains("kernels")) << var.dump(2).substr(0, 3000);      \
   ASSERT_EQ(var["kernels"].size(), 1u) << var.dump(2).substr(0, 3000)
 
 TEST(ProfileGpu, CopyIsMemoryBoundAtEightyPercentOfDram) {
@@ -82,7 +82,8 @@ TEST(ProfileGpu, NaiveFp32GemmIsComputeOrLatencyBoundWithoutTensorCores) {
   const json& k = p["kernels"][0];
   const std::string kind = k["diagnosis"]["kind"];
   EXPECT_TRUE(kind == "compute_bound" || kind == "latency_bound") << p["diagnosis_text"];
-  const json& tensor = k["metrics"]["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"];
+  const json& tensor =
+      k["metrics"]["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"];
   if (!tensor["value"].is_null()) EXPECT_LT(tensor["value"].get<double>(), 5.0) << tensor.dump();
   EXPECT_NE(k["static"]["tensor_cores"], "yes");
   std::cout << p["diagnosis_text"].get<std::string>();
