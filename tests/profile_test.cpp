@@ -113,9 +113,9 @@ KernelProfile spill_kernel() {
   return k;
 }
 
-DiagnosisContext h200(const std::string& op_type) {
+DiagnosisContext h200(const std::string& family) {
   DiagnosisContext c;
-  c.op_type = op_type;
+  c.family = family;
   c.arch = "sm_90a";
   c.sm_count = 132;
   return c;
@@ -219,7 +219,7 @@ Profile two_kernel_profile() {
   p.solution = "spill";
   p.source = "tests/fixtures/profile/spill.cu";
   p.definition = "copy_f32";
-  p.op_type = "copy";
+  p.family = "copy";
   p.workload = "aa7138b5-3fd1-4aa6-9c75-4406ceef39b8";
   p.axes = {{"n", 10000000}};
   p.gpu = "NVIDIA H200";

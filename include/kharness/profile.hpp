@@ -138,7 +138,7 @@ struct Profile {
   std::string solution;    // name
   std::string source;      // path as given
   std::string definition;  // operator
-  std::string op_type;     // "gemm", "rmsnorm", ... (chooses skills/ files)
+  std::string family;      // the definition's family: "gemm", "rmsnorm", ... (skills/ file key)
   std::string workload;    // uuid
   nlohmann::json axes = nlohmann::json::object();
   std::string gpu;   // "NVIDIA H200"
@@ -161,7 +161,7 @@ Profile profile_from_json(const nlohmann::json& json);
 // ---- diagnosis (pure) ----
 
 struct DiagnosisContext {
-  std::string op_type;                    // for operator-specific directions (skills/<op>.md)
+  std::string family;                     // for operator-specific directions (skills/<family>.md)
   std::string arch;                       // "sm_90a"
   std::optional<double> sol_fraction;     // of the whole plan
   std::string sol_bound;                  // "memory" | "compute"

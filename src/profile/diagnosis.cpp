@@ -18,7 +18,9 @@ constexpr double kLowTheoretical = 50.0;   // % theoretical occupancy
 constexpr double kLowAchieved = 25.0;      // % achieved occupancy
 constexpr double kPoorSectorUse = 60.0;    // % of each 32-byte sector used by global loads
 constexpr double kExcessTraffic = 1.5;     // DRAM bytes / the definition's minimum
-constexpr double kLowTensorPipe = 10.0;    // % tensor pipe cycles active
+constexpr double kLowTensorPipe = 10.0;
+constexpr double kDramNearPeak =
+    85.0;  // % DRAM throughput: little left but fewer bytes    // % tensor pipe cycles active
 constexpr const char* kProfiling = "skills/profiling.md";
 
 std::string pct(double v) { return fmt::format("{:.1f}%", v); }
@@ -26,17 +28,21 @@ std::string pct(double v) { return fmt::format("{:.1f}%", v); }
 std::string mb(double bytes) { return fmt::format("{:.1f} MB", bytes / 1e6); }
 
 // Operator families whose skills file says to use tensor cores.
-bool matmul_like(const std::string& op_type) {
-  return op_type == "gemm" || op_type.find("attention") != std::string::npos ||
-         op_type.find("gqa") != std::string::npos || op_type.find("mla") != std::string::npos ||
-         op_type.find("mma") != std::string::npos || op_type.find("moe") != std::string::npos;
+bool matmul_like(const std::string& family) {
+  return family == "gemm" || family.find("attention") != std::string::npos ||
+         family.find("gqa") != std::string::npos || family.find("mla") != std::string::npos ||
+         family.find("mma") != std::string::npos || family.find("moe") != std::string::npos;
 }
 
-std::string skills_file_for(const std::string& op_type) {
-  if (op_type.empty()) return "";
-  if (op_type == "gqa_paged" || op_type.find("gqa") != std::string::npos)
-    return "skills/gqa_paged_decode.md";
-  return "skills/" + op_type + ".md";
+// The skills/ file of an operator family; empty when there is none.
+std::string skills_file_for(const std::string& family) {
+  static const char* const kFamilies[] = {"embedding",        "fused_add_rmsnorm", "gemm",
+                                          "gqa_paged_decode", "rmsnorm",           "rope",
+                                          "silu_and_mul"};
+  for (const char* f : kFamilies) {
+    if (family == f) return std::string("skills/") + f + ".md";
+  }
+  return "";
 }
 
 std::string arch_section(const std::string& arch) {
@@ -145,7 +151,7 @@ void add_notes(const KernelProfile& k, const Counters& c, const DiagnosisContext
     d.notes.push_back(fmt::format("uncoalesced global loads: {} of each 32-byte sector is used",
                                   pct(*c.sector_use)));
   }
-  if (matmul_like(ctx.op_type) && s.tensor_cores == "no") {
+  if (matmul_like(ctx.family) && s.tensor_cores == "no") {
     d.notes.push_back(fmt::format("no tensor-core instructions ({}) in the SASS",
                                   s.expected_tensor_instructions.empty()
                                       ? std::string("MMA")
@@ -191,7 +197,7 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
   auto memory_side = busiest({{c.dram, "dram"}, {c.l2, "l2"}});
   if (!memory_side && c.mem) memory_side = std::make_pair(*c.mem, std::string("memory"));
   const auto sm_side = busiest({{c.sm, "sm"}, {c.l1, "l1"}});
-  const std::string op_skills = skills_file_for(ctx.op_type);
+  const std::string op_skills = skills_file_for(ctx.family);
 
   if (!memory_side && !sm_side) {
     d.kind = "unknown";
@@ -275,11 +281,19 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
                              "fetched from L2 is used more often ({} § Memory-bound)",
                              kProfiling));
     }
-    add_unique(d.directions,
-               fmt::format("Keep enough bytes in flight: 16-byte vector loads, several "
-                           "independent loads per thread, cp.async/TMA on Hopper ({} § "
-                           "Memory-bound)",
-                           kProfiling));
+    if (c.dram && *c.dram >= kDramNearPeak) {
+      add_unique(d.directions,
+                 fmt::format("DRAM is near its sustainable peak: only moving fewer bytes helps "
+                             "(fusion with neighbouring operators, smaller dtypes) ({} § "
+                             "Memory-bound)",
+                             kProfiling));
+    } else {
+      add_unique(d.directions,
+                 fmt::format("Keep enough bytes in flight: 16-byte vector loads, several "
+                             "independent loads per thread, cp.async/TMA on Hopper ({} § "
+                             "Memory-bound)",
+                             kProfiling));
+    }
     if (!op_skills.empty())
       add_unique(d.directions, fmt::format("See {} § Where the time goes", op_skills));
   } else if (sm_side && sm_side->first >= kBusy) {
@@ -295,7 +309,7 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
     else if (c.issue)
       add_unique(d.evidence, "issue slots busy " + pct(*c.issue), 4);
     const bool low_tensor = !c.tensor || *c.tensor < kLowTensorPipe;
-    if (matmul_like(ctx.op_type) && low_tensor) {
+    if (matmul_like(ctx.family) && low_tensor) {
       add_unique(
           d.directions,
           fmt::format(
@@ -330,7 +344,7 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
       if (c.theo) add_unique(d.evidence, "theoretical occupancy " + pct(*c.theo), 4);
       if (c.regs) add_unique(d.evidence, fmt::format("{:.0f} registers/thread", *c.regs), 4);
       if (spill_bytes(s) > 0)
-        add_unique(d.evidence, fmt::format("{} B spilled/thread", spill_bytes(s)), 4);
+        add_unique(d.evidence, fmt::format("{} B spill stores/thread", s.spill_store_bytes), 4);
       else
         add_unique(d.evidence, fmt::format("SM {} / memory {} of peak", pct(sm_v), pct(mem_v)), 4);
       if (by == "registers") {
@@ -387,7 +401,7 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
 
 void diagnose_profile(Profile& p) {
   DiagnosisContext ctx;
-  ctx.op_type = p.op_type;
+  ctx.family = p.family;
   ctx.arch = p.arch;
   ctx.sm_count = p.sm_count;
   ctx.plan_has_several_kernels = p.kernels.size() > 1;

@@ -339,8 +339,13 @@ Profile run_worker_profile(const ProfileRequest& request) {
       }
     }
   }
-  std::vector<std::string> stall_metrics;
-  for (const std::string& base : session.base_metrics_with_prefix(metric::kStallPrefix)) {
+  std::vector<std::string> stall_metrics, stall_bases;
+  try {
+    stall_bases = session.base_metrics_with_prefix(metric::kStallPrefix);
+  } catch (const profile::CuptiError& e) {
+    spdlog::warn("profile: no warp stall reasons: {}", e.what());
+  }
+  for (const std::string& base : stall_bases) {
     if (base.size() >= 11 && base.compare(base.size() - 11, 11, "_not_issued") == 0) continue;
     const std::string name = base + ".sum";
     if (session.supported(name)) {
@@ -369,7 +374,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   p.solution = l.candidate.name;
   p.source = request.solution.string();
   p.definition = l.op.definition.name;
-  p.op_type = l.op.definition.op_type;
+  p.family = l.op.definition.family();
   p.workload = w.uuid;
   p.axes = w.axes;
   p.chip = session.chip();

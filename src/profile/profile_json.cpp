@@ -149,7 +149,7 @@ json to_json(const Profile& p) {
             {"solution", p.solution},
             {"source", p.source},
             {"definition", p.definition},
-            {"op_type", p.op_type},
+            {"family", p.family},
             {"workload", p.workload},
             {"axes", p.axes},
             {"gpu", p.gpu},
@@ -187,7 +187,7 @@ Profile profile_from_json(const json& j) {
     p.solution = j.value("solution", "");
     p.source = j.value("source", "");
     p.definition = j.value("definition", "");
-    p.op_type = j.value("op_type", "");
+    p.family = j.value("family", "");
     p.workload = j.value("workload", "");
     p.axes = j.value("axes", json::object());
     p.gpu = j.value("gpu", "");
