@@ -6,7 +6,8 @@
 # and whether it is within 5% (target: every counter; hit rates and percentages compared in
 # points, counters relative). Then the diagnosis kharness gives, and its wall time (target 5 s).
 #
-#   scripts/bench-profile.sh [KHARNESS_BINARY]      NCU (default ncu), ONLY (regex over fixture)
+#   scripts/bench-profile.sh [KHARNESS_BINARY]      NCU (default ncu), ONLY (regex over fixture),
+#                                                   CACHE_CONTROL (ncu's --cache-control: all|none)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -14,11 +15,13 @@ KHARNESS="$(realpath "${1:-build/kharness}")"
 NCU="${NCU:-ncu}"
 [[ -x "$KHARNESS" ]] || { echo "bench-profile: no kharness binary at '$KHARNESS'" >&2; exit 2; }
 command -v "$NCU" >/dev/null || echo "bench-profile: no '$NCU' on PATH: only kharness's column" >&2
-export KHARNESS NCU ROOT
+CACHE_CONTROL="${CACHE_CONTROL:-all}"
+export KHARNESS NCU ROOT CACHE_CONTROL
 exec python3 - <<'PY'
 import csv, io, json, os, re, shutil, subprocess, time
 
 K, NCU, ROOT = os.environ["KHARNESS"], os.environ["NCU"], os.environ["ROOT"]
+CACHE = os.environ["CACHE_CONTROL"]
 ONLY = re.compile(os.environ.get("ONLY", ""))
 FIX = os.path.join(ROOT, "tests", "fixtures", "profile")
 # fixture, workload uuid (prefix), kernel name
@@ -56,7 +59,8 @@ def kharness_profile(fixture, uuid):
 def ncu_values(fixture, uuid, kernel, names):
     if not shutil.which(NCU):
         return {}, "no ncu"
-    rc, out, err = run([NCU, "--clock-control", "none", "--replay-mode", "kernel", "--target-processes", "all",
+    rc, out, err = run([NCU, "--clock-control", "none", "--cache-control", CACHE, "--replay-mode", "kernel",
+                        "--target-processes", "all",
                         "--kernel-name", kernel, "--launch-count", "1", "--csv", "--page", "details",
                         "--print-units", "base", "--metrics", ",".join(names),
                         K, "check", os.path.join(FIX, fixture), "--workloads", uuid, "--trials", "1",

@@ -259,6 +259,7 @@ TEST(ProfileJson, RoundTripKeepsMissingAsNull) {
   Profile p = two_kernel_profile();
   p.kernels[1].statics.tensor_cores = "no";
   p.kernels[1].statics.tensor_instructions = {"HMMA"};
+  p.warnings = {"CUPTI dropped 1 range(s)"};
   p.kernels[1].metrics[metric::kTensorPipe].actual_name = "x";
   json j = to_json(p);
   EXPECT_EQ(j["schema"], kProfileSchema);
@@ -270,6 +271,8 @@ TEST(ProfileJson, RoundTripKeepsMissingAsNull) {
   EXPECT_EQ(back.kernels[1].statics.spill_store_bytes, 2028);
   EXPECT_EQ(back.kernels[0].statics.static_shared_bytes, -1);  // unknown stays unknown
   EXPECT_EQ(back.diagnosis.kind, "occupancy_limited");
+  EXPECT_EQ(back.warnings, p.warnings);
+  EXPECT_TRUE(contains(diagnosis_text(back), "warning: CUPTI dropped 1 range(s)"));
   ASSERT_TRUE(back.sol.has_value());
   EXPECT_DOUBLE_EQ(back.sol->fraction, 0.13);
 }

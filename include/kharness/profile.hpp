@@ -148,9 +148,10 @@ struct Profile {
   int passes = 0;  // replay passes per kernel
   std::vector<KernelProfile> kernels;
   std::optional<SolSummary> sol;
-  Diagnosis diagnosis;       // of the plan: its longest kernel's, with the plan's speed-of-light
-  double gpu_seconds = 0.0;  // sum of gpu__time_duration over the kernels
-  double seconds = 0.0;      // wall, the whole profile command
+  Diagnosis diagnosis;  // of the plan: its longest kernel's, with the plan's speed-of-light
+  std::vector<std::string> warnings;  // what went wrong in collection (dropped ranges, ...)
+  double gpu_seconds = 0.0;           // sum of gpu__time_duration over the kernels
+  double seconds = 0.0;               // wall, the whole profile command
   nlohmann::json phases = nlohmann::json::object();  // seconds per phase
 };
 

@@ -445,6 +445,7 @@ std::string diagnosis_text(const Profile& p) {
     out += fmt::format(", {} of speed-of-light ({}-bound by the formulas)",
                        pct(100 * p.sol->fraction), p.sol->bound);
   out += "\n";
+  for (const std::string& w : p.warnings) out += "warning: " + w + "\n";
   for (const KernelProfile& k : p.kernels) {
     const Diagnosis& d = k.diagnosis;
     out += fmt::format("kernel {} (launch {}, grid {}x{}x{}, block {}x{}x{}, {:.2f} us): {}\n",

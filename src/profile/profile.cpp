@@ -365,10 +365,6 @@ Profile run_worker_profile(const ProfileRequest& request) {
     }
   });
   phases["counters"] = since(t);
-  if (c.ranges.size() != launches) {
-    spdlog::warn("profile: {} profiler range(s) for {} launch(es); ranges matched by order",
-                 c.ranges.size(), launches);
-  }
 
   Profile p;
   p.solution = l.candidate.name;
@@ -445,7 +441,22 @@ Profile run_worker_profile(const ProfileRequest& request) {
     p.gpu_seconds += k.value(metric::kDuration).value_or(0.0) * 1e-9;
     p.kernels.push_back(std::move(k));
   }
-  if (c.dropped_ranges > 0) spdlog::warn("profile: CUPTI dropped {} range(s)", c.dropped_ranges);
+  if (c.ranges.size() != launches) {
+    p.warnings.push_back(
+        fmt::format("{} profiler range(s) for {} launch(es); ranges matched to launches in order",
+                    c.ranges.size(), launches));
+  }
+  if (c.dropped_ranges > 0)
+    p.warnings.push_back(fmt::format("CUPTI dropped {} range(s)", c.dropped_ranges));
+  if (!c.not_evaluated.empty()) {
+    std::sort(c.not_evaluated.begin(), c.not_evaluated.end());
+    c.not_evaluated.erase(std::unique(c.not_evaluated.begin(), c.not_evaluated.end()),
+                          c.not_evaluated.end());
+    std::string list;
+    for (const auto& n : c.not_evaluated) list += (list.empty() ? "" : ", ") + n;
+    p.warnings.push_back("CUPTI could not configure or evaluate: " + list);
+  }
+  for (const auto& w : p.warnings) spdlog::warn("profile: {}", w);
   p.phases = phases;
   return p;
 }
