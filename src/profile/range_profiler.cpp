@@ -251,6 +251,11 @@ CounterSession::CounterSession(CUcontext ctx, int device) : ctx_(ctx), device_(d
   const CUptiResult sr = cuptiProfilerDeviceSupported(&sup);
   if (sr != CUPTI_SUCCESS) {
     spdlog::debug("cuptiProfilerDeviceSupported: {}", result_text(sr));
+  } else if (sup.isSupported == CUPTI_PROFILER_CONFIGURATION_UNKNOWN) {
+    spdlog::warn(
+        "profile: cuptiProfilerDeviceSupported could not tell whether device {} can be "
+        "profiled; trying",
+        device);
   } else if (sup.isSupported != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) {
     throw environment_error(fmt::format(
         "cuptiProfilerDeviceSupported: device {} cannot be profiled (architecture {}, SLI {}, "
@@ -351,6 +356,8 @@ Collection CounterSession::collect(const std::vector<std::string>& requested,
   spdlog::debug("profile: {} metric(s) in {} pass(es); {} refused", metrics.size(), result.passes,
                 refused.size());
 
+  // Declared before the profiler object: CUPTI holds on to it until the profiler is disabled.
+  std::vector<std::uint8_t> counter_data;
   RangeProfilerObject profiler(ctx_);
   auto names = c_names(metrics);
 
@@ -362,7 +369,7 @@ Collection CounterSession::collect(const std::vector<std::string>& requested,
   size.maxNumOfRanges = max_ranges;
   size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
   KHARNESS_CUPTI(cuptiRangeProfilerGetCounterDataSize, size);
-  std::vector<std::uint8_t> counter_data(size.counterDataSize, 0);
+  counter_data.assign(size.counterDataSize, 0);
 
   CUpti_RangeProfiler_CounterDataImage_Initialize_Params init{
       CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
