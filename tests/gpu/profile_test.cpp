@@ -67,9 +67,11 @@ TEST(ProfileGpu, CopyIsMemoryBoundAtEightyPercentOfDram) {
   EXPECT_EQ(k["diagnosis"]["limiter"], "dram") << p["diagnosis_text"];
   EXPECT_GE(metric(k, "dram__throughput.avg.pct_of_peak_sustained_elapsed"), 80.0)
       << p["diagnosis_text"];
-  // 1e8 floats read and written: 800 MB of DRAM traffic, give or take a few percent.
+  // 1e8 floats read and written: 800 MB of DRAM traffic; up to the 60 MB of L2 may already hold
+  // part of x when the replay does not flush it.
   const double bytes = metric(k, "dram__bytes_read.sum") + metric(k, "dram__bytes_write.sum");
-  EXPECT_NEAR(bytes, 8e8, 0.05 * 8e8);
+  EXPECT_GE(bytes, 0.85 * 8e8);
+  EXPECT_LE(bytes, 1.05 * 8e8);
   EXPECT_GT(metric(k, "gpu__time_duration.sum"), 0.0);
   EXPECT_EQ(k["static"]["spill_store_bytes"], 0);
   EXPECT_TRUE(p["sol"].is_object()) << "no speed-of-light for copy_f32 on this GPU";
