@@ -13,5 +13,7 @@ Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
 Runner setup_worker(CLI::App& app);
+Runner setup_profile(CLI::App& app);
+Runner setup_profile_worker(CLI::App& app);
 
 }  // namespace kharness::cli
