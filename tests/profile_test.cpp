@@ -38,23 +38,25 @@ KernelProfile kernel(const std::string& name, std::map<std::string, double> valu
   return k;
 }
 
-// copy_f32, n = 1e8, 16-byte loads: DRAM-bound.
+// copy_f32, n = 1e8, 16-byte loads: DRAM-bound. Recorded on an H200 (kharness profile, session 2;
+// ncu agreed within 1.5 points on every throughput): L2 reads busier than DRAM because every DRAM
+// byte passes through it, yet DRAM is the limiter.
 KernelProfile copy_kernel() {
-  KernelProfile k = kernel("copy_stream", {{metric::kDuration, 205000},
-                                           {metric::kSmThroughput, 24.5},
-                                           {metric::kMemThroughput, 91.8},
-                                           {metric::kDramThroughput, 91.8},
-                                           {metric::kL2Throughput, 47.2},
-                                           {metric::kL1Throughput, 28.0},
-                                           {metric::kDramRead, 4.0e8},
-                                           {metric::kDramWrite, 4.0e8},
-                                           {metric::kL2HitRate, 50.1},
+  KernelProfile k = kernel("copy_stream", {{metric::kDuration, 199072},
+                                           {metric::kSmThroughput, 6.18},
+                                           {metric::kMemThroughput, 83.53},
+                                           {metric::kDramThroughput, 83.53},
+                                           {metric::kL2Throughput, 87.59},
+                                           {metric::kL1Throughput, 28.42},
+                                           {metric::kDramRead, 4.00022e8},
+                                           {metric::kDramWrite, 4.0002e8},
+                                           {metric::kL2HitRate, 50.37},
                                            {metric::kL1HitRate, 0.0},
-                                           {metric::kAchievedOccupancy, 86.0},
+                                           {metric::kAchievedOccupancy, 91.38},
                                            {metric::kTheoreticalOccupancy, 100.0},
                                            {metric::kGlobalLoadEfficiency, 100.0},
                                            {metric::kTensorPipe, 0.0},
-                                           {metric::kRegistersPerThread, 16}});
+                                           {metric::kRegistersPerThread, 32}});
   k.statics.registers = 16;
   k.statics.spill_store_bytes = k.statics.spill_load_bytes = k.statics.stack_bytes = 0;
   return k;
@@ -129,7 +131,7 @@ TEST(ProfileDiagnosis, CopyIsMemoryBoundOnDram) {
   Diagnosis d = diagnose(copy_kernel(), ctx);
   EXPECT_EQ(d.kind, "memory_bound");
   EXPECT_EQ(d.limiter, "dram");
-  EXPECT_TRUE(any_contains(d.evidence, "DRAM throughput 91.8%")) << d.summary;
+  EXPECT_TRUE(any_contains(d.evidence, "DRAM throughput 83.5%")) << d.summary;
   EXPECT_GE(d.evidence.size(), 3u);
   EXPECT_LE(d.evidence.size(), 4u);
   EXPECT_GE(d.directions.size(), 1u);
@@ -248,7 +250,7 @@ TEST(ProfileText, IsCompactAndSaysWhy) {
   std::string text = diagnosis_text(p);
   EXPECT_TRUE(contains(text, "13.0% of speed-of-light")) << text;
   EXPECT_TRUE(contains(text, "kernel copy_stream (launch 0")) << text;
-  EXPECT_TRUE(contains(text, "memory-bound: DRAM at 91.8% of peak")) << text;
+  EXPECT_TRUE(contains(text, "memory-bound: DRAM at 83.5% of peak")) << text;
   EXPECT_TRUE(contains(text, "occupancy-limited")) << text;
   EXPECT_TRUE(contains(text, "note: spills")) << text;
   EXPECT_TRUE(contains(text, "stalls (% of active warp cycles): long_scoreboard 71.0%")) << text;

@@ -3,6 +3,8 @@
 #include <cuda_occupancy.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace kharness::profile {
 
 Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f, int block_threads,
@@ -43,7 +45,9 @@ Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f
   out.ok = true;
   out.blocks_per_sm = result.activeBlocksPerMultiprocessor;
   out.limit_registers = result.blockLimitRegs;
-  out.limit_shared_mem = result.blockLimitSharedMem;
+  // Without shared memory the calculator's limit is the SM's whole carveout over the per-block
+  // reservation (228 on an H200); ncu reports it capped at the SM's block limit (32), as here.
+  out.limit_shared_mem = std::min(result.blockLimitSharedMem, result.blockLimitBlocks);
   out.limit_warps = result.blockLimitWarps;
   out.limit_blocks = result.blockLimitBlocks;
   const int warps_per_block = (block_threads + d.warp_size - 1) / d.warp_size;
