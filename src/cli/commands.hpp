@@ -13,6 +13,8 @@ Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
 Runner setup_worker(CLI::App& app);
+Runner setup_profile(CLI::App& app);
+Runner setup_profile_worker(CLI::App& app);
 Runner setup_run(CLI::App& app);
 
 }  // namespace kharness::cli
