@@ -61,6 +61,7 @@ struct RunArgs {
   std::string diagnosis;
   bool compile_only = false;
   bool no_cascade = false;
+  bool no_profile = false;
   std::string run_dir;
   std::string resume;
   std::string out;
@@ -258,6 +259,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.diagnosis = diagnosis;
   so.compile_only = args.compile_only;
   so.cascade = !args.no_cascade;
+  so.profile = !args.no_profile;
   so.seed = seed;
   so.eval_timeout = args.timeout;
   so.use_cache = !args.no_cache;
@@ -348,6 +350,9 @@ Runner setup_run(CLI::App& app) {
                "Compile verdicts only (no GPU needed; nothing is timed or promoted)");
   app.add_flag("--no-cascade", args->no_cascade,
                "Validate every candidate on all workloads (no representative shapes first)");
+  app.add_flag(
+      "--no-profile", args->no_profile,
+      "Do not profile the best kernel for the prompts' diagnosis (it needs counter access)");
   app.add_option("--run-dir", args->run_dir, "Where the run's records go (default runs/OP-TIME)")
       ->type_name("DIR");
   app.add_option("--resume", args->resume, "Carry on with an earlier run (its folder)")

@@ -36,6 +36,7 @@ json to_json(const CandidateRecord& r) {
           {"saved_seconds", r.saved_seconds},
           {"prompt_cuts", r.prompt_cuts},
           {"restart", r.restart},
+          {"diagnosis", r.diagnosis},
           {"has_source", !r.source.empty()}};
 }
 
@@ -67,6 +68,7 @@ CandidateRecord record_from_json(const json& j) {
   r.saved_seconds = j.value("saved_seconds", 0.0);
   r.prompt_cuts = j.value("prompt_cuts", std::vector<std::string>{});
   r.restart = j.value("restart", "");
+  r.diagnosis = j.value("diagnosis", "");
   return r;
 }
 

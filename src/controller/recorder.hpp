@@ -38,6 +38,7 @@ struct CandidateRecord {
   double saved_seconds = 0.0;  // full-validation time the cascade did not spend
   std::vector<std::string> prompt_cuts;
   std::string restart;          // set on the first candidate after an optimisation-dropout restart
+  std::string diagnosis;        // for the best kernels: the profile stage's diagnosis of it
   nlohmann::json verdict;       // the last verdict (null when nothing ran)
   nlohmann::json best_verdict;  // for a promoted one: the verdict as the prompt shows it
 };

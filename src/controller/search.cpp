@@ -15,6 +15,7 @@
 #include "controller/answer.hpp"
 #include "controller/prompt.hpp"
 #include "kharness/hash.hpp"
+#include "kharness/profile.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 #include "llm/providers.hpp"
@@ -115,6 +116,8 @@ struct Search::Impl {
   double seed_score = 0.0;
   double seconds_per_workload = 0.0;  // of a full validation (the seed's), for cascade savings
   int stall = 0, direction = 0, dropouts = 0, step = 0, next_id = 1;
+  std::string profile_diagnosis;  // of the current best kernel
+  bool profiling = true;          // off after the first environment failure
   std::int64_t tokens = 0;
   double cost = 0.0;
   std::uint64_t eval_counter = 0;
@@ -127,6 +130,7 @@ struct Search::Impl {
     reps = bucket_representatives(op);
     task_text = render_task(op, options.arch);
     skills = load_skills(options.skills_dir, op, options.arch);
+    profiling = options.profile && !options.compile_only;
     scratch = options.work_dir / "solutions";
     std::filesystem::create_directories(scratch);
   }
@@ -203,6 +207,34 @@ struct Search::Impl {
     cost += r.cost_usd;
   }
 
+  // The profile stage's diagnosis of a kernel on the largest representative shape; empty when
+  // profiling is off or fails (a warning, once, for counters that are not permitted).
+  std::string diagnose(const std::filesystem::path& file) {
+    if (!profiling || stopping()) return {};
+    ProfileRequest req;
+    req.solution = file;
+    req.operator_name = op.definition.name;
+    req.operators_dirs = options.operators_dirs;
+    req.workload = reps.empty() ? std::string() : reps.back();
+    req.arch = options.arch;
+    req.use_cache = options.use_cache;
+    req.seed = options.seed;
+    try {
+      return diagnosis_text(profile_solution(req));
+    } catch (const Error& e) {
+      if (e.code() == ExitCode::kEnvironment || e.code() == ExitCode::kInternal) profiling = false;
+      spdlog::warn("profile of {}: {}{}", file.filename().string(), e.message(),
+                   profiling ? "" : "; the prompts go without a diagnosis");
+      return {};
+    }
+  }
+
+  std::string diagnosis_for_prompt() const {
+    if (profile_diagnosis.empty()) return options.diagnosis;
+    if (options.diagnosis.empty()) return profile_diagnosis;
+    return options.diagnosis + "\n" + profile_diagnosis;
+  }
+
   // c0000: the seed, validated against the operator's baseline (or compiled).
   void evaluate_seed() {
     if (!op.seed) {
@@ -269,6 +301,7 @@ struct Search::Impl {
       }
       if (r.promoted && r.best_verdict.is_object()) {
         best = kernel_from(r, r.best_verdict);
+        profile_diagnosis = r.diagnosis;
         add_elite(best);
         stall = 0;
       } else if (r.id != "c0000") {
@@ -300,8 +333,8 @@ struct Search::Impl {
       if (it->id == "c0000" || masked.count(it->id)) continue;
       parts.feedback.push_back(feedback[it->id]);
     }
-    parts.diagnosis = options.diagnosis;
-    parts.skills = order_skills(skills, options.diagnosis, direction + sample);
+    parts.diagnosis = diagnosis_for_prompt();
+    parts.skills = order_skills(skills, parts.diagnosis, direction + sample);
     parts.hints = options.hints;
     Prompt p = build_prompt(parts, options.prompt_tokens);
     cuts = p.cuts;
@@ -421,6 +454,7 @@ struct Search::Impl {
       r.parent = r.parent.empty() ? best.id : r.parent;
       best = kernel_from(r, display);
       add_elite(best);
+      r.diagnosis = profile_diagnosis = diagnose(best.file);
     } else {
       r.note =
           fmt::format("not promoted: {:.3f}x the incumbent {}, within the noise {:.2f}% or slower",

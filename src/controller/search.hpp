@@ -40,7 +40,10 @@ struct SearchOptions {
   std::string reasoning_effort;
   double request_timeout = 900;
   std::vector<std::string> hints;
-  std::string diagnosis;  // a profile diagnosis of the seed (optional)
+  std::string diagnosis;  // a person's (or an earlier profile's) diagnosis text (optional)
+  // Profile the best kernel (the seed, then every promoted one) on the largest representative
+  // shape and put the counters' diagnosis into the prompts (needs a GPU and counter access).
+  bool profile = true;
   bool compile_only = false;
   bool cascade = true;
   std::uint64_t seed = 0;  // base seed for checks and the search's own choices
