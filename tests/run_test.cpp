@@ -229,3 +229,45 @@ TEST(Run, CtrlCStopsCleanlyAndCanResume) {
 
 }  // namespace
 }  // namespace kharness
+
+namespace kharness {
+namespace {
+
+TEST(Run, SamplesPerStepInParallel) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = kharness(
+      "run --operator rmsnorm_h4096 --budget 4 --samples 2 --provider replay "
+      "--responses '" +
+      replay_dir() + "' --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(record(run, "c0001")["step"], 1);
+  EXPECT_EQ(record(run, "c0002")["step"], 1);
+  EXPECT_EQ(record(run, "c0003")["step"], 2);
+  EXPECT_EQ(record(run, "c0004")["step"], 2);
+  EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
+}
+
+TEST(Run, TokenAndCostLimitsStopTheRun) {
+  std::string answer = read_file(testing::fixture("replay/rmsnorm/01-same-speed.md").string());
+  testing::HttpServer server(
+      {{200, json{{"content", json::array({{{"type", "text"}, {"text", answer}}})},
+                  {"stop_reason", "end_turn"},
+                  {"usage", {{"input_tokens", 1000}, {"output_tokens", 500}}}}
+                 .dump()}});
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = testing::run_command("ANTHROPIC_API_KEY=k '" + std::string(KHARNESS_BINARY) +
+                                "' run --operator rmsnorm_h4096 --budget 10 --max-tokens 2500 "
+                                "--provider anthropic --base-url " +
+                                server.url() + " --compile-only --arch sm_90a --run-dir '" +
+                                run.string() + "' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  json summary = json::parse(read_file((run / "summary.json").string()));
+  EXPECT_EQ(summary["stop_reason"], "tokens");
+  EXPECT_EQ(summary["candidates"].size(), 3u);  // the seed and two answers of 1500 tokens
+  EXPECT_EQ(summary["tokens"], 3000);
+}
+
+}  // namespace
+}  // namespace kharness
