@@ -116,7 +116,7 @@ std::string verdict_cache_key(const CacheKeyParts& parts);
 // Replaces what looks like a secret with "[REDACTED]": "sk-..." / "sk-ant-..." style keys,
 // values of x-api-key / api_key / authorization headers and "Bearer ..." tokens.
 std::string scrub_secrets(std::string_view text);
-nlohmann::json scrub_secrets(const nlohmann::json& value);  // every string in it
+nlohmann::json scrub_json_secrets(const nlohmann::json& value);  // every string in it
 
 class Archive {
  public:

@@ -20,6 +20,10 @@ const std::vector<Command>& commands() {
        setup_bench},
       {"score", "Validate many solutions; write JSON, JUnit, Markdown and FlashInfer-Bench traces",
        setup_score},
+      {"report", "Summarise runs from the archive: candidates, best per operator, --html charts",
+       setup_report},
+      {"runs", "List the runs in the archive (./.kharness, --archive DIR)", setup_runs},
+      {"show", "Show an archived candidate: verdict, files, diff against its parent", setup_show},
       {"operators", "List, show and check operator definitions", setup_operators},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},

@@ -12,6 +12,9 @@ Runner setup_check(CLI::App& app);
 Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
+Runner setup_runs(CLI::App& app);
+Runner setup_show(CLI::App& app);
+Runner setup_report(CLI::App& app);
 Runner setup_worker(CLI::App& app);
 
 }  // namespace kharness::cli
