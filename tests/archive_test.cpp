@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -57,7 +57,10 @@ CandidateRecord full_record(const std::string& name, double speedup) {
   r.compile = {{"status", "PASSED"}};
   r.compile_log = "ptxas info: 12 registers";
   r.ptx = ".version 8.0\n";
-  r.cubin = std::string("\x7f" "ELF\0\x01\x02", 7);
+  r.cubin = std::string(
+      "\x7f"
+      "ELF\0\x01\x02",
+      7);
   r.verdict = timed_verdict(name, speedup);
   r.prompt = "Write a faster kernel.";
   r.response = "```cuda\n__global__ void k() {}\n```";
@@ -163,9 +166,10 @@ TEST(Archive, BadIdsAreInputErrors) {
 TEST(Archive, ScrubsSecrets) {
   const std::string ant = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
   const std::string oai = "sk-proj-ZyXwVuTsRqPoNmLkJiHg1234";
-  for (const std::string& text : std::vector<std::string>{"key " + ant + " end", "x-api-key: secretvalue123", "X-Api-Key=\"secretvalue123\"",
-        "Authorization: Bearer abcdefghijklmnop", "ANTHROPIC_API_KEY=secretvalue123",
-        "{\"api_key\": \"secretvalue123\"}", "OPENAI " + oai}) {
+  for (const std::string& text : std::vector<std::string>{
+           "key " + ant + " end", "x-api-key: secretvalue123", "X-Api-Key=\"secretvalue123\"",
+           "Authorization: Bearer abcdefghijklmnop", "ANTHROPIC_API_KEY=secretvalue123",
+           "{\"api_key\": \"secretvalue123\"}", "OPENAI " + oai}) {
     std::string out = scrub_secrets(text);
     EXPECT_NE(out.find("[REDACTED]"), std::string::npos) << text << " -> " << out;
     EXPECT_EQ(out.find("secretvalue123"), std::string::npos) << out;
@@ -178,8 +182,8 @@ TEST(Archive, ScrubsSecrets) {
        std::vector<std::string>{"task-specific kernel", "float sk = 1.0f; // sk-1", "x = 3;"}) {
     EXPECT_EQ(scrub_secrets(text), text);
   }
-  json j = scrub_json_secrets({{"headers", {{"x-api-key", "plainvalue"}}}, {"n", 3},
-                               {"msg", json::array({"use " + ant})}});
+  json j = scrub_json_secrets(
+      {{"headers", {{"x-api-key", "plainvalue"}}}, {"n", 3}, {"msg", json::array({"use " + ant})}});
   EXPECT_EQ(j["headers"]["x-api-key"], "[REDACTED]");
   EXPECT_EQ(j["n"], 3);
   EXPECT_EQ(j["msg"][0], "use [REDACTED]");
@@ -218,7 +222,10 @@ TEST(VerdictCacheKey, EveryPartChangesTheKey) {
   std::vector<std::pair<const char*, std::function<void(CacheKeyParts&)>>> changes = {
       {"source", [](CacheKeyParts& p) { p.sources[0].content += " "; }},
       {"source name", [](CacheKeyParts& p) { p.sources[0].path = "j.cu"; }},
-      {"extra source", [](CacheKeyParts& p) { p.sources.push_back({"h.cuh", ""}); }},
+      {"extra source",
+       [](CacheKeyParts& p) {
+         p.sources.push_back({"h.cuh", ""});
+       }},
       {"plan", [](CacheKeyParts& p) { p.plan["workspace_bytes"] = 4; }},
       {"options", [](CacheKeyParts& p) { p.options["arch"] = "sm_100a"; }},
       {"mode", [](CacheKeyParts& p) { p.options["mode"] = "check"; }},

@@ -15,7 +15,8 @@ namespace kharness::report {
 // (classname = solution, name = "uuid [axis=value ...]"). A failed workload carries
 // <failure type="KIND" message="...">evidence JSON</failure>. A failed solution with no failed
 // workload (compile error, rejected plan, timeout between workloads) gets one extra testcase
-// named "compile" (COMPILE_ERROR) or "solution" holding the solution's failure.
+// named "compile" (COMPILE_ERROR) or "solution" holding the solution's failure. A passed solution
+// with no workload (--compile-only) gets one passing testcase named "compile".
 std::string to_junit(const std::vector<Verdict>& verdicts, const std::string& suite_name);
 
 // A Markdown leaderboard for a CI job summary: one row per solution, ranked passed first, then
@@ -52,7 +53,7 @@ struct HtmlCandidate {
   std::string id;
   int seq = 0;
   std::string name;
-  std::string status;  // PASSED, COMPILE_ERROR, ...
+  std::string status;    // PASSED, COMPILE_ERROR, ...
   double speedup = 0.0;  // mean speedup over the baseline; 0 when not timed
   bool cached = false;
 };

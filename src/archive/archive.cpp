@@ -360,8 +360,7 @@ struct Archive::Impl {
 
   std::vector<CandidateSummary> query(const std::string& where,
                                       const std::vector<std::string>& args) const {
-    Statement s(db, fmt::format("SELECT {} {} ORDER BY c.rowid",
-                                kCandidateColumns, where));
+    Statement s(db, fmt::format("SELECT {} {} ORDER BY c.rowid", kCandidateColumns, where));
     for (std::size_t i = 0; i < args.size(); ++i) s.bind(static_cast<int>(i + 1), args[i]);
     std::vector<CandidateSummary> out;
     while (s.step()) out.push_back(summary(s));
@@ -382,9 +381,9 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
     throw environment_error(
         fmt::format("{}: cannot create the archive folder: {}", dir.string(), ec.message()));
   fs::path index = dir / "index.sqlite";
-  int rc = sqlite3_open_v2(index.c_str(), &impl_->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(index.c_str(), &impl_->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = impl_->db ? sqlite3_errmsg(impl_->db) : sqlite3_errstr(rc);
     throw environment_error(
@@ -476,7 +475,8 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
   if (record.verdict) {
     put_json("verdict.json", to_json(*record.verdict));
     for (const auto& w : record.verdict->workloads) {
-      if (!w.timing.empty()) timing.push_back({{"uuid", w.uuid}, {"axes", w.axes}, {"timing", w.timing}});
+      if (!w.timing.empty())
+        timing.push_back({{"uuid", w.uuid}, {"axes", w.axes}, {"timing", w.timing}});
     }
     if (!timing.empty()) put_json("timing.json", timing);
   }

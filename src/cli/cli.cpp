@@ -57,8 +57,8 @@ std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       bool known = false;
-      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "--archive", "-h",
-                            "--help", "--version"}) {
+      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir",
+                            "--archive", "-h", "--help", "--version"}) {
         known = known || arg == k;
       }
       if (arg.rfind("-", 0) == 0 && !known)

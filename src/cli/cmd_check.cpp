@@ -1,6 +1,7 @@
 // kharness check SOLUTION... --operator NAME [--workloads U,...] [--trials N] [--seed N] [--json]
 // and the hidden worker mode it runs each solution in.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,10 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <optional>
+#include <random>
 #include <set>
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -357,7 +357,8 @@ class Evaluator {
 
 // " (cached: verdict of candidate ID)" or "".
 std::string cached_note(const Evaluator::Result& r) {
-  return r.cached_from.empty() ? "" : fmt::format(" (cached: verdict of candidate {})", r.cached_from);
+  return r.cached_from.empty() ? ""
+                               : fmt::format(" (cached: verdict of candidate {})", r.cached_from);
 }
 
 ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
@@ -377,7 +378,8 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
       if (!r.cached_from.empty()) j["cached_from"] = r.cached_from;
       all.push_back(j);
     } else {
-      if (!r.cached_from.empty()) std::printf("cached: verdict of candidate %s (--no-cache reruns)\n", r.cached_from.c_str());
+      if (!r.cached_from.empty())
+        std::printf("cached: verdict of candidate %s (--no-cache reruns)\n", r.cached_from.c_str());
       std::fputs(render_verdict(v, global.verbosity).c_str(), stdout);
       if (!r.candidate_id.empty() && global.verbosity > 0)
         std::printf("  archived as candidate %s\n", r.candidate_id.c_str());
@@ -560,8 +562,9 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                                  : "Wall-clock limit per solution in seconds (default 300)");
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
-  app.add_flag("--no-cache", args->no_cache,
-               "Recompute everything: bypass the verdict cache (the archive) and the compile cache");
+  app.add_flag(
+      "--no-cache", args->no_cache,
+      "Recompute everything: bypass the verdict cache (the archive) and the compile cache");
   if (mode == "score") {
     app.add_option("--json", args->json_file, "Write the results as JSON (schema kharness.score/1)")
         ->type_name("FILE");

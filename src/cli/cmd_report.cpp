@@ -95,9 +95,9 @@ Runner setup_runs_impl(CLI::App& app) {
     }
     Table t({"run", "started", "state", "command", "operator", "candidates", "passed", "best"});
     for (const auto& r : runs) {
-      t.add({r.id, r.started_at, r.state, r.command, r.operator_name.empty() ? "-" : r.operator_name,
-             std::to_string(r.candidates), std::to_string(r.passed),
-             speedup_text(r.best_speedup)});
+      t.add({r.id, r.started_at, r.state, r.command,
+             r.operator_name.empty() ? "-" : r.operator_name, std::to_string(r.candidates),
+             std::to_string(r.passed), speedup_text(r.best_speedup)});
     }
     std::fputs(t.render().c_str(), stdout);
     return ExitCode::kPassed;
@@ -134,10 +134,10 @@ std::string line_diff(const std::string& a_text, const std::string& b_text,
     if (i < n && j < m && a[i] == b[j]) {
       script.emplace_back(' ', a[i++]);
       ++j;
-    } else if (j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      script.emplace_back('+', b[j++]);
-    } else {
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
       script.emplace_back('-', a[i++]);
+    } else {
+      script.emplace_back('+', b[j++]);
     }
   }
   // Hunks: changed lines with up to 3 lines of context around them.
@@ -195,11 +195,18 @@ Runner setup_show_impl(CLI::App& app) {
     archive::StoredCandidate c = a.load(args->id);
     const auto& s = c.summary;
     if (args->json) {
-      json out = {{"id", s.id},         {"run", s.run_id},       {"seq", s.seq},
-                  {"name", s.name},     {"operator", s.operator_name},
-                  {"status", s.status}, {"parent", s.parent_id}, {"step", s.step},
-                  {"origin", s.origin}, {"created_at", s.created_at},
-                  {"cached_from", s.cached_from}, {"dir", s.dir.string()},
+      json out = {{"id", s.id},
+                  {"run", s.run_id},
+                  {"seq", s.seq},
+                  {"name", s.name},
+                  {"operator", s.operator_name},
+                  {"status", s.status},
+                  {"parent", s.parent_id},
+                  {"step", s.step},
+                  {"origin", s.origin},
+                  {"created_at", s.created_at},
+                  {"cached_from", s.cached_from},
+                  {"dir", s.dir.string()},
                   {"verdict", c.record.verdict ? to_json(*c.record.verdict) : json()}};
       std::fputs((out.dump(2) + "\n").c_str(), stdout);
       return ExitCode::kPassed;
@@ -252,8 +259,7 @@ Runner setup_show_impl(CLI::App& app) {
       archive::StoredCandidate other = a.load(against);
       std::string diff = line_diff(entry_source(other.record), entry_source(c.record),
                                    other.summary.id + "/source.cu", s.id + "/source.cu");
-      out += diff.empty() ? fmt::format("source identical to {}\n", other.summary.id)
-                          : "\n" + diff;
+      out += diff.empty() ? fmt::format("source identical to {}\n", other.summary.id) : "\n" + diff;
     }
     if (args->source) out += "\n" + entry_source(c.record);
     std::fputs(out.c_str(), stdout);
@@ -271,7 +277,8 @@ std::string workload_label(const WorkloadVerdict& w) {
 
 // The HTML data: runs with their candidates, per-workload results of each best candidate (with
 // FLOPs and bytes from the operator's formulas, when it loads) and the roofs of their GPUs.
-report::HtmlReport html_data(const archive::Archive& a, const std::vector<archive::RunSummary>& runs,
+report::HtmlReport html_data(const archive::Archive& a,
+                             const std::vector<archive::RunSummary>& runs,
                              const std::vector<archive::CandidateSummary>& best,
                              const std::string& operator_name, const GlobalOptions& global) {
   report::HtmlReport data;
@@ -279,14 +286,14 @@ report::HtmlReport html_data(const archive::Archive& a, const std::vector<archiv
   for (const auto& r : runs) {
     report::HtmlRun run{r.id, r.started_at, r.state, r.command, r.operator_name, {}};
     for (const auto& c : a.candidates(r.id, operator_name))
-      run.candidates.push_back({c.id, c.seq, c.name, c.status, c.mean_speedup,
-                                !c.cached_from.empty()});
+      run.candidates.push_back(
+          {c.id, c.seq, c.name, c.status, c.mean_speedup, !c.cached_from.empty()});
     data.runs.push_back(std::move(run));
   }
   std::vector<bench::GpuSpec> specs;
   try {
-    specs = bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" /
-                                  "gpus");
+    specs =
+        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
   } catch (const Error&) {
     // no roofs without the GPU specs
   }
@@ -387,8 +394,8 @@ Runner setup_report_impl(CLI::App& app) {
     if (runs.empty()) out += fmt::format("no runs in {}\n", a.dir().string());
     out += "\nbest per operator:\n" + best_table(best_list);
     if (!args->html.empty()) {
-      write_file_atomic(args->html,
-                        report::to_html(html_data(a, runs, best_list, args->operator_name, global)));
+      write_file_atomic(
+          args->html, report::to_html(html_data(a, runs, best_list, args->operator_name, global)));
       out += fmt::format("wrote {}\n", args->html);
     }
     std::fputs(out.c_str(), stdout);

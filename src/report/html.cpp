@@ -18,11 +18,21 @@ std::string esc(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0.
         if (c < 0x20 && c != '\n' && c != '\t') {
@@ -154,15 +164,16 @@ std::string trajectory_chart(const HtmlRun& run) {
     std::string title = fmt::format("#{} {} {}: {} {:.3f}x{}", c.seq, c.id, c.name, c.status,
                                     c.speedup, c.cached ? " (cached)" : "");
     if (passed) {
-      out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>\n",
-                         num(x(i + 1)), num(cy), kPassColor, esc(title));
+      out += fmt::format(
+          "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"><title>{}</title></circle>\n",
+          num(x(i + 1)), num(cy), kPassColor, esc(title));
     } else {
       double cx = x(i + 1);
       out += fmt::format(
           "<path d=\"M {} {} L {} {} M {} {} L {} {}\" stroke=\"{}\" stroke-width=\"2\"><title>{}"
           "</title></path>\n",
-          num(cx - 4), num(cy - 4), num(cx + 4), num(cy + 4), num(cx - 4), num(cy + 4),
-          num(cx + 4), num(cy - 4), kFailColor, esc(title));
+          num(cx - 4), num(cy - 4), num(cx + 4), num(cy + 4), num(cx - 4), num(cy + 4), num(cx + 4),
+          num(cy - 4), kFailColor, esc(title));
     }
   }
   out += "</svg>\n";
@@ -175,7 +186,8 @@ std::string workload_bars(const HtmlBest& best) {
   f.left = 230;
   f.bottom = 40;
   double bar = 22;
-  f.height = f.top + f.bottom + bar * static_cast<double>(std::max<std::size_t>(1, best.workloads.size()));
+  f.height =
+      f.top + f.bottom + bar * static_cast<double>(std::max<std::size_t>(1, best.workloads.size()));
   double max_speedup = 1.0;
   for (const auto& w : best.workloads) max_speedup = std::max(max_speedup, w.speedup);
   auto [xmax, xstep] = nice_range(max_speedup * 1.1);
@@ -191,7 +203,8 @@ std::string workload_bars(const HtmlBest& best) {
     double top = f.y1() + bar * static_cast<double>(i);
     const char* color = w.speedup >= 1 ? kPassColor : "#ef6c00";
     out += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3f}x, {:.1f}% "
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3f}x, "
+        "{:.1f}% "
         "SOL</title></rect>\n",
         num(f.x0()), num(top + 3), num(std::max(0.0, x(w.speedup) - f.x0())), num(bar - 6), color,
         esc(w.label), w.speedup, 100 * w.sol_fraction);
@@ -276,7 +289,8 @@ std::string roofline_chart(const HtmlReport& report) {
     double ridge = r.peak_flops / r.bandwidth;
     double a0 = std::max(ai_min, p_min / r.bandwidth);
     out += fmt::format(
-        "<path d=\"M {} {} L {} {} L {} {}\" class=\"roof\"><title>{}: {} ({}), {}</title></path>\n",
+        "<path d=\"M {} {} L {} {} L {} {}\" class=\"roof\"><title>{}: {} ({}), "
+        "{}</title></path>\n",
         num(x(a0)), num(y(r.bandwidth * a0)), num(x(ridge)), num(y(r.peak_flops)), num(x(ai_max)),
         num(y(r.peak_flops)), esc(r.gpu), si(r.peak_flops, "FLOP/s"), esc(r.peak_dtype),
         si(r.bandwidth, "B/s"));
@@ -333,16 +347,18 @@ std::string to_html(const HtmlReport& report) {
   out += "<meta charset=\"utf-8\"/>\n<title>" + esc(report.title) + "</title>\n";
   out += std::string("<style>") + kStyle + "</style>\n</head>\n<body>\n";
   out += "<h1>" + esc(report.title) + "</h1>\n";
-  out += fmt::format("<p class=\"muted\">Generated {}; {} run(s), {} operator(s) with a passing "
-                     "candidate.</p>\n",
-                     esc(generated), report.runs.size(), report.best.size());
+  out += fmt::format(
+      "<p class=\"muted\">Generated {}; {} run(s), {} operator(s) with a passing "
+      "candidate.</p>\n",
+      esc(generated), report.runs.size(), report.best.size());
 
   out += "<h2>Best per operator</h2>\n";
   if (report.best.empty()) {
     out += "<p class=\"muted\">No candidate has passed yet.</p>\n";
   } else {
-    out += "<table><tr><th>operator</th><th>candidate</th><th>name</th><th>GPU</th>"
-           "<th>mean speedup</th></tr>\n";
+    out +=
+        "<table><tr><th>operator</th><th>candidate</th><th>name</th><th>GPU</th>"
+        "<th>mean speedup</th></tr>\n";
     for (const auto& b : report.best) {
       out += fmt::format(
           "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"num\">{:.3f}x"
@@ -363,20 +379,22 @@ std::string to_html(const HtmlReport& report) {
   }
 
   out += "<h2>Roofline</h2>\n";
-  out += "<p class=\"muted\">Each point is a workload of a best candidate: FLOPs and bytes from the "
-         "definition's formulas, time from the measured latency. Roofs: datasheet peak compute "
-         "and DRAM bandwidth (configs/gpus).</p>\n";
+  out +=
+      "<p class=\"muted\">Each point is a workload of a best candidate: FLOPs and bytes from the "
+      "definition's formulas, time from the measured latency. Roofs: datasheet peak compute "
+      "and DRAM bandwidth (configs/gpus).</p>\n";
   out += roofline_chart(report);
 
   for (const auto& run : report.runs) {
     out += fmt::format("<h2>Run <code>{}</code></h2>\n", esc(run.id));
-    out += fmt::format(
-        "<p>{} {}, started {}, {}; {} candidate(s).</p>\n", esc(run.command),
-        esc(run.operator_name), esc(run.started_at), esc(run.state), run.candidates.size());
+    out += fmt::format("<p>{} {}, started {}, {}; {} candidate(s).</p>\n", esc(run.command),
+                       esc(run.operator_name), esc(run.started_at), esc(run.state),
+                       run.candidates.size());
     if (run.candidates.empty()) continue;
     out += trajectory_chart(run);
-    out += "<table><tr><th>#</th><th>candidate</th><th>name</th><th>status</th>"
-           "<th>mean speedup</th><th>note</th></tr>\n";
+    out +=
+        "<table><tr><th>#</th><th>candidate</th><th>name</th><th>status</th>"
+        "<th>mean speedup</th><th>note</th></tr>\n";
     for (const auto& c : run.candidates) {
       out += fmt::format(
           "<tr><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td>{}<td "
