@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -168,6 +169,8 @@ TEST(ReportCli, RunsShowAndHtml) {
   EXPECT_TRUE(has(report.out, child_id)) << report.out;
   EXPECT_TRUE(has(report.out, "INCORRECT_NUMERICAL")) << report.out;
   std::string page = read_file(html.string());
+  // To look at it (headless Chromium screenshot): KHARNESS_TEST_KEEP_HTML=/tmp/report.html.
+  if (const char* keep = std::getenv("KHARNESS_TEST_KEEP_HTML")) write_file_atomic(keep, page);
   EXPECT_TRUE(has(page, "aria-label=\"speedup over candidate index, run " + run + "\""));
   EXPECT_TRUE(has(page, "aria-label=\"per-workload speedup of " + child_id + "\""));
   EXPECT_TRUE(has(page, "aria-label=\"roofline\""));

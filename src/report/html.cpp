@@ -222,7 +222,7 @@ std::string workload_bars(const HtmlBest& best) {
 std::string roofline_chart(const HtmlReport& report) {
   Frame f;
   f.height = 360;
-  f.left = 70;
+  f.left = 105;  // room for "100 TFLOP/s" and the axis label
   struct Point {
     double ai, perf;
     std::string label;
