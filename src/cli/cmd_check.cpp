@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -272,6 +273,9 @@ class Evaluator {
       j["bench"] = bench_json();
       j["timeout"] = args_.timeout;
     }
+    // A worker run under a tool (compute-sanitizer) can fail where a plain one passes.
+    if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper)
+      j["worker_wrapper"] = wrapper;
     return j;
   }
 
