@@ -291,10 +291,52 @@ TEST(Archive, SurvivesKillDashNineOfAWriter) {
     }
   }
   EXPECT_GT(killed_mid_run, 0);
+  // What the killed writers left half-written is swept when the archive is opened.
+  for (const auto& entry : fs::directory_iterator(dir / "candidates"))
+    EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
   // Another writer after all that still works.
   Archive a(dir);
   std::string run = a.begin_run({});
   EXPECT_FALSE(a.add_candidate(run, full_record("after", 1.0)).empty());
+}
+
+// Several processes writing one archive at once: every candidate lands, numbered without gaps.
+TEST(Archive, ConcurrentWriters) {
+  testing::TempDir tmp;
+  fs::path dir = tmp.path() / "arc";
+  constexpr int kWriters = 4, kEach = 15;
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        Archive a(dir);  // every child creates or opens the index at the same moment
+        std::string run = a.begin_run({{"command", "writer"}, {"writer", w}});
+        for (int i = 0; i < kEach; ++i) a.add_candidate(run, full_record("c", 1.0 + i));
+        a.finish_run(run);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  Archive a(dir);
+  auto runs = a.runs();
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kWriters));
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state, "finished");
+    auto list = a.candidates(r.id);
+    ASSERT_EQ(list.size(), static_cast<std::size_t>(kEach));
+    for (int i = 0; i < kEach; ++i) EXPECT_EQ(list[static_cast<std::size_t>(i)].seq, i + 1);
+  }
 }
 
 }  // namespace

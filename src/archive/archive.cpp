@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -317,6 +318,19 @@ class Transaction {
   bool done_ = false;
 };
 
+// Candidate folders still under their temporary name (".<id>.tmp.<pid>") whose writer is dead:
+// what a killed process left half-written. Nothing indexes them; they only take space.
+void remove_abandoned_folders(const fs::path& candidates) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(candidates, ec)) {
+    std::string name = entry.path().filename().string();
+    auto at = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::atol(name.c_str() + at + 5));
+    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) fs::remove_all(entry.path(), ec);
+  }
+}
+
 constexpr const char* kCandidateColumns =
     "c.id, c.run_id, c.seq, c.step, c.parent_id, c.name, c.operator, c.origin, c.created_at, "
     "v.status, v.failure_kind, v.failure_message, v.mean_speedup, v.geomean_speedup, "
@@ -380,6 +394,7 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
   if (ec)
     throw environment_error(
         fmt::format("{}: cannot create the archive folder: {}", dir.string(), ec.message()));
+  remove_abandoned_folders(dir / "candidates");
   fs::path index = dir / "index.sqlite";
   int rc =
       sqlite3_open_v2(index.c_str(), &impl_->db,
