@@ -654,7 +654,7 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
   std::string pattern;
   for (char c : id_or_prefix) {
     if (!std::isxdigit(static_cast<unsigned char>(c)))
-      throw input_error(id_or_prefix, "a candidate id is hexadecimal (see `kharness runs`)");
+      throw input_error(id_or_prefix, "a candidate id is hexadecimal (see `kharness report`)");
     pattern += c;
   }
   auto found = impl_->query("WHERE c.id LIKE ?", {pattern + "%"});

@@ -379,8 +379,9 @@ Runner setup_report_impl(CLI::App& app) {
     std::string out;
     for (const auto& r : runs) {
       auto list = a.candidates(r.id, args->operator_name);
-      out += fmt::format("run {} ({} {}, started {}, {}): {} candidate(s)\n", r.id, r.command,
-                         r.operator_name, r.started_at, r.state, list.size());
+      std::string what = r.command + (r.operator_name.empty() ? "" : " " + r.operator_name);
+      out += fmt::format("run {} ({}, started {}, {}): {} candidate(s)\n", r.id, what, r.started_at,
+                         r.state, list.size());
       if (!list.empty()) out += candidates_table(list);
       for (const auto& c : list) {
         if (c.status != "PASSED") continue;
