@@ -24,6 +24,10 @@ const std::vector<Command>& commands() {
        "Hardware counters per kernel (CUPTI) and a diagnosis: memory-, compute-, latency-bound, "
        "occupancy-limited or at the roofline",
        setup_profile},
+      {"report", "Summarise runs from the archive: candidates, best per operator, --html charts",
+       setup_report},
+      {"runs", "List the runs in the archive (./.kharness, --archive DIR)", setup_runs},
+      {"show", "Show an archived candidate: verdict, files, diff against its parent", setup_show},
       {"operators", "List, show and check operator definitions", setup_operators},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},
