@@ -84,25 +84,46 @@ __device__ __forceinline__ void load_stage(__half* tile, const __half* __restric
   __half* b_s = tile + kBM * kLd;
   if (vec) {
     // Rows x kChunksPerRow chunks of 8 halves; K % 8 == 0, so a chunk is wholly in or out.
-    constexpr int kChunksA = kBM * kChunksPerRow;
+    constexpr int kChunksA = kBM * kChunksPerRow, kChunksB = kBN * kChunksPerRow;
+    if constexpr (kBM == kBN && kChunksA % kThreads == 0) {
+      // Square tiles (the defaults): one loop copies the same chunk of A and of B.
 #pragma unroll
-    for (int i = 0; i < (kChunksA + kThreads - 1) / kThreads; ++i) {
-      const int c = threadIdx.x + i * kThreads;
-      if (kChunksA % kThreads != 0 && c >= kChunksA) break;
-      const int r = c / kChunksPerRow, kc = (c % kChunksPerRow) * 8;
-      const int k = k0 + kc, m = m0 + r;
-      const bool va = k < K && m < M;
-      cp_async_16(a_s + r * kLd + kc, va ? A + static_cast<size_t>(m) * K + k : A, va);
+      for (int i = 0; i < kChunksA / kThreads; ++i) {
+        const unsigned c = threadIdx.x + i * kThreads;
+        const int r = c / kChunksPerRow, kc = (c % kChunksPerRow) * 8;
+        const int k = k0 + kc;
+        const bool ka = k < K;
+        const int m = m0 + r, n = n0 + r;
+        const bool va = ka && m < M, vb = ka && n < N;
+        cp_async_16(a_s + r * kLd + kc, va ? A + static_cast<size_t>(m) * K + k : A, va);
+        cp_async_16(b_s + r * kLd + kc, vb ? B + static_cast<size_t>(n) * K + k : B, vb);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < (kChunksA + kThreads - 1) / kThreads; ++i) {
+        const unsigned c = threadIdx.x + i * kThreads;
+        if (kChunksA % kThreads != 0 && c >= kChunksA) continue;
+        const int r = c / kChunksPerRow, kc = (c % kChunksPerRow) * 8;
+        const int k = k0 + kc, m = m0 + r;
+        const bool va = k < K && m < M;
+        cp_async_16(a_s + r * kLd + kc, va ? A + static_cast<size_t>(m) * K + k : A, va);
+      }
+#pragma unroll
+      for (int i = 0; i < (kChunksB + kThreads - 1) / kThreads; ++i) {
+        const unsigned c = threadIdx.x + i * kThreads;
+        if (kChunksB % kThreads != 0 && c >= kChunksB) continue;
+        const int r = c / kChunksPerRow, kc = (c % kChunksPerRow) * 8;
+        const int k = k0 + kc, n = n0 + r;
+        const bool vb = k < K && n < N;
+        cp_async_16(b_s + r * kLd + kc, vb ? B + static_cast<size_t>(n) * K + k : B, vb);
+      }
     }
-    constexpr int kChunksB = kBN * kChunksPerRow;
-#pragma unroll
-    for (int i = 0; i < (kChunksB + kThreads - 1) / kThreads; ++i) {
-      const int c = threadIdx.x + i * kThreads;
-      if (kChunksB % kThreads != 0 && c >= kChunksB) break;
-      const int r = c / kChunksPerRow, kc = (c % kChunksPerRow) * 8;
-      const int k = k0 + kc, n = n0 + r;
-      const bool vb = k < K && n < N;
-      cp_async_16(b_s + r * kLd + kc, vb ? B + static_cast<size_t>(n) * K + k : B, vb);
+  } else if constexpr (kBM == kBN) {
+    for (int c = threadIdx.x; c < kBM * kBK; c += kThreads) {
+      const int r = c / kBK, kc = c % kBK;
+      const int k = k0 + kc, m = m0 + r, n = n0 + r;
+      a_s[r * kLd + kc] = (m < M && k < K) ? A[static_cast<size_t>(m) * K + k] : __float2half(0.0f);
+      b_s[r * kLd + kc] = (n < N && k < K) ? B[static_cast<size_t>(n) * K + k] : __float2half(0.0f);
     }
   } else {
     for (int c = threadIdx.x; c < kBM * kBK; c += kThreads) {
