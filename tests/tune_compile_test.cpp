@@ -34,9 +34,8 @@ void expect_all_compile(const Operator& op, const tune::TuneProblem& p,
     EXPECT_TRUE(r.ok()) << op.definition.name << " " << tune::config_text(p.space, c) << ": "
                         << status_name(r.status) << "\n"
                         << r.log;
-    const KernelInfo* k = sol.plan.launches.empty()
-                              ? nullptr
-                              : r.find_kernel(sol.plan.launches[0].kernel);
+    const KernelInfo* k =
+        sol.plan.launches.empty() ? nullptr : r.find_kernel(sol.plan.launches[0].kernel);
     if (r.ok()) {
       EXPECT_NE(k, nullptr);
     }
@@ -69,8 +68,8 @@ TEST(TuneCompile, GemmSampleAndCorners) {
   // defaults otherwise (the first valid one in enumeration order that has it).
   for (std::size_t k = 0; k < p.space.knobs.size(); ++k) {
     for (std::size_t v : {std::size_t{0}, p.space.knobs[k].values.size() - 1}) {
-      auto it = std::find_if(p.valid.begin(), p.valid.end(),
-                             [&](const Config& c) { return c[k] == v; });
+      auto it =
+          std::find_if(p.valid.begin(), p.valid.end(), [&](const Config& c) { return c[k] == v; });
       if (it != p.valid.end() && std::find(configs.begin(), configs.end(), *it) == configs.end()) {
         configs.push_back(*it);
       }
@@ -92,9 +91,10 @@ TEST(TuneSpaceCli, ListsKnobsAndCountsValidConfigurations) {
 
 TEST(TuneSpaceCli, SampleCompilesDistinctConfigurations) {
   testing::TempDir dir;
-  auto r = testing::kharness("tune-space gqa_paged_decode_h32_kv8_d128_ps1 --sample 4 "
-                             "--compile-only --no-cache --arch sm_90a --json --out '" +
-                             dir.path().string() + "'");
+  auto r = testing::kharness(
+      "tune-space gqa_paged_decode_h32_kv8_d128_ps1 --sample 4 "
+      "--compile-only --no-cache --arch sm_90a --json --out '" +
+      dir.path().string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   ASSERT_EQ(j["sample"].size(), 4u);
@@ -105,7 +105,8 @@ TEST(TuneSpaceCli, SampleCompilesDistinctConfigurations) {
     EXPECT_TRUE(std::filesystem::exists(row["file"].get<std::string>()));
   }
   EXPECT_EQ(configs.size(), 4u);
-  EXPECT_EQ(j["sample"][0]["config"], (nlohmann::json{{"THREADS", 128}, {"UNROLL", 1}, {"VEC", 8}}));
+  EXPECT_EQ(j["sample"][0]["config"],
+            (nlohmann::json{{"THREADS", 128}, {"UNROLL", 1}, {"VEC", 8}}));
   // A written candidate compiles on its own through `kharness compile`.
   auto c = testing::kharness("compile '" + j["sample"][1]["file"].get<std::string>() +
                              "' --arch sm_90a --no-cache");

@@ -118,8 +118,11 @@ TEST(TuneSpace, ValidityHoldsForEveryWorkload) {
   EXPECT_EQ(tune::valid_configs(z, {}).size(), 1u);
   TuneSpace u = space_of(R"({"knobs": {"T": {"values": [1], "default": 1}},
                              "constraints": ["T < hiden_size"]})");
-  expect_input_error([&] { tune::valid_configs(u, {{{"hidden_size", 1}}}); },
-                     "t/tune.json: constraints[0]", "hiden_size");
+  expect_input_error(
+      [&] {
+        tune::valid_configs(u, {{{"hidden_size", 1}}});
+      },
+      "t/tune.json: constraints[0]", "hiden_size");
   EXPECT_THROW(tune::valid_configs(s, axes, 10), Error);  // too many to enumerate
 }
 
@@ -282,7 +285,8 @@ TEST(TuneSearch, FindsTheOptimumInFewerEvaluationsThanRandomSampling) {
   double tune_total = 0.0, random_total = 0.0;
   int tune_within_60 = 0, random_within_60 = 0;
   for (int inst = 0; inst < kInstances; ++inst) {
-    Config optimum = s.valid[std::uniform_int_distribution<std::size_t>(0, s.valid.size() - 1)(rng)];
+    Config optimum =
+        s.valid[std::uniform_int_distribution<std::size_t>(0, s.valid.size() - 1)(rng)];
     std::vector<double> w(5);
     for (auto& x : w) x = std::uniform_real_distribution<double>(0.5, 3.0)(rng);
     std::uint64_t salt = rng();
@@ -311,10 +315,12 @@ TEST(TuneSearch, FindsTheOptimumInFewerEvaluationsThanRandomSampling) {
     std::vector<std::size_t> order(s.valid.size());
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
-    std::size_t random_evals = static_cast<std::size_t>(
-        std::find_if(order.begin(), order.end(),
-                     [&](std::size_t i) { return s.valid[i] == optimum; }) -
-        order.begin()) + 1;
+    std::size_t random_evals = static_cast<std::size_t>(std::find_if(order.begin(), order.end(),
+                                                                     [&](std::size_t i) {
+                                                                       return s.valid[i] == optimum;
+                                                                     }) -
+                                                        order.begin()) +
+                               1;
     tune_total += static_cast<double>(tune_evals);
     random_total += static_cast<double>(random_evals);
     tune_within_60 += tune_evals <= 60;

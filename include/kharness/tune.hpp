@@ -30,13 +30,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/expr.hpp"
 #include "kharness/operators.hpp"
@@ -117,7 +116,7 @@ TuneProblem load_tune_problem(const Operator& op, const std::filesystem::path& s
                               const std::filesystem::path& tune_file = {});
 
 struct SearchOptions {
-  std::uint64_t seed = 0;  // the whole proposal sequence is a function of this and the scores
+  std::uint64_t seed = 0;   // the whole proposal sequence is a function of this and the scores
   std::int64_t budget = 0;  // evaluations planned (sizes the exploration phase); 0: unknown
 };
 

@@ -53,16 +53,20 @@ nlohmann::json space_json(const tune::TuneProblem& p) {
   }
   nlohmann::json constraints = nlohmann::json::array();
   for (const auto& c : p.space.constraints) constraints.push_back(c.expr.text());
-  return {{"operator", p.operator_name},     {"seed", p.seed_path.string()},
-          {"tune_file", p.space.source},     {"description", p.space.description},
-          {"knobs", knobs},                  {"constraints", constraints},
+  return {{"operator", p.operator_name},
+          {"seed", p.seed_path.string()},
+          {"tune_file", p.space.source},
+          {"description", p.space.description},
+          {"knobs", knobs},
+          {"constraints", constraints},
           {"configurations", tune::product_size(p.space)},
-          {"valid", p.valid.size()},         {"workloads", p.axes.size()}};
+          {"valid", p.valid.size()},
+          {"workloads", p.axes.size()}};
 }
 
 std::string space_text(const tune::TuneProblem& p) {
-  std::string out = fmt::format("{}: seed {}, knobs {}\n", p.operator_name, p.seed_path.string(),
-                                p.space.source);
+  std::string out =
+      fmt::format("{}: seed {}, knobs {}\n", p.operator_name, p.seed_path.string(), p.space.source);
   Table table({"knob", "values", "default", "description"});
   for (const auto& k : p.space.knobs) {
     table.add({k.name, values_text(k), std::to_string(k.values[k.default_index]), k.description});
@@ -80,10 +84,10 @@ std::string space_text(const tune::TuneProblem& p) {
 ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) {
   Operator op = make_registry(global).load(args.operator_name);
   tune::TuneProblem problem = tune::load_tune_problem(op, args.seed_file, args.tune_file);
-  std::size_t count = args.all ? problem.valid.size()
-                               : std::min<std::size_t>(static_cast<std::size_t>(std::max(
-                                                           args.sample, 0)),
-                                                       problem.valid.size());
+  std::size_t count =
+      args.all ? problem.valid.size()
+               : std::min<std::size_t>(static_cast<std::size_t>(std::max(args.sample, 0)),
+                                       problem.valid.size());
   if (count == 0) {
     print(args.json ? space_json(problem).dump(2) + "\n" : space_text(problem));
     return ExitCode::kPassed;
@@ -98,10 +102,9 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
   if (!args.out.empty()) fs::create_directories(args.out);
 
   nlohmann::json rows = nlohmann::json::array();
-  Table table(args.compile_only
-                  ? std::vector<std::string>{"#", "configuration", "status", "registers",
-                                             "spills", "seconds"}
-                  : std::vector<std::string>{"#", "configuration"});
+  Table table(args.compile_only ? std::vector<std::string>{"#", "configuration", "status",
+                                                           "registers", "spills", "seconds"}
+                                : std::vector<std::string>{"#", "configuration"});
   std::size_t failed = 0;
   for (std::size_t n = 0; n < count; ++n) {
     auto index = search.next();
@@ -120,8 +123,7 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
                                       tune::config_text(problem.space, config)};
     if (args.compile_only) {
       Solution solution = parse_single_file_solution(text, name);
-      CompileResult r =
-          compile_solution(solution, &op.definition, &op.workloads, compile_options);
+      CompileResult r = compile_solution(solution, &op.definition, &op.workloads, compile_options);
       search.report(*index, r.ok() ? std::optional<double>(0.0) : std::nullopt);
       failed += r.ok() ? 0 : 1;
       row["status"] = std::string(status_name(r.status));
@@ -138,9 +140,8 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
       if (!r.ok()) {
         row["log"] = r.log;
         if (!args.json) {
-          print(render_compile_text(fmt::format("{} [{}]", name, tune::config_text(
-                                                                    problem.space, config)),
-                                    r));
+          print(render_compile_text(
+              fmt::format("{} [{}]", name, tune::config_text(problem.space, config)), r));
         }
       }
     }

@@ -23,8 +23,26 @@ namespace kharness {
 
 struct Expr::Node {
   enum class Kind {
-    kConst, kName, kNeg, kNot, kAdd, kSub, kMul, kDiv, kMod, kCdiv, kMin, kMax,
-    kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr
+    kConst,
+    kName,
+    kNeg,
+    kNot,
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kMod,
+    kCdiv,
+    kMin,
+    kMax,
+    kEq,
+    kNe,
+    kLt,
+    kLe,
+    kGt,
+    kGe,
+    kAnd,
+    kOr
   };
   Kind kind = Kind::kConst;
   std::int64_t value = 0;

@@ -75,7 +75,8 @@ std::optional<std::size_t> Search::explore() {
       double d = 0.0;
       for (std::size_t k = 0; k < arity_.size(); ++k) {
         if (arity_[k] < 2) continue;
-        double diff = std::abs(static_cast<double>(valid_[i][k]) - static_cast<double>(valid_[p][k]));
+        double diff =
+            std::abs(static_cast<double>(valid_[i][k]) - static_cast<double>(valid_[p][k]));
         d += diff / static_cast<double>(arity_[k] - 1);
       }
       nearest = std::min(nearest, d);
@@ -184,9 +185,8 @@ void Search::report(std::size_t index, std::optional<double> score) {
 
 std::optional<std::pair<std::size_t, double>> Search::best() const {
   if (scored_.empty()) return std::nullopt;
-  return *std::max_element(scored_.begin(), scored_.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second;
-  });
+  return *std::max_element(scored_.begin(), scored_.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
 }
 
 }  // namespace kharness::tune

@@ -121,15 +121,14 @@ std::vector<std::int64_t> parse_values(const ordered_json& k, const std::string&
 
 TuneSpace parse_tune_space(const ordered_json& j, const std::string& source) {
   ju::require_object(j, source, "");
-  ju::reject_unknown_keys(j,
-                          {"description", "knobs", "constraints", "launches", "workspace_bytes"},
+  ju::reject_unknown_keys(j, {"description", "knobs", "constraints", "launches", "workspace_bytes"},
                           source, "");
   TuneSpace space;
   space.source = source;
   space.description = ju::string_or(j, "description", "", source, "");
   const auto& knobs = ju::require(j, "knobs", source, "");
-  ju::expect_type(knobs, knobs.is_object() && !knobs.empty(), "a non-empty object of knobs",
-                  source, "knobs");
+  ju::expect_type(knobs, knobs.is_object() && !knobs.empty(), "a non-empty object of knobs", source,
+                  "knobs");
   for (auto it = knobs.begin(); it != knobs.end(); ++it) {
     std::string path = "knobs." + it.key();
     if (!is_identifier(it.key())) {
@@ -142,8 +141,8 @@ TuneSpace parse_tune_space(const ordered_json& j, const std::string& source) {
     knob.name = it.key();
     knob.description = ju::string_or(k, "description", "", source, path);
     knob.values = parse_values(k, source, path);
-    std::int64_t def = ju::as_int(ju::require(k, "default", source, path), source,
-                                  path + ".default");
+    std::int64_t def =
+        ju::as_int(ju::require(k, "default", source, path), source, path + ".default");
     auto pos = std::find(knob.values.begin(), knob.values.end(), def);
     if (pos == knob.values.end()) {
       throw input_error(ju::field(source, path + ".default"),
@@ -165,8 +164,8 @@ TuneSpace parse_tune_space(const ordered_json& j, const std::string& source) {
     }
   }
   if (auto it = j.find("launches"); it != j.end()) {
-    ju::expect_type(*it, it->is_array(), "an array of launch fields, one object per launch",
-                    source, "launches");
+    ju::expect_type(*it, it->is_array(), "an array of launch fields, one object per launch", source,
+                    "launches");
     for (std::size_t i = 0; i < it->size(); ++i) {
       std::string path = ju::index_path("launches", i);
       ju::require_object((*it)[i], source, path);
@@ -234,8 +233,8 @@ bool is_valid(const TuneSpace& space, const Config& config, const std::vector<Bi
         holds = c.expr.eval(b) != 0;
       } catch (const ExprError& e) {
         if (e.kind() == ExprError::Kind::kUnknownName) {
-          throw input_error(c.where, fmt::format("{} (names: the knobs and the definition's axes)",
-                                                 e.what()));
+          throw input_error(
+              c.where, fmt::format("{} (names: the knobs and the definition's axes)", e.what()));
         }
         holds = false;  // division by zero or overflow: this configuration is not valid
       }
@@ -262,8 +261,8 @@ std::vector<Config> valid_configs(const TuneSpace& space, const std::vector<Bind
   std::size_t total = product_size(space);
   if (total > max_product) {
     throw input_error(ju::field(space.source, "knobs"),
-                      fmt::format("{} configurations are too many to enumerate (at most {})",
-                                  total, max_product));
+                      fmt::format("{} configurations are too many to enumerate (at most {})", total,
+                                  max_product));
   }
   std::vector<Config> out;
   Config c(space.knobs.size(), 0);
@@ -294,9 +293,9 @@ std::string instantiate(const std::string& seed_text, const std::string& seed_na
   Bindings knobs = knob_values(space, config);
   if (auto it = plan.find("launches"); it != plan.end() && it->is_array()) {
     if (space.launches.size() > it->size()) {
-      throw input_error(ju::field(space.source, "launches"),
-                        fmt::format("{} launches, the seed's plan has {}", space.launches.size(),
-                                    it->size()));
+      throw input_error(
+          ju::field(space.source, "launches"),
+          fmt::format("{} launches, the seed's plan has {}", space.launches.size(), it->size()));
     }
     for (std::size_t i = 0; i < space.launches.size(); ++i) {
       for (const auto& [key, value] : space.launches[i].items()) (*it)[i][key] = value;
@@ -328,7 +327,8 @@ std::string instantiate(const std::string& seed_text, const std::string& seed_na
       if (!ours) options.push_back(o);
     }
   }
-  for (const auto& k : space.knobs) options.push_back(fmt::format("-D{}={}", k.name, knobs[k.name]));
+  for (const auto& k : space.knobs)
+    options.push_back(fmt::format("-D{}={}", k.name, knobs[k.name]));
   plan["compile_options"] = options;
   plan["description"] = fmt::format("kharness tune: {} (seed {})", config_text(space, config),
                                     fs::path(seed_name).filename().string());
@@ -380,8 +380,7 @@ void check_defaults_match_seed(const TuneProblem& p) {
 
 }  // namespace
 
-TuneProblem load_tune_problem(const Operator& op, const fs::path& seed,
-                              const fs::path& tune_file) {
+TuneProblem load_tune_problem(const Operator& op, const fs::path& seed, const fs::path& tune_file) {
   TuneProblem p;
   p.operator_name = op.definition.name;
   if (!seed.empty()) {
@@ -393,15 +392,16 @@ TuneProblem load_tune_problem(const Operator& op, const fs::path& seed,
                       "the operator has no seed.cu to tune (give one with --seed-file)");
   }
   if (p.seed_path.extension() != ".cu") {
-    throw input_error(p.seed_path.string(), "the tune provider instantiates single-file seeds (.cu)");
+    throw input_error(p.seed_path.string(),
+                      "the tune provider instantiates single-file seeds (.cu)");
   }
   p.seed_text = read_file(p.seed_path.string());
   fs::path file = tune_file.empty() ? tune_file_for(p.seed_path) : tune_file;
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    throw input_error(file.string(),
-                      fmt::format("no knobs for seed {}: write a tune.json beside it",
-                                  p.seed_path.string()));
+    throw input_error(
+        file.string(),
+        fmt::format("no knobs for seed {}: write a tune.json beside it", p.seed_path.string()));
   }
   p.space = load_tune_space(file);
   for (const auto& k : p.space.knobs) {

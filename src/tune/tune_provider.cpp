@@ -66,8 +66,8 @@ llm::Answer TuneProvider::complete(const llm::Request& request) {
   }
   pending_.push_back(*index);
   const Config& config = search_->valid()[*index];
-  std::string source = instantiate(problem_->seed_text, problem_->seed_path.string(),
-                                   problem_->space, config);
+  std::string source =
+      instantiate(problem_->seed_text, problem_->seed_path.string(), problem_->space, config);
   answer.text = fmt::format(
       "tune: configuration {} of {} valid ({} proposed): {}\n\n```cuda\n{}\n```\n", *index + 1,
       search_->valid().size(), search_->proposed(), config_text(problem_->space, config), source);
