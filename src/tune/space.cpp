@@ -51,7 +51,7 @@ std::string substitute_names(const std::string& text, const Bindings& values) {
 
 // A plan size (integer or expression string) with knobs substituted; a constant result becomes
 // an integer so the emitted plan reads "block": [256, 1, 1].
-nlohmann::json substitute_size(const nlohmann::json& value, const Bindings& knobs) {
+ordered_json substitute_size(const ordered_json& value, const Bindings& knobs) {
   if (!value.is_string()) return value;
   std::string text = substitute_names(value.get<std::string>(), knobs);
   try {
@@ -63,9 +63,9 @@ nlohmann::json substitute_size(const nlohmann::json& value, const Bindings& knob
   return text;
 }
 
-nlohmann::json substitute_dim(const nlohmann::json& value, const Bindings& knobs) {
+ordered_json substitute_dim(const ordered_json& value, const Bindings& knobs) {
   if (!value.is_array()) return substitute_size(value, knobs);
-  nlohmann::json out = nlohmann::json::array();
+  ordered_json out = ordered_json::array();
   for (const auto& v : value) out.push_back(substitute_size(v, knobs));
   return out;
 }
@@ -278,17 +278,19 @@ std::vector<Config> valid_configs(const TuneSpace& space, const std::vector<Bind
 
 std::string instantiate(const std::string& seed_text, const std::string& seed_name,
                         const TuneSpace& space, const Config& config) {
-  auto [plan, line] = extract_plan_comment(seed_text, seed_name);
-  (void)line;
-  // extract_plan_comment checked that the first block comment is the kharness plan.
-  std::size_t start = 0;
+  extract_plan_comment(seed_text, seed_name);  // the first block comment is a valid plan
+  std::size_t start = 0, body = 0;
   for (;;) {
     start = seed_text.find("/*", start);
-    std::size_t body = seed_text.find_first_not_of(" \t\r\n", start + 2);
+    if (start == std::string::npos) throw input_error(seed_name, "no /* kharness */ plan comment");
+    body = seed_text.find_first_not_of(" \t\r\n", start + 2);
     if (body != std::string::npos && seed_text.compare(body, 8, "kharness") == 0) break;
     start += 2;
   }
-  std::size_t end = seed_text.find("*/", start) + 2;
+  std::size_t end = seed_text.find("*/", start);
+  // Read again in file order, so the emitted plan keeps the seed's key order.
+  ordered_json plan = ordered_json::parse(seed_text.substr(body + 8, end - body - 8));
+  end += 2;
 
   Bindings knobs = knob_values(space, config);
   if (auto it = plan.find("launches"); it != plan.end() && it->is_array()) {
@@ -298,7 +300,9 @@ std::string instantiate(const std::string& seed_text, const std::string& seed_na
           fmt::format("{} launches, the seed's plan has {}", space.launches.size(), it->size()));
     }
     for (std::size_t i = 0; i < space.launches.size(); ++i) {
-      for (const auto& [key, value] : space.launches[i].items()) (*it)[i][key] = value;
+      for (const auto& [key, value] : space.launches[i].items()) {
+        (*it)[i][key] = ordered_json::parse(value.dump());
+      }
     }
     for (auto& launch : *it) {
       if (!launch.is_object()) continue;
@@ -310,11 +314,13 @@ std::string instantiate(const std::string& seed_text, const std::string& seed_na
       }
     }
   }
-  if (!space.workspace_bytes.is_null()) plan["workspace_bytes"] = space.workspace_bytes;
+  if (!space.workspace_bytes.is_null()) {
+    plan["workspace_bytes"] = ordered_json::parse(space.workspace_bytes.dump());
+  }
   if (plan.contains("workspace_bytes")) {
     plan["workspace_bytes"] = substitute_size(plan["workspace_bytes"], knobs);
   }
-  nlohmann::json options = nlohmann::json::array();
+  ordered_json options = ordered_json::array();
   if (auto it = plan.find("compile_options"); it != plan.end() && it->is_array()) {
     for (const auto& o : *it) {
       bool ours = false;
