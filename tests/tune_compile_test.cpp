@@ -57,23 +57,27 @@ TEST(TuneCompile, EveryGqaDecodeConfiguration) {
 }
 
 // The GEMM space has hundreds of configurations at several seconds each: the first 4 the provider
-// proposes (the defaults and a space-filling sample), and for each knob a valid configuration with
-// its largest value (the largest tiles, warp tiles and stages: the most registers and shared
-// memory).
+// proposes (the defaults and a space-filling sample), and for each knob the first and last valid
+// configurations with its largest value (the largest tiles, warp tiles and stages: the most
+// registers and shared memory).
 TEST(TuneCompile, GemmSampleAndLargestValues) {
   Operator op = load_operator("gemm_n4096_k14336");
   tune::TuneProblem p = tune::load_tune_problem(op);
   tune::Search search(p.space, p.valid, {0, 4});
   std::vector<Config> configs;
   for (int i = 0; i < 4; ++i) configs.push_back(p.valid[*search.next()]);
+  auto add = [&](const Config& c) {
+    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+  };
   for (std::size_t k = 0; k < p.space.knobs.size(); ++k) {
     std::size_t largest = p.space.knobs[k].values.size() - 1;
-    // The last valid configuration with it: the other knobs as large as the constraints allow.
-    auto it = std::find_if(p.valid.rbegin(), p.valid.rend(),
-                           [&](const Config& c) { return c[k] == largest; });
-    if (it != p.valid.rend() && std::find(configs.begin(), configs.end(), *it) == configs.end()) {
-      configs.push_back(*it);
-    }
+    auto has_it = [&](const Config& c) { return c[k] == largest; };
+    // The first and the last valid configuration with it: the other knobs as small, and as
+    // large, as the constraints allow.
+    auto first = std::find_if(p.valid.begin(), p.valid.end(), has_it);
+    auto last = std::find_if(p.valid.rbegin(), p.valid.rend(), has_it);
+    if (first != p.valid.end()) add(*first);
+    if (last != p.valid.rend()) add(*last);
   }
   EXPECT_GE(configs.size(), 8u);
   expect_all_compile(op, p, configs);
