@@ -7,7 +7,8 @@
 # <= 1% for kernels >= 20 us; copy bandwidth within 10% of the measured ceiling.
 #
 #   scripts/bench-timing.sh [KHARNESS_BINARY]    PROCESSES (default 5), NCU (default ncu),
-#                                                ONLY (regex over "operator {axes}": a subset)
+#                                                ONLY (regex over "operator {axes}": a subset),
+#                                                NCU_CACHE_CONTROL (all | none; default all)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,27 +22,30 @@ import csv, io, json, os, statistics, subprocess, sys
 
 import re
 K, N, NCU = os.environ["KHARNESS"], int(os.environ["PROCESSES"]), os.environ["NCU"]
+# ncu flushes caches itself by default ("all"); "none" leaves it to kharness's own L2 flush, which
+# runs before every iteration: comparing the two separates ncu's fixed overhead from cache effects.
+NCU_CACHE = os.environ.get("NCU_CACHE_CONTROL", "all")
 ONLY = re.compile(os.environ.get("ONLY", ""))  # a regex over "operator {axes}" to run a subset
 
 def run(args, timeout=600):
     p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
-def bench(solution, op, uuid, timer="cupti", extra=()):
-    rc, out, err = run([K, "bench", solution, "--operator", op, "--workloads", uuid, "--no-baseline",
-                        "--timer", timer, "--json", "--seed", "1", *extra])
+def bench(solution, op, uuids, timer="cupti", extra=()):
+    """Times several workloads of one solution in one process; returns {uuid: candidate timing}."""
+    rc, out, err = run([K, "bench", solution, "--operator", op, "--workloads", ",".join(uuids),
+                        "--no-baseline", "--timer", timer, "--json", "--seed", "1", *extra])
     if rc != 0:
-        raise RuntimeError(f"kharness bench {solution} {uuid} ({timer}) exited {rc}: {err[-400:]} {out[-400:]}")
-    w = json.loads(out)["workloads"][0]["timing"]["candidate"]
-    return w
+        raise RuntimeError(f"kharness bench {solution} {uuids} ({timer}) exited {rc}: {err[-400:]} {out[-400:]}")
+    return {w["uuid"]: w["timing"]["candidate"] for w in json.loads(out)["workloads"]}
 
 def kernel_name(solution, op):
     rc, out, err = run([K, "compile", solution, "--operator", op, "--json"])
     return json.loads(out[out.index("{"):])["kernels"][0]["name"]
 
 def ncu_median(solution, op, uuid, kernel):
-    rc, out, err = run([NCU, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
-                        "--target-processes", "all", "--kernel-name", kernel, "--launch-count", "20",
+    rc, out, err = run([NCU, "--clock-control", "none", "--cache-control", NCU_CACHE, "--metrics", "gpu__time_duration.sum", "--csv",
+                        "--target-processes", "all", "--kernel-name", kernel, "--launch-skip", "4", "--launch-count", "12",
                         K, "bench", solution, "--operator", op, "--workloads", uuid, "--no-baseline",
                         "--timing", "official", "--warmup-runs", "2", "--iterations", "30", "--num-trials", "1",
                         "--timer", "events", "--seed", "1", "--timeout", "600"], timeout=900)
@@ -54,7 +58,7 @@ def ncu_median(solution, op, uuid, kernel):
     vals = [float(r[value_i].replace(",", "")) * scale.get(r[unit_i], 1e-9) for r in rows[1:]]
     return (statistics.median(vals) if vals else None), ""
 
-cases = []
+cases = {}  # operator -> (seed, [(uuid, axes)])
 ops = json.loads(run([K, "operators", "list", "--json"])[1])
 for entry in ops:
     name = entry["name"]
@@ -67,39 +71,46 @@ for entry in ops:
         wls = [wls[0], wls[len(wls) // 2], wls[-1]]
     for w in wls:
         if ONLY.search(f"{name} {json.dumps(w['axes'])}"):
-            cases.append((name, seed, w["uuid"], w["axes"]))
+            cases.setdefault(name, (seed, []))[1].append((w["uuid"], w["axes"]))
 
 rows, failures = [], []
 ok = True
 print(f"{'operator':14s} {'axes':22s} {'kharness':>10s} {'ncu':>10s} {'events':>10s} {'kh/ncu':>7s} {'ev/kh':>6s} {'spread':>7s} {'samples':>7s} target", flush=True)
-for op, seed, uuid, axes in cases:
+for op, (seed, wls) in cases.items():
+    # One process per timer for all of the operator's workloads; the spread over PROCESSES
+    # separate processes likewise (each gives a median for every workload).
     try:
-        k = bench(seed, op, uuid)
-        e = bench(seed, op, uuid, timer="events")
+        uuids = [u for u, _ in wls]
+        kh_t = bench(seed, op, uuids)
+        ev_t = bench(seed, op, uuids, timer="events")
+        spread_uuids = [u for u in uuids if op == "copy_f32" or kh_t[u]["median"] >= 20e-6]
+        meds = {u: [] for u in spread_uuids}
+        for _ in range(N if spread_uuids else 0):
+            for u, t in bench(seed, op, spread_uuids).items():
+                meds[u].append(t["median"])
         kernel = kernel_name(seed, op)
-        n, note = ncu_median(seed, op, uuid, kernel)
-        spread = None
-        if op == "copy_f32" or k["median"] >= 20e-6:
-            meds = [bench(seed, op, uuid)["median"] for _ in range(N)]
-            spread = max(meds) / min(meds) - 1
-        r = dict(op=op, axes=axes, kh=k["median"], samples=k["count"], noise=k["noise"], ncu=n,
-                 ev=e["median"], spread=spread, note=note, gpu_time=k["median"] * k["count"])
-        rows.append(r)
-    except Exception as ex:  # keep going: one broken case must not hide the others
-        failures.append(f"{op} {axes}: {ex}")
+    except Exception as ex:  # keep going: one broken operator must not hide the others
+        failures.append(f"{op}: {ex}")
         print("ERROR", failures[-1], flush=True)
         continue
-    kh, n, ev = r["kh"], r["ncu"], r["ev"]
-    good = bool(n) and abs(kh - n) <= (0.02 * n if n >= 10e-6 else 0.5e-6)
-    if r["spread"] is not None and kh >= 20e-6 and r["spread"] > 0.01:
-        good = False
-    ok = ok and good
-    print(f"{r['op']:14s} {json.dumps(r['axes']):22s} {kh*1e6:9.2f}u {(n or 0)*1e6:9.2f}u {ev*1e6:9.2f}u "
-          f"{(kh/n if n else float('nan')):7.3f} {ev/kh:6.2f} "
-          f"{('%.2f%%' % (100*r['spread'])) if r['spread'] is not None else '-':>7s} {r['samples']:7d} {'PASS' if good else 'FAIL'}",
-          flush=True)
-    if r["note"]:
-        print(f"    ncu: {r['note']}", flush=True)
+    for uuid, axes in wls:
+        k = kh_t[uuid]
+        n, note = ncu_median(seed, op, uuid, kernel)
+        spread = (max(meds[uuid]) / min(meds[uuid]) - 1) if meds.get(uuid) else None
+        r = dict(op=op, axes=axes, kh=k["median"], samples=k["count"], noise=k["noise"], ncu=n,
+                 ev=ev_t[uuid]["median"], spread=spread, note=note, gpu_time=k["median"] * k["count"])
+        rows.append(r)
+        kh, ev = r["kh"], r["ev"]
+        good = bool(n) and abs(kh - n) <= (0.02 * n if n >= 10e-6 else 0.5e-6)
+        if r["spread"] is not None and kh >= 20e-6 and r["spread"] > 0.01:
+            good = False
+        ok = ok and good
+        print(f"{r['op']:14s} {json.dumps(r['axes']):22s} {kh*1e6:9.2f}u {(n or 0)*1e6:9.2f}u {ev*1e6:9.2f}u "
+              f"{(kh/n if n else float('nan')):7.3f} {ev/kh:6.2f} "
+              f"{('%.2f%%' % (100*r['spread'])) if r['spread'] is not None else '-':>7s} {r['samples']:7d} {'PASS' if good else 'FAIL'}",
+              flush=True)
+        if r["note"]:
+            print(f"    ncu: {r['note']}", flush=True)
 for r in rows:
     if r["op"] == "copy_f32":
         bw = 8 * r["axes"]["n"] / r["kh"]

@@ -9,8 +9,10 @@
 #include <memory>
 
 #include "bench/cupti_timer.hpp"
+#include "bench/measure.hpp"
 #include "bench/speed_of_light.hpp"
 #include "bench/statistics.hpp"
+#include "device/cublaslt.hpp"
 #include "device/driver.hpp"
 #include "device/nvml.hpp"
 #include "device/plan_launcher.hpp"
@@ -87,7 +89,9 @@ struct Contender {
   const verify::Compiled* compiled = nullptr;
   std::unique_ptr<verify::TimedOutputs> timed;
   std::unique_ptr<device::Module> module;
-  std::unique_ptr<device::PlanLauncher> launcher;
+  std::unique_ptr<device::PlanLauncher> launcher;  // a solution's plan ...
+  std::unique_ptr<device::CublasLtGemm> cublaslt;  // ... or the built-in cuBLASLt baseline
+  std::string vendor;                              // what a built-in baseline is
   std::vector<double> samples;
   std::vector<std::vector<double>> trial_samples;  // official protocol
   std::string signature;
@@ -105,7 +109,11 @@ class WorkloadBench {
                 const Workload& workload, device::DeviceBuffer& flush_buffer, const GpuInfo* gpu)
       : options_(options), flush_(flush_buffer), gpu_(gpu) {
     add("candidate", op, reference, candidate, check, workload);
-    if (baseline) add("baseline", op, reference, *baseline, check, workload);
+    if (baseline && options.baseline_solution == "cublaslt") {
+      add_cublaslt(op, reference, check, workload);
+    } else if (baseline) {
+      add("baseline", op, reference, *baseline, check, workload);
+    }
     if (options.timer == "events") {
       timer_ = std::make_unique<EventIterationTimer>();
     } else {
@@ -174,6 +182,59 @@ class WorkloadBench {
     contenders_.push_back(std::move(c));
   }
 
+  // The built-in vendor baseline of GEMM operators: C[M,N] = A[M,K] B[N,K]^T through cuBLASLt,
+  // its outputs checked like any solution's. Needs a definition of that form.
+  void add_cublaslt(const Operator& op, const verify::Compiled& reference,
+                    const verify::CheckOptions& check, const Workload& workload) {
+    const Definition& def = op.definition;
+    auto named = [](const std::vector<TensorSpec>& specs, const char* name,
+                    std::vector<std::string> shape) {
+      auto it = std::find_if(specs.begin(), specs.end(),
+                             [&](const TensorSpec& t) { return t.name == name; });
+      return it != specs.end() && it->shape == shape ? &*it : nullptr;
+    };
+    const TensorSpec* input = named(def.inputs, "A", {"M", "K"});
+    const TensorSpec* weight = named(def.inputs, "B", {"N", "K"});
+    const TensorSpec* output = named(def.outputs, "C", {"M", "N"});
+    if (!input || !weight || !output || def.inputs.size() != 2 || def.outputs.size() != 1 ||
+        weight->dtype != input->dtype || output->dtype != input->dtype) {
+      throw Error(ExitCode::kUsage, op.definition_file.string(),
+                  "the cublaslt baseline needs a GEMM definition with inputs A [M, K], B [N, K] "
+                  "and output C [M, N]");
+    }
+    Bindings axes = workload.bindings(def);
+    static const Solution kNoPlan = [] {
+      Solution s;
+      s.name = "cublaslt";
+      return s;
+    }();
+    static const CompileResult kNothingCompiled;
+    vendor_plan_ = verify::Compiled{&kNoPlan, &kNothingCompiled};
+    auto c = std::make_unique<Contender>();
+    c->role = "baseline";
+    c->compiled = &vendor_plan_;
+    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload,
+                                                      options_.input_sets, check);
+    c->cublaslt = std::make_unique<device::CublasLtGemm>(axes.at("M"), axes.at("N"), axes.at("K"),
+                                                         input->dtype);
+    c->vendor = c->cublaslt->description();
+    contenders_.push_back(std::move(c));
+  }
+
+  device::LaunchOutcome launch(Contender& c, int set, CUstream s) {
+    const device::LaunchEnv& env = c.timed->env(set);
+    if (c.launcher) return c.launcher->launch(env, s, false);
+    device::LaunchOutcome o;
+    std::string error =
+        c.cublaslt->run(env.tensors.at("A"), env.tensors.at("B"), env.tensors.at("C"), s);
+    if (!error.empty()) {
+      o.ok = false;
+      o.kernel = "cublasLtMatmul";
+      o.message = error;
+    }
+    return o;
+  }
+
   // Writes twice the L2's size so no iteration finds its data in L2, then reads it back so that
   // L2 is left holding clean lines: otherwise the timed kernel would pay for writing back the
   // flush's dirty lines (measured on an H200: a 20 us copy read 12% slow). Neither is inside a
@@ -192,7 +253,7 @@ class WorkloadBench {
       timer_->begin(id, s);
       owner_[id] = &c;
     }
-    device::LaunchOutcome o = c.launcher->launch(c.timed->env(set), s, false);
+    device::LaunchOutcome o = launch(c, set, s);
     if (timed) timer_->end(id, s);
     if (!o.ok) throw std::runtime_error(o.message);
   }
@@ -272,6 +333,7 @@ class WorkloadBench {
       if (!gpu_ || !gpu_->max_sm_clock_mhz)
         cj["clock_note"] = "SM clock not readable (no NVML): throttling unknown";
       cj["kernels"] = c->signature;
+      if (!c->vendor.empty()) cj["solution"] = c->vendor;
       j[c->role] = cj;
     }
     if (j.contains("baseline") && j["candidate"]["latency"].get<double>() > 0) {
@@ -289,6 +351,7 @@ class WorkloadBench {
   std::map<std::uint64_t, Contender*> owner_;
   std::uint64_t next_id_ = 1;
   unsigned flush_value_ = 0;
+  verify::Compiled vendor_plan_;
   device::Stream stream_;
   verify::HarnessKernels kernels_;
 };
@@ -300,11 +363,18 @@ std::filesystem::path gpu_config_dir() {
 }  // namespace
 
 nlohmann::json BenchOptions::to_json() const {
-  return {{"protocol", protocol},       {"timer", timer},
-          {"warmup", warmup},           {"iterations", iterations},
-          {"trials", trials},           {"max_noise", max_noise},
-          {"max_seconds", max_seconds}, {"min_samples", min_samples},
-          {"input_sets", input_sets},   {"baseline", baseline}};
+  return {{"protocol", protocol},
+          {"timer", timer},
+          {"warmup", warmup},
+          {"iterations", iterations},
+          {"trials", trials},
+          {"max_noise", max_noise},
+          {"max_seconds", max_seconds},
+          {"min_samples", min_samples},
+          {"input_sets", input_sets},
+          {"baseline", baseline},
+          {"baseline_solution", baseline_solution},
+          {"sol", sol}};
 }
 
 BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
@@ -319,6 +389,8 @@ BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
   o.min_samples = j.value("min_samples", o.min_samples);
   o.input_sets = j.value("input_sets", o.input_sets);
   o.baseline = j.value("baseline", o.baseline);
+  o.baseline_solution = j.value("baseline_solution", o.baseline_solution);
+  o.sol = j.value("sol", o.sol);
   return o;
 }
 
@@ -340,6 +412,19 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     spdlog::debug("no GPU specs: {}", e.what());
   }
   const GpuSpec* spec = gpu ? match_gpu(specs, gpu->name) : nullptr;
+  GpuSpec measured_spec;
+  std::string sol_source = "datasheet";
+  if (options.sol == "measured" && spec) {
+    auto measured = load_measured_peaks(gpu->name, env.driver.nvidia_version);
+    if (!measured) {
+      throw environment_error(fmt::format(
+          "--sol measured: no measurements for {} (driver {}); run `kharness doctor --measure`",
+          gpu->name, env.driver.nvidia_version));
+    }
+    measured_spec = with_measured(*spec, *measured);
+    spec = &measured_spec;
+    sol_source = "measured " + measured->measured_at;
+  }
 
   std::vector<double> speedups, sol_fractions;
   auto selected = verify::select_workloads(op, check);
@@ -377,14 +462,16 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     }
     wv.timing["seconds"] = since(start);
     if (spec && wv.timing.contains("candidate")) {
-      SolEstimate sol = speed_of_light(*spec, op.definition, w->bindings(op.definition), false);
+      SolEstimate sol = speed_of_light(*spec, op.definition, w->bindings(op.definition),
+                                       options.sol == "measured");
       if (sol.seconds > 0) {
         double latency = wv.timing["candidate"]["latency"].get<double>();
         double fraction = latency > 0 ? sol.seconds / latency : 0.0;
         wv.timing["sol"] = {{"seconds", sol.seconds},
                             {"bound", sol.bound},
                             {"fraction", fraction},
-                            {"gpu", spec->match}};
+                            {"gpu", spec->match},
+                            {"ceilings", sol_source}};
         sol_fractions.push_back(fraction);
       }
     }

@@ -29,6 +29,11 @@ struct BenchOptions {
   int min_samples = 10;         // adaptive
   int input_sets = 2;           // rotated during timing (>= 2)
   bool baseline = true;         // time the operator's baseline too
+  // "" (the operator's baseline), "cublaslt" (the built-in cuBLASLt GEMM), or a solution path.
+  std::string baseline_solution;
+  // Speed-of-light ceilings: "datasheet" (configs/gpus) or "measured" (`kharness doctor
+  // --measure`'s copy bandwidth and cuBLASLt GEMM rates for this GPU and driver).
+  std::string sol = "datasheet";
 
   nlohmann::json to_json() const;
   static BenchOptions from_json(const nlohmann::json& j);

@@ -31,6 +31,8 @@ struct CheckArgs {
   double max_time = 2.0;
   int warmup = 10, iterations = 50, num_trials = 3, input_sets = 2;
   bool no_baseline = false;
+  std::string baseline;  // "" (the operator's), "cublaslt", or a solution path
+  std::string sol = "datasheet";
   std::vector<std::string> solutions;
   std::string operator_name;
   std::vector<std::string> workloads;
@@ -166,11 +168,16 @@ CheckRequest make_request(const CheckArgs& args, const std::string& path,
   if (args.rtol >= 0) request.options.rtol = args.rtol;
   if (args.matched_ratio >= 0) request.options.required_matched_ratio = args.matched_ratio;
   request.mode = args.mode;
-  request.bench = {{"protocol", args.timing},      {"timer", args.timer},
-                   {"warmup", args.warmup},        {"iterations", args.iterations},
-                   {"trials", args.num_trials},    {"max_noise", args.max_noise},
-                   {"max_seconds", args.max_time}, {"input_sets", args.input_sets},
-                   {"baseline", !args.no_baseline}};
+  request.bench = {{"protocol", args.timing},       {"timer", args.timer},
+                   {"warmup", args.warmup},         {"iterations", args.iterations},
+                   {"trials", args.num_trials},     {"max_noise", args.max_noise},
+                   {"max_seconds", args.max_time},  {"input_sets", args.input_sets},
+                   {"baseline", !args.no_baseline}, {"sol", args.sol}};
+  if (!args.baseline.empty()) {
+    request.bench["baseline_solution"] = args.baseline == "cublaslt"
+                                             ? args.baseline
+                                             : std::filesystem::absolute(args.baseline).string();
+  }
   return request;
 }
 
@@ -387,6 +394,14 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                    "Input sets rotated during timing (default 2)");
     app.add_flag("--no-baseline", args->no_baseline,
                  "Do not time the operator's baseline (no speedup)");
+    app.add_option("--baseline", args->baseline,
+                   "Baseline to time against: a solution, or 'cublaslt' (built-in cuBLASLt, for "
+                   "GEMM operators) (default: the operator's)")
+        ->excludes("--no-baseline");
+    app.add_option("--sol", args->sol,
+                   "Speed-of-light ceilings: datasheet (configs/gpus) or measured (from "
+                   "`kharness doctor --measure`) (default datasheet)")
+        ->check(CLI::IsMember({"datasheet", "measured"}));
   }
   if (mode == "score")
     return [args](const GlobalOptions& global) { return run_score(*args, global); };

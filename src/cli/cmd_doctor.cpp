@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "bench/measure.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
@@ -21,6 +22,53 @@ std::string archive_dir() {
 }
 
 std::string mhz(const std::optional<int>& v) { return v ? fmt::format("{} MHz", *v) : "?"; }
+
+// --measure: the copy bandwidth and GEMM rates this GPU reaches, against its datasheet, saved
+// for `--sol measured`.
+ExitCode run_measure(bool json) {
+  bench::MeasuredPeaks m = bench::measure_peaks();
+  bench::save_measured_peaks(m);
+  std::string file = bench::measured_peaks_file(m.gpu, m.driver).string();
+  const bench::GpuSpec* spec = nullptr;
+  std::vector<bench::GpuSpec> specs;
+  try {
+    specs =
+        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
+    spec = bench::match_gpu(specs, m.gpu);
+  } catch (const Error&) {
+  }
+  if (json) {
+    nlohmann::json j = bench::to_json(m);
+    j["file"] = file;
+    if (spec)
+      j["datasheet"] = {{"dram_bandwidth_bytes_per_s", spec->dram_bandwidth},
+                        {"peak_flops", spec->peak_flops}};
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    return ExitCode::kPassed;
+  }
+  std::string out = fmt::format("measured on {} (driver {}), {}\n", m.gpu, m.driver, m.measured_at);
+  Table t({"ceiling", "measured", "datasheet", "fraction"});
+  auto row = [&](const std::string& what, double measured, double sheet, double unit,
+                 const char* suffix) {
+    t.add({what, measured > 0 ? fmt::format("{:.1f} {}", measured / unit, suffix) : "-",
+           sheet > 0 ? fmt::format("{:.1f} {}", sheet / unit, suffix) : "-",
+           measured > 0 && sheet > 0 ? fmt::format("{:.0f}%", 100 * measured / sheet) : "-"});
+  };
+  row("copy bandwidth", m.copy_bandwidth, spec ? spec->dram_bandwidth : 0, 1e12, "TB/s");
+  for (const auto& [dtype, flops] : m.gemm_flops) {
+    double sheet = 0;
+    if (spec) {
+      auto it = spec->peak_flops.find(dtype);
+      if (it != spec->peak_flops.end()) sheet = it->second;
+    }
+    row("GEMM " + dtype + " (cuBLASLt 8192^3)", flops, sheet, 1e12, "TFLOP/s");
+  }
+  out += t.render();
+  for (const auto& [what, note] : m.notes) out += fmt::format("note: {}: {}\n", what, note);
+  out += fmt::format("saved to {}; `--sol measured` on bench/validate uses it\n", file);
+  std::fputs(out.c_str(), stdout);
+  return ExitCode::kPassed;
+}
 
 ExitCode run_doctor(bool json, const GlobalOptions& global) {
   EnvironmentReport r = probe_environment();
@@ -90,8 +138,14 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
 
 Runner setup_doctor(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
+  auto measure = std::make_shared<bool>(false);
   app.add_flag("--json", *json, "Print as JSON");
-  return [json](const GlobalOptions& global) { return run_doctor(*json, global); };
+  app.add_flag("--measure", *measure,
+               "Measure this GPU's copy bandwidth and cuBLASLt GEMM rates and save them for "
+               "`--sol measured` (needs a GPU)");
+  return [json, measure](const GlobalOptions& global) {
+    return *measure ? run_measure(*json) : run_doctor(*json, global);
+  };
 }
 
 }  // namespace kharness::cli

@@ -252,7 +252,9 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
     fs::path dir = entry.definition_file.parent_path();
     op.reference = existing(dir / "reference.cu");
     op.seed = existing(dir / "seed.cu");
-    if (!op.definition.kharness.baseline.empty()) {
+    if (op.definition.kharness.baseline == "cublaslt") {
+      // The built-in cuBLASLt GEMM (timed by the bench stage); no solution file.
+    } else if (!op.definition.kharness.baseline.empty()) {
       fs::path baseline = dir / op.definition.kharness.baseline;
       op.baseline = existing(baseline);
       if (!op.baseline) {

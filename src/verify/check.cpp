@@ -292,13 +292,24 @@ int worker_main() {
       // The baseline, compiled like the candidate; an operator without one gets no speedup.
       std::unique_ptr<Solution> baseline;
       std::unique_ptr<CompileResult> baseline_compiled;
-      if (bench_options.baseline && loaded.op.baseline) {
-        baseline = std::make_unique<Solution>(load_solution(*loaded.op.baseline));
+      // `--baseline cublaslt` (or a definition's "baseline": "cublaslt") times the built-in
+      // cuBLASLt GEMM instead; `--baseline PATH` another solution.
+      std::string chosen = bench_options.baseline_solution;
+      if (chosen.empty() && loaded.op.definition.kharness.baseline == "cublaslt")
+        chosen = "cublaslt";
+      bench_options.baseline_solution = chosen;
+      std::optional<std::filesystem::path> baseline_path =
+          chosen.empty() ? loaded.op.baseline : std::optional<std::filesystem::path>(chosen);
+      if (bench_options.baseline && chosen == "cublaslt") {
+        baseline = std::make_unique<Solution>();
+        baseline->name = "cublaslt";
+      } else if (bench_options.baseline && baseline_path) {
+        baseline = std::make_unique<Solution>(load_solution(*baseline_path));
         baseline_compiled = std::make_unique<CompileResult>(compile_solution(
             *baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
         if (!baseline_compiled->ok()) {
-          throw Error(ExitCode::kInternal, loaded.op.baseline->string(),
-                      "the operator's baseline does not compile");
+          throw Error(chosen.empty() ? ExitCode::kInternal : ExitCode::kUsage,
+                      baseline_path->string(), "the baseline does not compile");
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};

@@ -90,5 +90,32 @@ TEST(BenchGpu, ValidateTheSeedEveryWorkloadWithSpeedupAndSol) {
   EXPECT_GT(v["score"]["geomean_speedup"].get<double>(), 0.0);
 }
 
+// The built-in cuBLASLt baseline: timed in the same loop as the candidate, its outputs checked
+// like a solution's, the library named in the timing record; a bad baseline name is exit 2.
+TEST(BenchGpu, CublasLtBaselineForAGemmOperator) {
+  SKIP_WITHOUT_GPU();
+  const std::string seed_gemm =
+      "'" + (testing::source_dir() / "operators/_families/gemm/seed.cu").string() + "'";
+  json v = run_json("bench " + seed_gemm +
+                        " --operator gemm_n4096_k14336 --workloads a6fff11f --baseline cublaslt"
+                        " --seed 1 --json",
+                    0);
+  ASSERT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
+  const json& t = v["workloads"][0]["timing"];
+  ASSERT_TRUE(t.contains("baseline")) << t.dump(2);
+  EXPECT_NE(t["baseline"]["solution"].get<std::string>().find("cuBLASLt"), std::string::npos);
+  EXPECT_FALSE(t["baseline"]["kernels"].get<std::string>().empty());
+  EXPECT_GT(t["speedup"].get<double>(), 0.0);
+  std::printf("gemm_n4096_k14336 M=1: seed %.2f us, cuBLASLt %.2f us (%s)\n",
+              t["candidate"]["latency"].get<double>() * 1e6,
+              t["baseline"]["latency"].get<double>() * 1e6,
+              t["baseline"]["kernels"].get<std::string>().c_str());
+  // Not a GEMM definition: refused with the reason.
+  auto r = testing::kharness("bench " + seed() +
+                             " --operator rmsnorm_h4096 --workloads 99179b18 --baseline cublaslt");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("cublaslt baseline needs a GEMM definition"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace kharness
