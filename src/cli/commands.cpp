@@ -21,6 +21,9 @@ const std::vector<Command>& commands() {
       {"score", "Validate many solutions; write JSON, JUnit, Markdown and FlashInfer-Bench traces",
        setup_score},
       {"operators", "List, show and check operator definitions", setup_operators},
+      {"tune-space",
+       "Show the knob space of an operator's seed; list, write or compile configurations",
+       setup_tune_space},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},
   };

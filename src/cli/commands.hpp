@@ -12,6 +12,7 @@ Runner setup_check(CLI::App& app);
 Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
+Runner setup_tune_space(CLI::App& app);
 Runner setup_worker(CLI::App& app);
 
 }  // namespace kharness::cli
