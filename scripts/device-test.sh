@@ -100,6 +100,9 @@ step operators need_binary check_operators
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
 step measure need_binary "$KHARNESS" doctor --measure
+if [[ -x scripts/bench-profile.sh ]]; then
+  step bench-profile need_binary timeout "${PROFILE_TIMEOUT:-240}" scripts/bench-profile.sh "$KHARNESS"
+fi
 if [[ -z "${SKIP_TIMING:-}" ]]; then  # SKIP_TIMING=1: the ncu comparison takes minutes
   step bench-timing need_binary timeout "${TIMING_TIMEOUT:-300}" scripts/bench-timing.sh "$KHARNESS"
 fi
