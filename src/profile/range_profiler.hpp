@@ -32,6 +32,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
