@@ -97,9 +97,15 @@ TEST(Compare, ParallelResultEqualsSerialOnALargeTensor) {
 }
 
 TEST(Compare, ComparatorsByName) {
-  EXPECT_EQ(find_comparator("elementwise"), &compare_output);
+  EXPECT_NE(find_comparator("elementwise"), nullptr);
   EXPECT_EQ(find_comparator("topk_sets"), nullptr);
-  EXPECT_EQ(comparator_names(), std::vector<std::string>{"elementwise"});
+  EXPECT_EQ(comparator_names(), (std::vector<std::string>{"elementwise", "topk_set"}));
+  // "elementwise" is compare_output behind the comparator signature.
+  auto e = encode(DType::kFloat32, {1.0, 2.0});
+  auto g = encode(DType::kFloat32, {1.0, 2.5});
+  auto c = find_comparator("elementwise")("y", DType::kFloat32, e.data(), g.data(), 2,
+                                          tol(0.01, 0.01), 1, CompareContext{});
+  EXPECT_EQ(c.comparison.mismatches, 1u);
 }
 
 TEST(Verdict, JsonRoundTripKeepsWorkloadsTrialsAndNonFiniteNumbers) {

@@ -20,12 +20,17 @@ const std::vector<Command>& commands() {
        setup_bench},
       {"score", "Validate many solutions; write JSON, JUnit, Markdown and FlashInfer-Bench traces",
        setup_score},
+      {"profile",
+       "Hardware counters per kernel (CUPTI) and a diagnosis: memory-, compute-, latency-bound, "
+       "occupancy-limited or at the roofline",
+       setup_profile},
       {"operators", "List, show and check operator definitions", setup_operators},
       {"tune-space",
        "Show the knob space of an operator's seed; list, write or compile configurations",
        setup_tune_space},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},
+      {"__profile_worker", "", setup_profile_worker},
   };
   return table;
 }

@@ -14,5 +14,7 @@ Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
 Runner setup_tune_space(CLI::App& app);
 Runner setup_worker(CLI::App& app);
+Runner setup_profile(CLI::App& app);
+Runner setup_profile_worker(CLI::App& app);
 
 }  // namespace kharness::cli

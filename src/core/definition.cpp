@@ -16,8 +16,9 @@ namespace {
 namespace ju = json_util;
 using OJson = nlohmann::ordered_json;
 
-const std::set<std::string> kDistributions = {"normal",  "uniform",  "range", "indptr",
-                                              "indices", "constant", "scale"};
+const std::set<std::string> kDistributions = {"normal", "uniform",        "range",
+                                              "indptr", "indices",        "constant",
+                                              "scale",  "sparse_indices", "fp8_cache_with_scales"};
 
 std::vector<std::string> axis_names(const Definition& d) {
   std::vector<std::string> names;
@@ -187,9 +188,11 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
       }
       if (out.low > out.high) throw input_error(ju::field(source, gpath), "low > high");
       // Index roles: their size parameters are expressions over the axes.
-      const char* role_key = out.distribution == "indptr"    ? "total"
-                             : out.distribution == "indices" ? "max"
-                                                             : nullptr;
+      const char* role_key = out.distribution == "indptr"                  ? "total"
+                             : out.distribution == "indices"               ? "max"
+                             : out.distribution == "sparse_indices"        ? "max"
+                             : out.distribution == "fp8_cache_with_scales" ? "head_dim"
+                                                                           : nullptr;
       if (role_key) {
         auto it = out.extra.find(role_key);
         if (it == out.extra.end()) {
@@ -508,6 +511,7 @@ nlohmann::ordered_json to_json(const Definition& d) {
           gj["mean"] = g.mean;
           gj["std"] = g.std;
         } else {
+          if (g.distribution == "fp8_cache_with_scales") gj["std"] = g.std;
           gj["low"] = g.low;
           gj["high"] = g.high;
         }

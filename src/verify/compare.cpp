@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kharness/numeric.hpp"
+#include "verify/topk_compare.hpp"
 
 namespace kharness::verify {
 namespace {
@@ -271,9 +272,16 @@ std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance&
 }
 
 namespace {
+OutputCheck compare_elementwise(const std::string& tensor, DType dtype,
+                                const std::uint8_t* expected, const std::uint8_t* got,
+                                std::uint64_t count, const Tolerance& tolerance, unsigned threads,
+                                const CompareContext& /*context*/) {
+  return compare_output(tensor, dtype, expected, got, count, tolerance, threads);
+}
+
 const std::vector<std::pair<std::string, Comparator>>& comparators() {
   static const std::vector<std::pair<std::string, Comparator>> table = {
-      {"elementwise", &compare_output}};
+      {"elementwise", &compare_elementwise}, {"topk_set", &compare_topk_set}};
   return table;
 }
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,12 +36,23 @@ OutputCheck compare_output(const std::string& tensor, DType dtype, const std::ui
 // output_not_written, nan_or_inf, tolerance.
 std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance& tolerance);
 
-// Comparators by name (a definition's kharness.comparator). "elementwise" is the default; operators
-// whose outputs are not compared element by element (top-k index sets, ...) register their own.
+// What a comparator may read besides the two outputs: the definition, the workload's axes and the
+// trial's inputs (host copies, downloaded on first use). The elementwise comparator reads none of
+// it; the top-k set comparator scores the indices that differ from the reference's.
+struct CompareContext {
+  const Definition* definition = nullptr;
+  Bindings axes;
+  // The host bytes of input `name` (the whole tensor); nullptr when unavailable.
+  std::function<const std::uint8_t*(const std::string& name)> input;
+};
+
+// Comparators by name (a definition's kharness.comparator). "elementwise" (compare_output) is the
+// default; "topk_set" compares top-k index rows as sets with a score tie tolerance
+// (verify/topk_compare.hpp).
 using Comparator = OutputCheck (*)(const std::string& tensor, DType dtype,
                                    const std::uint8_t* expected, const std::uint8_t* got,
                                    std::uint64_t count, const Tolerance& tolerance,
-                                   unsigned threads);
+                                   unsigned threads, const CompareContext& context);
 // nullptr when no comparator has that name.
 Comparator find_comparator(const std::string& name);
 std::vector<std::string> comparator_names();

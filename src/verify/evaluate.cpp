@@ -407,14 +407,36 @@ class Evaluator {
       b.outputs[def_.outputs[i].name]->download(got[i]);
   }
 
+  // What a comparator may read: the definition, the axes and (on first use, into `inputs`) the
+  // trial's inputs.
+  CompareContext compare_context(TrialBuffers& b, std::map<std::string, HostBytes>& inputs) const {
+    CompareContext context;
+    context.definition = &def_;
+    context.axes = b.env.axes;
+    context.input = [&b, &inputs](const std::string& name) -> const std::uint8_t* {
+      auto buf = b.inputs.find(name);
+      if (buf == b.inputs.end()) return nullptr;
+      auto it = inputs.find(name);
+      if (it == inputs.end()) {
+        it = inputs.emplace(name, HostBytes()).first;
+        buf->second->download(it->second);
+      }
+      return it->second.data();
+    };
+    return context;
+  }
+
   // Outputs against the reference; fills `trial` (comparisons, failure) and returns false on
   // failure.
-  bool check_outputs(const std::vector<HostBytes>& expected, const std::vector<HostBytes>& got,
-                     TrialResult& trial) {
+  bool check_outputs(TrialBuffers& b, const std::vector<HostBytes>& expected,
+                     const std::vector<HostBytes>& got, TrialResult& trial) {
+    std::map<std::string, HostBytes> inputs;  // downloaded when a comparator asks for them
+    CompareContext context = compare_context(b, inputs);
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
-      OutputCheck check = comparator_(t.name, t.dtype, expected[i].data(), got[i].data(),
-                                      expected[i].size() / dtype_size(t.dtype), tolerance_, 0);
+      OutputCheck check =
+          comparator_(t.name, t.dtype, expected[i].data(), got[i].data(),
+                      expected[i].size() / dtype_size(t.dtype), tolerance_, 0, context);
       trial.comparisons.push_back(check.comparison);
       if (check.reference_unwritten > 0) {
         throw Error(ExitCode::kInternal, "reference",
@@ -490,7 +512,7 @@ class Evaluator {
     download_outputs(b, got);
     phases_.add("download", t0);
     t0 = std::chrono::steady_clock::now();
-    bool outputs_ok = check_outputs(expected, got, trial);
+    bool outputs_ok = check_outputs(b, expected, got, trial);
     phases_.add("compare", t0);
     if (!outputs_ok) return fail(*trial.failure);
     if (determinism) {
@@ -515,15 +537,17 @@ class Evaluator {
         if (bitwise_differences(got[i].data(), again[i].data(), got[i].size()) == 0) continue;
         trial.bitwise_deterministic = false;
         // Differs: the rerun must still match the reference, and the first run within tolerance.
-        if (!check_outputs(expected, again, rerun)) {
+        if (!check_outputs(b, expected, again, rerun)) {
           Failure f = *rerun.failure;
           f.evidence["rerun"] = true;
           f.message = "on a rerun with the same inputs: " + f.message;
           return fail(f);
         }
         const TensorSpec& t = def_.outputs[i];
-        OutputCheck c = compare_output(t.name, t.dtype, got[i].data(), again[i].data(),
-                                       got[i].size() / dtype_size(t.dtype), tolerance_);
+        std::map<std::string, HostBytes> inputs;
+        OutputCheck c = comparator_(t.name, t.dtype, got[i].data(), again[i].data(),
+                                    got[i].size() / dtype_size(t.dtype), tolerance_, 0,
+                                    compare_context(b, inputs));
         if (auto f = output_failure(c, tolerance_)) {
           Failure nd{"nondeterministic",
                      fmt::format("{}: a rerun on the same inputs differs beyond tolerance ({})",
@@ -673,7 +697,7 @@ std::optional<Failure> TimedOutputs::verify(int set) {
     return stale(*result.failure);
   std::vector<HostBytes> got;
   ev.download_outputs(b, got);
-  if (!ev.check_outputs(impl_->expected.at(set), got, result)) return stale(*result.failure);
+  if (!ev.check_outputs(b, impl_->expected.at(set), got, result)) return stale(*result.failure);
   return std::nullopt;
 }
 

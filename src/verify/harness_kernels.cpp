@@ -674,7 +674,8 @@ void HarnessKernels::launch(CUfunction f, const char* name, std::uint64_t work_i
 
 void HarnessKernels::validate(const InputGenerator& gen, DType dtype, const std::string& where) {
   const std::string& d = gen.distribution;
-  if (d == "indptr" || d == "indices" || d == "scale") {
+  if (d == "indptr" || d == "indices" || d == "scale" || d == "sparse_indices" ||
+      d == "fp8_cache_with_scales") {
     throw input_error(where, fmt::format("distribution '{}' depends on the tensor's axes: the "
                                          "correctness stage generates it, not fill_random",
                                          d));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -30,7 +31,8 @@ std::int64_t parameter(const InputGenerator& gen, const char* key, const Binding
 }  // namespace
 
 bool is_index_role(const std::string& distribution) {
-  return distribution == "indptr" || distribution == "indices";
+  return distribution == "indptr" || distribution == "indices" ||
+         distribution == "sparse_indices" || distribution == "fp8_cache_with_scales";
 }
 
 std::vector<std::int64_t> make_indptr(std::uint64_t n, std::int64_t total, std::uint64_t seed) {
@@ -69,10 +71,86 @@ std::vector<std::int64_t> make_indices(std::uint64_t n, std::int64_t max, std::u
   return out;
 }
 
+std::vector<std::int64_t> make_sparse_indices(std::uint64_t rows, std::uint64_t k,
+                                              std::int64_t min_valid, std::int64_t max,
+                                              std::uint64_t seed) {
+  const auto lo = static_cast<std::uint64_t>(
+      std::clamp<std::int64_t>(min_valid, 0, static_cast<std::int64_t>(k)));
+  if (max < 0 || lo > static_cast<std::uint64_t>(max) + 1) {
+    throw std::invalid_argument(
+        fmt::format("{} distinct values per row do not fit in [0, {}]", lo, max));
+  }
+  std::mt19937_64 rng(seed);
+  const std::uint64_t hi = std::min<std::uint64_t>(k, static_cast<std::uint64_t>(max) + 1);
+  std::uniform_int_distribution<std::uint64_t> count(lo, hi);
+  std::vector<std::int64_t> out(rows * k, -1);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const std::uint64_t n = count(rng);
+    const std::vector<std::int64_t> ids = make_indices(n, max, rng());
+    std::copy(ids.begin(), ids.end(), out.begin() + static_cast<std::ptrdiff_t>(r * k));
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> make_fp8_cache_with_scales(std::uint64_t pages, std::int64_t page_size,
+                                                     std::int64_t head_dim, double std,
+                                                     double scale_low, double scale_high,
+                                                     std::uint64_t seed) {
+  // e4m3 codes of normal(0, std) quantiles clamped to the finite range, drawn by table lookup.
+  std::vector<std::uint8_t> codes(4096);
+  {
+    std::mt19937_64 rng(seed ^ 0x5eedull);
+    std::normal_distribution<double> normal(0.0, std);
+    for (auto& c : codes) {
+      from_double(DType::kFloat8E4M3, std::clamp(normal(rng), -448.0, 448.0), &c);
+    }
+  }
+  const auto ps = static_cast<std::uint64_t>(page_size);
+  const auto hd = static_cast<std::uint64_t>(head_dim);
+  const std::uint64_t page_bytes = ps * (hd + 4);
+  std::vector<std::uint8_t> out(pages * page_bytes);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> scale(static_cast<float>(scale_low),
+                                              static_cast<float>(scale_high));
+  for (std::uint64_t p = 0; p < pages; ++p) {
+    std::uint8_t* page = out.data() + p * page_bytes;
+    for (std::uint64_t i = 0; i < ps * hd; i += 4) {
+      std::uint64_t r = rng();
+      for (std::uint64_t j = 0; j < 4 && i + j < ps * hd; ++j, r >>= 16)
+        page[i + j] = codes[r & 4095];
+    }
+    for (std::uint64_t s = 0; s < ps; ++s) {
+      const float v = scale(rng);
+      std::memcpy(page + ps * hd + s * 4, &v, 4);
+    }
+  }
+  return out;
+}
+
 std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const InputGenerator& gen,
                                            const Bindings& axes, std::uint64_t count,
                                            std::uint64_t seed) {
   const std::string where = "kharness.inputs." + tensor.name;
+  if (gen.distribution == "fp8_cache_with_scales") {
+    if (tensor.dtype != DType::kInt8 && tensor.dtype != DType::kUInt8) {
+      throw input_error(where, fmt::format("the fp8_cache_with_scales role needs an int8 or uint8 "
+                                           "tensor, not {}",
+                                           dtype_name(tensor.dtype)));
+    }
+    const std::int64_t page_size = parameter(gen, "page_size", axes, where);
+    const std::int64_t head_dim = parameter(gen, "head_dim", axes, where);
+    const std::uint64_t page_bytes = static_cast<std::uint64_t>(page_size * (head_dim + 4));
+    if (page_size <= 0 || head_dim <= 0 || count % page_bytes != 0) {
+      throw input_error(where, fmt::format("{} bytes are not whole pages of {} tokens x ({} + 4) "
+                                           "bytes",
+                                           count, page_size, head_dim));
+    }
+    if (!(gen.std > 0) || !(gen.low > 0) || !(gen.low <= gen.high)) {
+      throw input_error(where, "needs std > 0 and 0 < low <= high (the scale range)");
+    }
+    return make_fp8_cache_with_scales(count / page_bytes, page_size, head_dim, gen.std, gen.low,
+                                      gen.high, seed);
+  }
   if (tensor.dtype != DType::kInt32 && tensor.dtype != DType::kInt64) {
     throw input_error(where, fmt::format("the {} role needs an int32 or int64 tensor, not {}",
                                          gen.distribution, dtype_name(tensor.dtype)));
@@ -80,6 +158,18 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
   std::vector<std::int64_t> values;
   if (gen.distribution == "indptr") {
     values = make_indptr(count, parameter(gen, "total", axes, where), seed);
+  } else if (gen.distribution == "sparse_indices") {
+    const auto shape = tensor_shape(tensor, axes);
+    const std::uint64_t k = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
+    const std::int64_t max = parameter(gen, "max", axes, where);
+    const std::int64_t min_valid = gen.extra.contains("min_valid")
+                                       ? parameter(gen, "min_valid", axes, where)
+                                       : static_cast<std::int64_t>(k);
+    try {
+      values = make_sparse_indices(k == 0 ? 0 : count / k, k, min_valid, max, seed);
+    } catch (const std::invalid_argument& e) {
+      throw input_error(where, e.what());
+    }
   } else {
     try {
       values = make_indices(count, parameter(gen, "max", axes, where), seed);

@@ -3,6 +3,12 @@
 // "indices" (distinct ids in [0, max], e.g. page ids of a paged KV cache). Declared in a
 // definition as kharness.inputs.<name> = {"distribution": "indptr", "total": "num_kv_indices"} or
 // {"distribution": "indices", "max": "num_pages - 1"}; `total` and `max` are expressions over axes.
+// Two more for sparse attention (DeepSeek-V3.2 DSA):
+//  "sparse_indices" {"max": expr, "min_valid": expr}: a [rows, k] tensor, each row a random number
+//    (min_valid..k) of distinct ids in [0, max] followed by -1 padding;
+//  "fp8_cache_with_scales" {"page_size": expr, "head_dim": expr, "std": s, "low": a, "high": b}:
+//    an int8/uint8 paged cache in deep_gemm's layout, per page page_size * head_dim e4m3 values
+//    (normal(0, s), clamped to +-448) then page_size float32 scales uniform in [a, b].
 #pragma once
 
 #include <cstdint>
@@ -19,6 +25,16 @@ bool is_index_role(const std::string& distribution);
 std::vector<std::int64_t> make_indptr(std::uint64_t n, std::int64_t total, std::uint64_t seed);
 // n distinct values in [0, max]; throws std::invalid_argument when n > max + 1.
 std::vector<std::int64_t> make_indices(std::uint64_t n, std::int64_t max, std::uint64_t seed);
+
+// n rows of k: per row, between min_valid and k distinct values in [0, max], then -1s.
+std::vector<std::int64_t> make_sparse_indices(std::uint64_t rows, std::uint64_t k,
+                                              std::int64_t min_valid, std::int64_t max,
+                                              std::uint64_t seed);
+// `pages` pages of deep_gemm's fp8 cache layout (see above), as bytes.
+std::vector<std::uint8_t> make_fp8_cache_with_scales(std::uint64_t pages, std::int64_t page_size,
+                                                     std::int64_t head_dim, double std,
+                                                     double scale_low, double scale_high,
+                                                     std::uint64_t seed);
 
 // The values of an index-role input of `count` elements for a workload's axes, as `dtype` bytes.
 // Throws kharness::Error (exit 2) naming the input when the role's parameters do not fit.

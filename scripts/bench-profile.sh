@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Profile-stage calibration on a GPU machine (issue 7): profiles the fixtures in
+# tests/fixtures/profile/ (a copy, a naive fp32 GEMM, a spilling copy) with `kharness profile`
+# (CUPTI range profiler, kernel replay) and with `ncu --clock-control none` on the same kernel run
+# by `kharness check`, and prints one table per fixture: each counter from both, their difference,
+# and whether it is within 5% (target: every counter; hit rates and percentages compared in
+# points, counters relative). Then the diagnosis kharness gives, and its wall time (target 5 s).
+#
+#   scripts/bench-profile.sh [KHARNESS_BINARY]      NCU (default ncu), ONLY (regex over fixture)
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+KHARNESS="$(realpath "${1:-build/kharness}")"
+NCU="${NCU:-ncu}"
+[[ -x "$KHARNESS" ]] || { echo "bench-profile: no kharness binary at '$KHARNESS'" >&2; exit 2; }
+command -v "$NCU" >/dev/null || echo "bench-profile: no '$NCU' on PATH: only kharness's column" >&2
+export KHARNESS NCU ROOT
+exec python3 - <<'PY'
+import csv, io, json, os, re, shutil, subprocess, time
+
+K, NCU, ROOT = os.environ["KHARNESS"], os.environ["NCU"], os.environ["ROOT"]
+ONLY = re.compile(os.environ.get("ONLY", ""))
+FIX = os.path.join(ROOT, "tests", "fixtures", "profile")
+# fixture, workload uuid (prefix), kernel name
+CASES = [("copy.cu", "5ca5a020", "copy_stream"),        # copy_f32, n = 1e8
+         ("naive_gemm.cu", "9b6b5bfc", "gemm_naive"),   # gemm_n6144_k4096, M = 256
+         ("spill.cu", "aa7138b5", "copy_spill")]        # copy_f32, n = 1e7
+# Counters compared (kharness name; the value kharness shows under it may come from an alternative
+# name, which is then the one asked of ncu).
+COMPARED = ["gpu__time_duration.sum",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+            "l1tex__throughput.avg.pct_of_peak_sustained_active",
+            "dram__bytes_read.sum", "dram__bytes_write.sum",
+            "lts__t_sector_hit_rate.pct", "l1tex__t_sector_hit_rate.pct",
+            "sm__warps_active.avg.pct_of_peak_sustained_active",
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+            "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+            "launch__registers_per_thread", "launch__occupancy_limit_registers",
+            "launch__occupancy_limit_shared_mem", "sm__maximum_warps_per_active_cycle_pct"]
+
+def run(args, timeout=900):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+def kharness_profile(fixture, uuid):
+    t = time.time()
+    rc, out, err = run([K, "profile", os.path.join(FIX, fixture), "--workload", uuid, "--seed", "7", "--json"])
+    wall = time.time() - t
+    if rc != 0:
+        raise RuntimeError(f"kharness profile {fixture} exited {rc}: {err[-1500:]}")
+    return json.loads(out), wall
+
+def ncu_values(fixture, uuid, kernel, names):
+    if not shutil.which(NCU):
+        return {}, "no ncu"
+    rc, out, err = run([NCU, "--clock-control", "none", "--replay-mode", "kernel", "--target-processes", "all",
+                        "--kernel-name", kernel, "--launch-count", "1", "--csv", "--page", "details",
+                        "--print-units", "base", "--metrics", ",".join(names),
+                        K, "check", os.path.join(FIX, fixture), "--workloads", uuid, "--trials", "1",
+                        "--seed", "7", "--timeout", "900"])
+    if '"ID"' not in out:
+        return {}, (err or out)[-600:]
+    rows = [r for r in csv.reader(io.StringIO(out[out.find('"ID"'):])) if r]
+    head = rows[0]
+    name_i, unit_i, value_i = head.index("Metric Name"), head.index("Metric Unit"), head.index("Metric Value")
+    vals = {}
+    for r in rows[1:]:
+        try:
+            vals[r[name_i]] = float(r[value_i].replace(",", ""))
+        except ValueError:
+            pass
+    return vals, ""
+
+def compare(name, kh, nc):
+    if kh is None or nc is None:
+        return "", "n/a"
+    if name.endswith(".pct") or "pct_of_peak" in name or name.endswith("_pct"):
+        d = kh - nc                       # percentages: points
+        return f"{d:+.2f} pt", "ok" if abs(d) <= 5.0 else "OFF"
+    if nc == 0:
+        return ("0" if kh == 0 else "inf"), "ok" if kh == 0 else "OFF"
+    d = (kh - nc) / abs(nc) * 100.0
+    return f"{d:+.2f}%", "ok" if abs(d) <= 5.0 else "OFF"
+
+bad = 0
+for fixture, uuid, kernel in CASES:
+    if not ONLY.search(fixture):
+        continue
+    print(f"\n## {fixture} (workload {uuid}, kernel {kernel})", flush=True)
+    try:
+        prof, wall = kharness_profile(fixture, uuid)
+    except Exception as e:
+        print(f"  kharness: {e}")
+        bad += 1
+        continue
+    k = prof["kernels"][0]
+    asked = {}
+    for n in COMPARED:
+        m = k["metrics"].get(n)
+        asked[n] = (m or {}).get("actual_name") or n
+    ncu, note = ncu_values(fixture, uuid, kernel, sorted(set(asked.values())))
+    if note:
+        print(f"  ncu: {note}")
+    print(f"  {'metric':66s} {'kharness':>16s} {'ncu':>16s} {'diff':>10s}  within 5%")
+    for n in COMPARED:
+        m = k["metrics"].get(n, {})
+        kv = m.get("value")
+        nv = ncu.get(asked[n])
+        d, ok = compare(n, kv, nv)
+        bad += ok == "OFF"
+        src = m.get("source", "")
+        label = n if asked[n] == n else f"{n} [{asked[n]}]"
+        fmt = lambda v: "missing" if v is None else f"{v:.6g}"
+        print(f"  {label[:66]:66s} {fmt(kv):>16s} {fmt(nv):>16s} {d:>10s}  {ok} {src if src != 'cupti' else ''}")
+    for s in k.get("stalls", [])[:3]:
+        print(f"  stall {s['reason']:30s} {s['percent']:.1f}% of active warp cycles")
+    print(f"  diagnosis: {k['diagnosis']['kind']} ({k['diagnosis']['summary']})")
+    print(f"  kharness wall {wall:.2f} s (target <= 5 s){'' if wall <= 5 else '  OVER'}; phases {json.dumps(prof.get('phases', {}))}")
+    print("  " + prof.get("diagnosis_text", "").replace("\n", "\n  "))
+print(f"\n{bad} counter(s) off by more than 5% (or kharness failures)")
+raise SystemExit(1 if bad else 0)
+PY

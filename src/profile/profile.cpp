@@ -1,0 +1,563 @@
+// The profile stage: the harness side (compile, run the worker, static facts, speed-of-light,
+// diagnosis) and the worker side (inputs from the correctness stage's evaluator, one checked
+// warm-up run, then the plan once under CUPTI's range profiler with kernel replay).
+#include "kharness/profile.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "bench/speed_of_light.hpp"
+#include "device/driver.hpp"
+#include "device/plan_launcher.hpp"
+#include "kharness/compile.hpp"
+#include "kharness/device.hpp"
+#include "kharness/error.hpp"
+#include "kharness/operators.hpp"
+#include "kharness/subprocess.hpp"
+#include "profile/occupancy.hpp"
+#include "profile/range_profiler.hpp"
+#include "profile/sass.hpp"
+#include "verify/evaluate.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The operator, the candidate and the reference, compiled (the worker's compiles are cache hits
+// of the harness's).
+struct Loaded {
+  Operator op;
+  Solution candidate;
+  Solution reference;
+  CompileResult candidate_compiled;
+  CompileResult reference_compiled;
+};
+
+CompileOptions compile_options(const std::string& arch, bool use_cache) {
+  CompileOptions o;
+  o.arch = arch;
+  o.use_cache = use_cache;
+  o.cache_dir = default_cache_dir();
+  return o;
+}
+
+Loaded load_and_compile(const ProfileRequest& r) {
+  Solution candidate = load_solution(r.solution);
+  const std::string op_name = r.operator_name.empty() ? candidate.plan.definition : r.operator_name;
+  if (op_name.empty()) {
+    throw input_error(r.solution.string(),
+                      "no operator: give --operator or \"definition\" in the plan");
+  }
+  Operator op = OperatorRegistry::from_environment(r.operators_dirs).load(op_name);
+  if (!op.reference) {
+    throw input_error(op.definition_file.string(),
+                      fmt::format("no reference.cu for {} (nor for its family '{}')",
+                                  op.definition.name, op.definition.family()));
+  }
+  Solution reference = load_solution(*op.reference);
+  const CompileOptions options = compile_options(r.arch, r.use_cache);
+  CompileResult ref = compile_solution(reference, &op.definition, &op.workloads, options);
+  if (!ref.ok()) {
+    throw Error(ExitCode::kInternal, op.reference->string(),
+                fmt::format("the operator's reference does not compile for {}", options.arch));
+  }
+  CompileResult cand = compile_solution(candidate, &op.definition, &op.workloads, options);
+  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand),
+                std::move(ref)};
+}
+
+const Workload& pick_workload(const Operator& op, const std::string& want) {
+  if (op.workloads.empty())
+    throw input_error(op.definition.name, "the operator has no workloads to profile");
+  if (want.empty()) return op.workloads.front();
+  verify::CheckOptions o;
+  o.workloads = {want};
+  return *verify::select_workloads(op, o).front();  // throws input_error for no match
+}
+
+json request_json(const ProfileRequest& r, const std::string& workload_uuid) {
+  std::vector<std::string> dirs;
+  for (const auto& d : r.operators_dirs) dirs.push_back(std::filesystem::absolute(d).string());
+  return {{"solution", std::filesystem::absolute(r.solution).string()},
+          {"operator", r.operator_name},
+          {"operators_dirs", dirs},
+          {"workload", workload_uuid},
+          {"arch", r.arch},
+          {"use_cache", r.use_cache},
+          {"seed", r.seed},
+          {"extra_metrics", r.extra_metrics},
+          {"verbose", spdlog::get_level() <= spdlog::level::debug}};
+}
+
+ProfileRequest request_from_json(const json& j) {
+  ProfileRequest r;
+  r.solution = j.at("solution").get<std::string>();
+  r.operator_name = j.value("operator", "");
+  for (const auto& d : j.value("operators_dirs", std::vector<std::string>{}))
+    r.operators_dirs.emplace_back(d);
+  r.workload = j.value("workload", "");
+  r.arch = j.at("arch").get<std::string>();
+  r.use_cache = j.value("use_cache", true);
+  r.seed = j.value("seed", std::uint64_t{0});
+  r.extra_metrics = j.value("extra_metrics", std::vector<std::string>{});
+  return r;
+}
+
+std::string first_compile_problem(const CompileResult& c) {
+  if (!c.violations.empty()) return c.violations[0].rule + ": " + c.violations[0].message;
+  if (!c.diagnostics.empty()) return c.diagnostics[0].message;
+  return c.log.substr(0, 300);
+}
+
+// Static facts of every launch's kernel: ptxas resource usage, the plan's dynamic shared memory,
+// and the tensor-core instructions in the SASS.
+void fill_statics(Profile& p, const Loaded& l, const Workload& w) {
+  const Bindings axes = w.bindings(l.op.definition);
+  std::string tool;
+  std::optional<std::string> sass = profile::disassemble_cubin(l.candidate_compiled.cubin, &tool);
+  std::map<std::string, std::string> by_function;
+  if (sass) by_function = split_sass_by_function(*sass);
+  const std::string expected = expected_tensor_instructions(l.candidate_compiled.arch);
+  for (KernelProfile& k : p.kernels) {
+    KernelStatic& s = k.statics;
+    s.expected_tensor_instructions = expected;
+    const KernelInfo* info = l.candidate_compiled.find_kernel(k.kernel);
+    if (info != nullptr) {
+      s.registers = info->registers;
+      s.spill_store_bytes = info->spill_store_bytes;
+      s.spill_load_bytes = info->spill_load_bytes;
+      s.stack_bytes = info->stack_bytes;
+      s.static_shared_bytes = info->shared_bytes;
+    }
+    if (k.launch >= 0 && static_cast<std::size_t>(k.launch) < l.candidate.plan.launches.size()) {
+      try {
+        s.dynamic_shared_bytes = l.candidate.plan.launches[k.launch].shared_bytes.eval(axes);
+      } catch (const std::exception& e) {
+        spdlog::debug("profile: shared_bytes of launch {}: {}", k.launch, e.what());
+      }
+    }
+    s.disassembler = tool;
+    if (!sass || info == nullptr) continue;
+    auto it = by_function.find(info->mangled);
+    if (it == by_function.end()) {
+      s.disassembler = tool + " (kernel not found in the listing)";
+      continue;
+    }
+    s.tensor_instructions = tensor_instructions_in_sass(it->second);
+    bool has_expected = false;
+    for (const std::string& found : s.tensor_instructions) {
+      std::istringstream names(expected);
+      for (std::string e; std::getline(names, e, '/');) has_expected |= (found == e);
+    }
+    s.tensor_cores = has_expected ? "yes" : "no";
+  }
+}
+
+void fill_sol(Profile& p, const Loaded& l, const Workload& w) {
+  std::vector<bench::GpuSpec> specs;
+  try {
+    specs =
+        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
+  } catch (const std::exception& e) {
+    spdlog::debug("profile: no GPU specs: {}", e.what());
+    return;
+  }
+  const bench::GpuSpec* spec = bench::match_gpu(specs, p.gpu);
+  if (spec == nullptr || p.gpu_seconds <= 0) return;
+  bench::SolEstimate e =
+      bench::speed_of_light(*spec, l.op.definition, w.bindings(l.op.definition), false);
+  if (e.seconds <= 0) return;
+  SolSummary s;
+  s.sol_seconds = e.seconds;
+  s.measured_seconds = p.gpu_seconds;
+  s.fraction = bench::sol_fraction(e.seconds, p.gpu_seconds);
+  s.bound = e.bound;
+  s.flops = e.flops;
+  s.bytes = e.bytes;
+  s.note = e.note;
+  p.sol = s;
+}
+
+// ---- worker side ----
+
+int device_attribute(CUdevice dev, CUdevice_attribute a) {
+  const auto& cu = device::Driver::instance();
+  int v = 0;
+  if (cu.cuDeviceGetAttribute(&v, a, dev) != CUDA_SUCCESS) return 0;
+  return v;
+}
+
+int function_attribute(CUfunction f, CUfunction_attribute a) {
+  const auto& cu = device::Driver::instance();
+  int v = 0;
+  if (cu.cuFuncGetAttribute(&v, a, f) != CUDA_SUCCESS) return -1;
+  return v;
+}
+
+profile::OccupancyDevice occupancy_device(CUdevice dev) {
+  profile::OccupancyDevice d;
+  d.cc_major = device_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  d.cc_minor = device_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  d.max_threads_per_block = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  d.max_threads_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  d.regs_per_block = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  d.regs_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  d.warp_size = device_attribute(dev, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  d.shared_per_block = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  d.shared_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  d.shared_per_block_optin =
+      device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  d.reserved_shared_per_block =
+      device_attribute(dev, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
+  d.sm_count = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  if (d.warp_size <= 0) d.warp_size = 32;
+  return d;
+}
+
+bool is_launch_fact(const std::string& name) {
+  return name.rfind("launch__", 0) == 0 || name == metric::kTheoreticalOccupancy;
+}
+
+// The launch facts Nsight Compute reports as launch__* metrics, from the occupancy calculator.
+void add_launch_facts(KernelProfile& k, CUfunction f, const profile::OccupancyDevice& dev,
+                      std::size_t dynamic_shared) {
+  profile::OccupancyFunction fn;
+  fn.registers = function_attribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS);
+  fn.static_shared = static_cast<std::size_t>(
+      std::max(0, function_attribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)));
+  fn.max_dynamic_shared = static_cast<std::size_t>(
+      std::max(0, function_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)));
+  fn.max_threads_per_block = function_attribute(f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  const int threads = static_cast<int>(k.block[0] * k.block[1] * k.block[2]);
+  auto put = [&](const char* name, std::optional<double> v, const std::string& note) {
+    Metric& m = k.metrics[name];
+    if (m.value) return;  // CUPTI had it
+    m.value = v;
+    m.source = v ? "driver" : "missing";
+    m.note = v ? "" : note;
+  };
+  put(metric::kRegistersPerThread,
+      fn.registers >= 0 ? std::optional<double>(fn.registers) : std::nullopt,
+      "cuFuncGetAttribute(NUM_REGS) failed");
+  if (fn.registers < 0 || fn.max_threads_per_block < 0) return;
+  profile::Occupancy o = profile::compute_occupancy(dev, fn, threads, dynamic_shared);
+  if (!o.ok) {
+    for (const char* n : {metric::kOccupancyLimitRegisters, metric::kOccupancyLimitSharedMem,
+                          metric::kOccupancyLimitWarps, metric::kOccupancyLimitBlocks,
+                          metric::kTheoreticalOccupancy})
+      put(n, std::nullopt, o.error);
+    return;
+  }
+  put(metric::kOccupancyLimitRegisters, o.limit_registers, "");
+  put(metric::kOccupancyLimitSharedMem, o.limit_shared_mem, "");
+  put(metric::kOccupancyLimitWarps, o.limit_warps, "");
+  put(metric::kOccupancyLimitBlocks, o.limit_blocks, "");
+  put(metric::kTheoreticalOccupancy, o.theoretical_percent, "");
+}
+
+Profile run_worker_profile(const ProfileRequest& request) {
+  json phases = json::object();
+  auto t = Clock::now();
+  Loaded l = load_and_compile(request);
+  if (!l.candidate_compiled.ok()) {
+    throw Error(ExitCode::kFailed, request.solution.string(),
+                "does not compile: " + first_compile_problem(l.candidate_compiled));
+  }
+  phases["load_compile"] = since(t);
+  t = Clock::now();
+  device::PrimaryContext context(0);
+  const auto& cu = device::Driver::instance();
+  phases["context"] = since(t);
+
+  const Workload& w = pick_workload(l.op, request.workload);
+  verify::CheckOptions check;
+  check.seed = request.seed;
+  check.workloads = {w.uuid};
+  t = Clock::now();
+  // Inputs, the reference's outputs and the candidate's poisoned, guarded output buffers.
+  verify::TimedOutputs io(l.op, {&l.reference, &l.reference_compiled},
+                          {&l.candidate, &l.candidate_compiled}, w, 1, check);
+  device::Module module(l.candidate_compiled.cubin);
+  device::PlanLauncher launcher(l.candidate.plan, l.candidate_compiled.kernels, module);
+  device::Stream stream;
+  phases["inputs_reference"] = since(t);
+
+  // One checked run first: a kernel that fails or is wrong is not worth profiling, and the run
+  // loads the module's code so the profiled launches are not the first.
+  t = Clock::now();
+  io.poison(0, stream.get());
+  device::LaunchOutcome o = launcher.launch(io.env(0), stream.get(), true);
+  if (!o.ok) {
+    throw Error(ExitCode::kFailed, request.solution.string(),
+                fmt::format("launch {} ({}) failed: {}", o.launch_index, o.kernel, o.message));
+  }
+  if (std::optional<Failure> f = io.verify(0)) {
+    throw Error(ExitCode::kFailed, request.solution.string(),
+                fmt::format("incorrect on workload {} ({}: {}); `kharness check` says more", w.uuid,
+                            f->evidence.value("cause", f->kind), f->message));
+  }
+  phases["warmup_check"] = since(t);
+
+  t = Clock::now();
+  profile::CounterSession session(context.get(), 0);
+  phases["cupti_setup"] = since(t);
+
+  // Which names CUPTI has: each logical metric maps to its supported names (itself and its
+  // alternatives); launch facts CUPTI lacks come from the driver below.
+  std::vector<std::string> names = profile_metric_names();
+  for (const auto& extra : request.extra_metrics) {
+    if (std::find(names.begin(), names.end(), extra) == names.end()) names.push_back(extra);
+  }
+  std::map<std::string, std::vector<std::string>> sources;
+  std::vector<std::string> cupti_metrics;
+  auto want = [&](const std::string& n) {
+    if (std::find(cupti_metrics.begin(), cupti_metrics.end(), n) == cupti_metrics.end())
+      cupti_metrics.push_back(n);
+  };
+  for (const std::string& name : names) {
+    std::vector<std::string> candidates = {name};
+    for (auto& alt : profile_metric_alternatives(name)) candidates.push_back(alt);
+    for (const std::string& c : candidates) {
+      if (session.supported(c)) {
+        sources[name].push_back(c);
+        want(c);
+      }
+    }
+  }
+  std::vector<std::string> stall_metrics;
+  for (const std::string& base : session.base_metrics_with_prefix(metric::kStallPrefix)) {
+    if (base.size() >= 11 && base.compare(base.size() - 11, 11, "_not_issued") == 0) continue;
+    const std::string name = base + ".sum";
+    if (session.supported(name)) {
+      stall_metrics.push_back(name);
+      want(name);
+    }
+  }
+
+  t = Clock::now();
+  const std::size_t launches = l.candidate.plan.launches.size();
+  profile::Collection c = session.collect(cupti_metrics, launches, [&] {
+    device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
+    if (!r.ok) {
+      throw Error(ExitCode::kFailed, request.solution.string(),
+                  fmt::format("launch {} ({}) failed under the profiler: {}", r.launch_index,
+                              r.kernel, r.message));
+    }
+  });
+  phases["counters"] = since(t);
+  if (c.ranges.size() != launches) {
+    spdlog::warn("profile: {} profiler range(s) for {} launch(es); ranges matched by order",
+                 c.ranges.size(), launches);
+  }
+
+  Profile p;
+  p.solution = l.candidate.name;
+  p.source = request.solution.string();
+  p.definition = l.op.definition.name;
+  p.op_type = l.op.definition.op_type;
+  p.workload = w.uuid;
+  p.axes = w.axes;
+  p.chip = session.chip();
+  p.arch = l.candidate_compiled.arch;
+  p.passes = static_cast<int>(c.passes);
+  char name[256] = {0};
+  if (cu.cuDeviceGetName(name, sizeof name, context.device()) == CUDA_SUCCESS) p.gpu = name;
+  const profile::OccupancyDevice dev = occupancy_device(context.device());
+  p.sm_count = dev.sm_count;
+  const Bindings axes = w.bindings(l.op.definition);
+  for (std::size_t i = 0; i < launches; ++i) {
+    const Launch& launch = l.candidate.plan.launches[i];
+    KernelProfile k;
+    k.launch = static_cast<int>(i);
+    k.kernel = launch.kernel;
+    std::size_t dynamic_shared = 0;
+    try {
+      for (int d = 0; d < 3; ++d) {
+        k.grid[d] = static_cast<unsigned>(launch.grid[d].eval(axes));
+        k.block[d] = static_cast<unsigned>(launch.block[d].eval(axes));
+      }
+      dynamic_shared = static_cast<std::size_t>(launch.shared_bytes.eval(axes));
+    } catch (const std::exception& e) {
+      spdlog::debug("profile: geometry of launch {}: {}", i, e.what());
+    }
+    const profile::RangeValues* range = i < c.ranges.size() ? &c.ranges[i] : nullptr;
+    for (const std::string& n : names) {
+      Metric m;
+      auto s = sources.find(n);
+      if (s == sources.end()) {
+        m.source = "missing";
+        m.note = is_launch_fact(n) ? "not a CUPTI metric here" : "not supported on " + p.chip;
+      } else if (range == nullptr) {
+        m.source = "missing";
+        m.note = "no profiler range for this launch";
+      } else {
+        for (const std::string& actual : s->second) {
+          auto v = range->values.find(actual);
+          if (v == range->values.end()) continue;
+          if (!m.value || v->second > *m.value) {
+            m.value = v->second;
+            m.actual_name = actual == n ? "" : actual;
+          }
+        }
+        m.source = m.value ? "cupti" : "missing";
+        if (!m.value) m.note = "CUPTI could not evaluate it";
+      }
+      k.metrics[n] = m;
+    }
+    const KernelInfo* info = l.candidate_compiled.find_kernel(launch.kernel);
+    if (info != nullptr) add_launch_facts(k, module.function(info->mangled), dev, dynamic_shared);
+    if (range != nullptr) {
+      auto active = range->values.find(metric::kWarpsActiveSum);
+      if (active != range->values.end() && active->second > 0) {
+        for (const std::string& sm : stall_metrics) {
+          auto v = range->values.find(sm);
+          if (v == range->values.end()) continue;
+          std::string reason = sm.substr(std::string(metric::kStallPrefix).size());
+          reason = reason.substr(0, reason.size() - 4);  // ".sum"
+          if (reason == "selected") continue;            // issuing, not a stall
+          k.stalls.push_back({reason, 100.0 * v->second / active->second});
+        }
+        std::sort(k.stalls.begin(), k.stalls.end(),
+                  [](const StallReason& a, const StallReason& b) { return a.percent > b.percent; });
+        if (k.stalls.size() > 5) k.stalls.resize(5);
+      }
+    }
+    p.gpu_seconds += k.value(metric::kDuration).value_or(0.0) * 1e-9;
+    p.kernels.push_back(std::move(k));
+  }
+  if (c.dropped_ranges > 0) spdlog::warn("profile: CUPTI dropped {} range(s)", c.dropped_ranges);
+  p.phases = phases;
+  return p;
+}
+
+}  // namespace
+
+Profile profile_solution(const ProfileRequest& request) {
+  const auto start = Clock::now();
+  Loaded l = load_and_compile(request);
+  if (!l.candidate_compiled.ok()) {
+    throw Error(ExitCode::kFailed, request.solution.string(),
+                fmt::format("{}: {}", status_name(l.candidate_compiled.status),
+                            first_compile_problem(l.candidate_compiled)));
+  }
+  const Workload& w = pick_workload(l.op, request.workload);
+  const double compile_seconds = since(start);
+
+  EnvironmentReport env = probe_environment();
+  if (!env.gpu_ready()) {
+    throw environment_error(
+        fmt::format("{}; profiling needs a GPU (`kharness compile` checks a solution without one)",
+                    env.driver.available ? "no CUDA device visible" : env.driver.reason));
+  }
+  if (env.profiling.permission == ProfilingPermission::kNotPermitted) {
+    throw environment_error(fmt::format("GPU performance counters are not permitted ({}): {}",
+                                        env.profiling.reason, profile::kCounterPermissionFix));
+  }
+
+  SubprocessOptions sub;
+  if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper) {
+    std::istringstream words(wrapper);
+    for (std::string word; words >> word;) sub.argv.push_back(word);
+  }
+  sub.argv.push_back(self_executable());
+  sub.argv.push_back("__profile_worker");
+  sub.stdin_data = request_json(request, w.uuid).dump();
+  sub.timeout_seconds = request.timeout_seconds;
+  const auto worker_start = Clock::now();
+  SubprocessResult r = run_subprocess(sub);
+  const double worker_seconds = since(worker_start);
+  if (!r.stderr_data.empty()) spdlog::debug("profile worker stderr:\n{}", r.stderr_data);
+
+  std::optional<Profile> profile;
+  std::istringstream lines(r.stdout_data);
+  for (std::string line; std::getline(lines, line);) {
+    json event = json::parse(line, nullptr, false);
+    if (event.is_discarded() || !event.is_object()) continue;
+    const std::string type = event.value("event", "");
+    if (type == "profile") {
+      profile = profile_from_json(event.at("profile"));
+    } else if (type == "error") {
+      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", ""),
+                  event.value("message", "the profile worker failed"));
+    }
+  }
+  if (!profile) {
+    std::string tail = r.stderr_data.size() > 600 ? r.stderr_data.substr(r.stderr_data.size() - 600)
+                                                  : r.stderr_data;
+    throw Error(ExitCode::kFailed, request.solution.string(),
+                fmt::format("the profile worker {} before it reported ({}); stderr: {}",
+                            r.timed_out ? "timed out" : r.describe(),
+                            r.timed_out ? fmt::format("limit {:.0f} s", request.timeout_seconds)
+                                        : "a crash, trap or illegal address in the solution?",
+                            tail));
+  }
+  Profile p = std::move(*profile);
+  p.source = request.solution.string();
+  fill_statics(p, l, w);
+  fill_sol(p, l, w);
+  diagnose_profile(p);
+  p.phases["harness_compile"] = compile_seconds;
+  p.phases["worker_process"] = worker_seconds;
+  p.seconds = since(start);
+  return p;
+}
+
+int profile_worker_main() {
+  // Kernels' printf goes to fd 1: keep the protocol on a private copy of stdout.
+  const int protocol_fd = ::dup(1);
+  ::dup2(2, 1);
+  FILE* protocol = ::fdopen(protocol_fd, "w");
+  struct rlimit no_core {
+    0, 0
+  };
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  auto emit = [&](const json& j) {
+    const std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    std::fwrite(line.data(), 1, line.size(), protocol);
+    std::fflush(protocol);
+  };
+  try {
+    const std::string input((std::istreambuf_iterator<char>(std::cin)),
+                            std::istreambuf_iterator<char>());
+    json j = json::parse(input, nullptr, false);
+    if (j.is_discarded())
+      throw Error(ExitCode::kInternal, "profile worker", "the request is not JSON");
+    if (j.value("verbose", false)) spdlog::set_level(spdlog::level::debug);
+    Profile p = run_worker_profile(request_from_json(j));
+    emit({{"event", "profile"}, {"profile", to_json(p)}});
+    return 0;
+  } catch (const Error& e) {
+    emit({{"event", "error"},
+          {"code", static_cast<int>(e.code())},
+          {"where", e.where()},
+          {"message", e.what()}});
+    return static_cast<int>(e.code());
+  } catch (const profile::CuptiError& e) {
+    emit({{"event", "error"},
+          {"code", 4},
+          {"where", "CUPTI"},
+          {"message", fmt::format("{} (run `kharness -v profile ...` for the CUPTI call "
+                                  "sequence)",
+                                  e.what())}});
+  } catch (const std::exception& e) {
+    emit({{"event", "error"}, {"code", 4}, {"where", "profile worker"}, {"message", e.what()}});
+  }
+  return 4;
+}
+
+}  // namespace kharness
