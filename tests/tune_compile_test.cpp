@@ -1,7 +1,7 @@
 // Every knob configuration a seed's tune.json declares valid must compile: NVRTC for sm_90a
 // through the compile stage (no GPU needed), for every valid configuration of the small spaces and
 // for the first configurations the tune provider proposes plus the largest values of the GEMM
-// space. Also the `kharness tune-space` command end to end.
+// spaces. Also the `kharness tune-space` command end to end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,30 +56,44 @@ TEST(TuneCompile, EveryGqaDecodeConfiguration) {
   expect_all_compile(op, p, p.valid);
 }
 
-// The GEMM space has hundreds of configurations at several seconds each: the first 4 the provider
-// proposes (the defaults and a space-filling sample), and for each knob the first and last valid
-// configurations with its largest value (the largest tiles, warp tiles and stages: the most
-// registers and shared memory).
-TEST(TuneCompile, GemmSampleAndLargestValues) {
-  Operator op = load_operator("gemm_n4096_k14336");
-  tune::TuneProblem p = tune::load_tune_problem(op);
-  tune::Search search(p.space, p.valid, {0, 4});
+// The first `n` configurations the provider proposes (the defaults, a space-filling sample, then
+// neighbours), and for each knob the first and last valid configurations with its largest value
+// (the largest tiles, warp tiles and stages: the most registers and shared memory).
+std::vector<Config> sample_and_largest(const tune::TuneProblem& p, int n) {
+  tune::Search search(p.space, p.valid, {0, n});
   std::vector<Config> configs;
-  for (int i = 0; i < 4; ++i) configs.push_back(p.valid[*search.next()]);
   auto add = [&](const Config& c) {
     if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
   };
+  for (int i = 0; i < n; ++i) {
+    if (auto next = search.next()) add(p.valid[*next]);
+  }
   for (std::size_t k = 0; k < p.space.knobs.size(); ++k) {
     std::size_t largest = p.space.knobs[k].values.size() - 1;
     auto has_it = [&](const Config& c) { return c[k] == largest; };
-    // The first and the last valid configuration with it: the other knobs as small, and as
-    // large, as the constraints allow.
     auto first = std::find_if(p.valid.begin(), p.valid.end(), has_it);
     auto last = std::find_if(p.valid.rbegin(), p.valid.rend(), has_it);
     if (first != p.valid.end()) add(*first);
     if (last != p.valid.rend()) add(*last);
   }
+  return configs;
+}
+
+// The GEMM space has hundreds of configurations at about a second each.
+TEST(TuneCompile, GemmSampleAndLargestValues) {
+  Operator op = load_operator("gemm_n4096_k14336");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  std::vector<Config> configs = sample_and_largest(p, 4);
   EXPECT_GE(configs.size(), 8u);
+  expect_all_compile(op, p, configs);
+}
+
+TEST(TuneCompile, GemmFp8SampleAndLargestValues) {
+  Operator op = load_operator("gemm_fp8");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  EXPECT_EQ(p.valid.size(), 209u);
+  std::vector<Config> configs = sample_and_largest(p, 16);
+  EXPECT_GE(configs.size(), 20u);
   expect_all_compile(op, p, configs);
 }
 
@@ -92,6 +106,13 @@ TEST(TuneSpaceCli, ListsKnobsAndCountsValidConfigurations) {
   auto bad = testing::kharness("tune-space copy_f32");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("tune.json"), std::string::npos) << bad.out;
+}
+
+// What `kharness run --operator gemm_fp8 --budget 8 --compile-only` does with the tune provider.
+TEST(TuneSpaceCli, GemmFp8SampleOfEightCompiles) {
+  auto r = testing::kharness("tune-space gemm_fp8 --sample 8 --compile-only --arch sm_90a");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("8 of 8 configurations compile for sm_90a"), std::string::npos) << r.out;
 }
 
 TEST(TuneSpaceCli, SampleCompilesDistinctConfigurations) {
