@@ -2,8 +2,9 @@
 // configurations `kharness tune-space` lists are written out and checked with `kharness check`
 // (the built binary) on the GPU. rmsnorm and gqa decode: every valid configuration on every
 // workload; the GEMM family: the first 12 configurations the tune provider proposes on the
-// gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample).
-// Skips without a GPU.
+// gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample);
+// gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Skips
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,17 @@ TEST(TuneConfigurations, GemmSamplePasses) {
       "4d778432-d0f7-4b3e-98fa-36d3c4901b26,332ac347-b430-43bb-a1f6-c8c6a10f91e9,"
       "9b6b5bfc-05a4-48e3-b0cf-1e746c5bd81f,77618ad8-a734-4817-a965-304b74430ff1,"
       "215393d4-ba56-47ac-b2c0-615a431de57c,acc3751e-d0f7-4cee-ac04-f198039d4f79");
+}
+
+TEST(TuneConfigurations, GemmFp8SamplePasses) {
+  SKIP_WITHOUT_GPU();
+  // Workloads (M, N, K) = (1, 2112, 7168), (16, 24576, 1536), (33, 4096, 7168), (64, 32768, 512),
+  // (512, 7168, 2048).
+  expect_configurations_pass(
+      "gemm_fp8", "--sample 12",
+      "--trials 1 --workloads d8ea2ff1-a0dc-558d-a531-2c202427b4cb,"
+      "55a1cb77-1950-5b67-92d2-b78dedd71006,deae70b3-fbcd-528d-85b3-918d752b4640,"
+      "defa8080-ef3d-5b6e-ad99-44df53233252,acaeb4c2-149c-50e3-9264-18aae9e778bc");
 }
 
 }  // namespace
