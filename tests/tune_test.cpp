@@ -381,6 +381,26 @@ TEST(TuneProvider, AnswersFromTheContextAndSteersByOutcomes) {
   EXPECT_TRUE(code_block(done.text).empty());
 }
 
+TEST(TuneProvider, ConstructorContextIsOverriddenByTheRequests) {
+  nlohmann::json base = {{"operator", "no_such_operator"},
+                         {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                         {"rng_seed", -5}};
+  tune::TuneProvider a(base), b(base);
+  llm::Request request;
+  request.context = {{"operator", "gqa_paged_decode_h32_kv8_d128_ps1"}, {"budget", 10}};
+  std::vector<std::string> sa, sb;
+  for (int i = 0; i < 5; ++i) {
+    sa.push_back(a.complete(request).raw);
+    sb.push_back(b.complete(request).raw);
+    a.observe({"", "PASSED", 1.0 + i, nullptr, nullptr});
+    b.observe({"", "PASSED", 1.0 + i, nullptr, nullptr});
+  }
+  ASSERT_NE(a.problem(), nullptr);
+  EXPECT_EQ(a.problem()->operator_name, "gqa_paged_decode_h32_kv8_d128_ps1");
+  EXPECT_EQ(sa, sb);  // deterministic
+  EXPECT_EQ(sa[0], R"({"THREADS":128,"UNROLL":1,"VEC":8})");
+}
+
 TEST(TuneProvider, NeedsTheOperatorInTheContext) {
   tune::TuneProvider provider;
   llm::Request request;

@@ -28,8 +28,10 @@ TuneProvider::TuneProvider(TuneProblem problem, SearchOptions options)
   search_ = std::make_unique<Search>(problem_->space, problem_->valid, options_);
 }
 
-void TuneProvider::start(const nlohmann::json& context) {
-  if (!context.is_object()) throw input_error(kContextSource, "expected an object");
+void TuneProvider::start(const nlohmann::json& request_context) {
+  if (!request_context.is_object()) throw input_error(kContextSource, "expected an object");
+  nlohmann::json context = base_context_.is_object() ? base_context_ : nlohmann::json::object();
+  for (const auto& [key, value] : request_context.items()) context[key] = value;
   std::string op_name = context_string(context, "operator");
   if (op_name.empty()) {
     throw input_error(fmt::format("{}: operator", kContextSource),
@@ -44,8 +46,9 @@ void TuneProvider::start(const nlohmann::json& context) {
   if (auto it = context.find("budget"); it != context.end() && it->is_number_integer()) {
     options_.budget = it->get<std::int64_t>();
   }
-  if (auto it = context.find("rng_seed"); it != context.end() && it->is_number_unsigned()) {
-    options_.seed = it->get<std::uint64_t>();
+  if (auto it = context.find("rng_seed"); it != context.end() && it->is_number_integer()) {
+    options_.seed = it->is_number_unsigned() ? it->get<std::uint64_t>()
+                                             : static_cast<std::uint64_t>(it->get<std::int64_t>());
   }
   Operator op = OperatorRegistry::from_environment(dirs).load(op_name);
   problem_ = std::make_unique<TuneProblem>(load_tune_problem(

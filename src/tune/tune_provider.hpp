@@ -2,7 +2,8 @@
 // operator's parameterised seed instantiated for the next knob configuration of a Search
 // (kharness/tune.hpp) and steers by the outcomes the controller reports back.
 //
-// It ignores the prose of a Request and reads Request::context, on the first request:
+// It ignores the prose of a Request and reads Request::context on the first request (over the
+// context given to the constructor, if any: the factory can pass ProviderOptions::context):
 //   "operator"       (string, required) operator name, definition file or operator folder
 //   "operators_dirs" (array of strings, optional) extra search folders (--operators-dir)
 //   "seed_path"      (string, optional) the seed to tune instead of the operator's seed.cu
@@ -27,6 +28,8 @@ namespace kharness::tune {
 class TuneProvider : public llm::Provider {
  public:
   TuneProvider() = default;
+  // `context`: defaults for the keys above; a request's context overrides them key by key.
+  explicit TuneProvider(nlohmann::json context) : base_context_(std::move(context)) {}
   // With the problem already loaded (tests, the tune-space command); the context is then unused.
   TuneProvider(TuneProblem problem, SearchOptions options);
 
@@ -44,6 +47,7 @@ class TuneProvider : public llm::Provider {
 
   std::unique_ptr<TuneProblem> problem_;
   std::unique_ptr<Search> search_;
+  nlohmann::json base_context_ = nlohmann::json::object();
   SearchOptions options_;
   std::deque<std::size_t> pending_;  // proposals not yet observed, oldest first
 };
