@@ -153,7 +153,7 @@ TEST(TuneProblem, ShippedSeedsHaveSpacesWhoseDefaultsAreTheSeed) {
     std::size_t knobs;
     std::size_t valid;
   };
-  for (const Expected& e : {Expected{"rmsnorm_h4096", 2, 19}, Expected{"gemm_n4096_k14336", 6, 0},
+  for (const Expected& e : {Expected{"rmsnorm_h4096", 2, 19}, Expected{"gemm_n4096_k14336", 7, 0},
                             Expected{"gqa_paged_decode_h32_kv8_d128_ps1", 3, 18}}) {
     SCOPED_TRACE(e.op);
     tune::TuneProblem p = tune::load_tune_problem(load_operator(e.op));

@@ -23,8 +23,9 @@
 //  - K must be a multiple of 8 for the 16-byte copies; otherwise a scalar load path is used.
 // Knobs (tune.json beside this file; the tune provider passes -DBM=.. etc. and the matching grid,
 // block and shared_bytes): block tile BM x BN, K slice BK, warp tile WARP_M x WARP_N (threads =
-// (BM / WARP_M) * (BN / WARP_N) * 32) and STAGES; the defaults are the plan above.
-// Directions: block swizzling for L2 reuse, split-K or smaller tiles for decode (small M), and on
+// (BM / WARP_M) * (BN / WARP_N) * 32), STAGES and GROUP_M (grouped block order for L2 reuse);
+// the defaults are the plan above.
+// Directions: split-K or smaller tiles for decode (small M), and on
 // Hopper wgmma + TMA with warp specialisation.
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -49,9 +50,13 @@ using namespace nvcuda;
 #ifndef STAGES
 #define STAGES 3
 #endif
+#ifndef GROUP_M
+#define GROUP_M 1
+#endif
 
 constexpr int kBM = BM, kBN = BN, kBK = BK;
 constexpr int kStages = STAGES;
+constexpr int kGroupM = GROUP_M;  // tile rows per group of the block order (1: row by row)
 constexpr int kWarpM = WARP_M, kWarpN = WARP_N;
 constexpr int kWarpsN = kBN / kWarpN;
 constexpr int kThreads = (kBM / kWarpM) * kWarpsN * 32;
@@ -145,7 +150,18 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __half* smem = reinterpret_cast<__half*>(smem_raw);
 
-  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  int tile_m = blockIdx.y, tile_n = blockIdx.x;
+  if constexpr (kGroupM > 1) {
+    // Grouped order: consecutive blocks walk kGroupM tile rows down one tile column before the
+    // next column, so the B tiles they share are still in L2. A bijection of the grid's tiles.
+    const int pid = blockIdx.y * gridDim.x + blockIdx.x;
+    const int per_group = kGroupM * gridDim.x;
+    const int first_m = (pid / per_group) * kGroupM;
+    const int group_rows = min(static_cast<int>(gridDim.y) - first_m, kGroupM);
+    tile_m = first_m + (pid % per_group) % group_rows;
+    tile_n = (pid % per_group) / group_rows;
+  }
+  const int m0 = tile_m * kBM, n0 = tile_n * kBN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = (warp / kWarpsN) * kWarpM;  // defaults: 0 or 64
   const int wn = (warp % kWarpsN) * kWarpN;  // defaults: 0, 32, 64, 96
