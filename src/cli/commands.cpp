@@ -29,6 +29,9 @@ const std::vector<Command>& commands() {
       {"runs", "List the runs in the archive (./.kharness, --archive DIR)", setup_runs},
       {"show", "Show an archived candidate: verdict, files, diff against its parent", setup_show},
       {"operators", "List, show and check operator definitions", setup_operators},
+      {"tune-space",
+       "Show the knob space of an operator's seed; list, write or compile configurations",
+       setup_tune_space},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},
       {"__profile_worker", "", setup_profile_worker},

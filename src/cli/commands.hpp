@@ -15,6 +15,7 @@ Runner setup_score(CLI::App& app);
 Runner setup_runs(CLI::App& app);
 Runner setup_show(CLI::App& app);
 Runner setup_report(CLI::App& app);
+Runner setup_tune_space(CLI::App& app);
 Runner setup_worker(CLI::App& app);
 Runner setup_profile(CLI::App& app);
 Runner setup_profile_worker(CLI::App& app);
