@@ -18,7 +18,7 @@ command -v "$NCU" >/dev/null || echo "bench-profile: no '$NCU' on PATH: only kha
 CACHE_CONTROL="${CACHE_CONTROL:-all}"
 export KHARNESS NCU ROOT CACHE_CONTROL
 exec python3 - <<'PY'
-import csv, io, json, os, re, shutil, subprocess, time
+import csv, io, json, os, tempfile, re, shutil, subprocess, time
 
 K, NCU, ROOT = os.environ["KHARNESS"], os.environ["NCU"], os.environ["ROOT"]
 CACHE = os.environ["CACHE_CONTROL"]
@@ -45,7 +45,10 @@ COMPARED = ["gpu__time_duration.sum",
             "launch__occupancy_limit_shared_mem", "sm__maximum_warps_per_active_cycle_pct"]
 
 def run(args, timeout=900):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    # Each call measures afresh: a private archive, so the verdict cache cannot answer it.
+    with tempfile.TemporaryDirectory(prefix="kharness-bench-") as archive:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, KHARNESS_ARCHIVE=archive))
     return p.returncode, p.stdout, p.stderr
 
 def kharness_profile(fixture, uuid):

@@ -18,7 +18,7 @@ NCU="${NCU:-ncu}"
 [[ -x "$KHARNESS" ]] || { echo "bench-timing: no kharness binary at '$KHARNESS'" >&2; exit 2; }
 export KHARNESS PROCESSES NCU
 exec python3 - <<'PY'
-import csv, io, json, os, statistics, subprocess, sys
+import csv, io, json, os, tempfile, statistics, subprocess, sys
 
 import re
 K, N, NCU = os.environ["KHARNESS"], int(os.environ["PROCESSES"]), os.environ["NCU"]
@@ -28,7 +28,10 @@ NCU_CACHE = os.environ.get("NCU_CACHE_CONTROL", "all")
 ONLY = re.compile(os.environ.get("ONLY", ""))  # a regex over "operator {axes}" to run a subset
 
 def run(args, timeout=600):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    # Each call measures afresh: a private archive, so the verdict cache cannot answer it.
+    with tempfile.TemporaryDirectory(prefix="kharness-bench-") as archive:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, KHARNESS_ARCHIVE=archive))
     return p.returncode, p.stdout, p.stderr
 
 def bench(solution, op, uuids, timer="cupti", extra=()):

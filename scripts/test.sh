@@ -5,4 +5,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
-exec ctest --test-dir "$ROOT/build" --output-on-failure -j2 "$@"
+# A fresh archive: verdicts cached by an earlier run must not stand in for this run's tests.
+KHARNESS_ARCHIVE="$(mktemp -d)"
+export KHARNESS_ARCHIVE
+trap 'rm -rf "$KHARNESS_ARCHIVE"' EXIT
+ctest --test-dir "$ROOT/build" --output-on-failure -j2 "$@"

@@ -51,7 +51,7 @@ TEST(Answer, NoCode) {
 
 TEST(Answer, TwoConflictingBlocks) {
   std::string other = seed_text();
-  other.replace(other.find("kThreads = 256"), 14, "kThreads = 128");
+  other += "// a different kernel\n";
   std::string text = "```cuda\n" + seed_text() + "```\nor\n```cuda\n" + other + "```\n";
   auto code = extract_solution(answer(text));
   EXPECT_FALSE(code.ok);

@@ -82,5 +82,36 @@ TEST(Expr, EvaluationErrors) {
   }
 }
 
+TEST(Expr, ComparisonsAndLogicWithCPrecedence) {
+  Bindings b{{"BLOCK_M", 128}, {"BLOCK_N", 64}, {"THREADS", 256}, {"hidden_size", 4096}};
+  EXPECT_EQ(eval("BLOCK_M * BLOCK_N / THREADS <= 64", b), 1);
+  EXPECT_EQ(eval("BLOCK_M * BLOCK_N / THREADS < 32", b), 0);
+  EXPECT_EQ(eval("hidden_size % (THREADS * 8) == 0", b), 1);
+  EXPECT_EQ(eval("hidden_size % (THREADS * 3) != 0", b), 1);
+  EXPECT_EQ(eval("3 > 2 && 2 >= 2", b), 1);
+  EXPECT_EQ(eval("1 > 2 || 2 < 1"), 0);
+  EXPECT_EQ(eval("!0"), 1);
+  EXPECT_EQ(eval("!(3 == 3)"), 0);
+  EXPECT_EQ(eval("! 5"), 0);
+  // && binds tighter than ||, comparisons tighter than both, arithmetic tighter still.
+  EXPECT_EQ(eval("1 || 0 && 0"), 1);
+  EXPECT_EQ(eval("(1 || 0) && 0"), 0);
+  EXPECT_EQ(eval("1 + 1 == 2"), 1);
+  EXPECT_EQ(eval("2 < 3 == 1"), 1);  // (2 < 3) == 1, as in C
+  EXPECT_EQ(eval("max(1 < 2, 0) * 7"), 7);
+  // Short-circuit: the right side is not evaluated, so no division by zero.
+  Bindings z{{"K", 0}};
+  EXPECT_EQ(eval("K > 0 && 10 % K == 0", z), 0);
+  EXPECT_EQ(eval("K == 0 || 10 % K == 0", z), 1);
+  EXPECT_THROW(eval("10 % K == 0 && K > 0", z), ExprError);
+  EXPECT_EQ(Expr::parse("A <= B && !C").names(), (std::vector<std::string>{"A", "B", "C"}));
+}
+
+TEST(Expr, ComparisonSyntaxErrors) {
+  for (const char* text : {"1 <", "1 << 2", "1 & 2", "1 | 2", "1 = 2", "!", "1 >> 2", "1 =< 2"}) {
+    EXPECT_THROW(Expr::parse(text), ExprError) << text;
+  }
+}
+
 }  // namespace
 }  // namespace kharness

@@ -18,6 +18,11 @@ using nlohmann::json;
 using testing::kharness;
 using testing::TempDir;
 
+// Each run archives into the test's own folder, never into ./.kharness.
+std::string archive_arg(const TempDir& tmp) {
+  return "--archive '" + (tmp.path() / "archive").string() + "' ";
+}
+
 std::string replay_dir() { return testing::fixture("replay/rmsnorm").string(); }
 
 json record(const std::filesystem::path& run, const std::string& id) {
@@ -37,7 +42,8 @@ TEST(Run, ReplayCompileOnlyEndToEnd) {
   TempDir tmp;
   auto run = tmp.path() / "run";
   auto out = tmp.path() / "best.cu";
-  auto r = kharness("run --operator rmsnorm_h4096 --budget 3 --provider replay --responses '" +
+  auto r = kharness(archive_arg(tmp) +
+                    "run --operator rmsnorm_h4096 --budget 3 --provider replay --responses '" +
                     replay_dir() + "' --compile-only --arch sm_90a --seed 1 --run-dir '" +
                     run.string() + "' --out '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -65,12 +71,22 @@ TEST(Run, ReplayCompileOnlyEndToEnd) {
   EXPECT_NE(prompt.find("## c0001: COMPILED"), std::string::npos) << prompt;
 
   // --resume carries on to a larger budget: the no-code and compile-error answers come next.
-  auto r2 = kharness("run --resume '" + run.string() + "' --budget 5 --patience 10");
+  auto r2 =
+      kharness(archive_arg(tmp) + "run --resume '" + run.string() + "' --budget 5 --patience 10");
   ASSERT_EQ(r2.exit_code, 0) << r2.out;
   EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
   EXPECT_EQ(record(run, "c0005")["status"], "COMPILE_ERROR");
   std::string p5 = read_file((run / "candidates" / "c0005" / "prompt.md").string());
   EXPECT_NE(p5.find("## c0004: NO_CODE"), std::string::npos) << "feedback of the failed answer";
+  // Both sessions recorded into one archive run: the seed and five candidates.
+  int archived = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path() / "archive" / "candidates")) {
+    archived += e.is_directory() ? 1 : 0;
+  }
+  EXPECT_EQ(archived, 6);
+  auto runs = kharness(archive_arg(tmp) + "runs");
+  EXPECT_EQ(runs.exit_code, 0) << runs.out;
+  EXPECT_NE(runs.out.find("rmsnorm_h4096"), std::string::npos) << runs.out;
 }
 
 TEST(Run, CommandProviderWithAScript) {
@@ -86,9 +102,9 @@ TEST(Run, CommandProviderWithAScript) {
   }
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   auto run = tmp.path() / "run";
-  auto r =
-      kharness("run --operator rmsnorm_h4096 --budget 2 --provider command --command '" +
-               script.string() + "' --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
+  auto r = kharness(
+      archive_arg(tmp) + "run --operator rmsnorm_h4096 --budget 2 --provider command --command '" +
+      script.string() + "' --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   json c1 = record(run, "c0001");
   EXPECT_EQ(c1["status"], "COMPILED") << c1.dump();
@@ -105,6 +121,7 @@ TEST(Run, FailingCommandIsAFailedCandidate) {
   TempDir tmp;
   auto run = tmp.path() / "run";
   auto r = kharness(
+      archive_arg(tmp) +
       "run --operator rmsnorm_h4096 --budget 1 --provider command --command 'cat >/dev/null; "
       "echo oops >&2; exit 3' --compile-only --arch sm_90a --run-dir '" +
       run.string() + "'");
@@ -123,8 +140,9 @@ TEST(Run, AnthropicKeyNeverReachesTheRunFolder) {
   TempDir tmp;
   auto run = tmp.path() / "run";
   // The key is set in the child's environment only.
-  auto r = testing::run_command("ANTHROPIC_API_KEY='" + key + "' '" + KHARNESS_BINARY +
-                                "' run --operator rmsnorm_h4096 --budget 2 --provider anthropic "
+  auto r = testing::run_command("ANTHROPIC_API_KEY='" + key + "' '" + KHARNESS_BINARY + "' " +
+                                archive_arg(tmp) +
+                                "run --operator rmsnorm_h4096 --budget 2 --provider anthropic "
                                 "--base-url " +
                                 server.url() + " --compile-only --arch sm_90a --run-dir '" +
                                 run.string() + "' --hint 'try 128 threads' 2>&1");
@@ -134,7 +152,8 @@ TEST(Run, AnthropicKeyNeverReachesTheRunFolder) {
   json c1 = record(run2, "c0001");
   EXPECT_EQ(c1["status"], "COMPILED");
   EXPECT_GT(c1["cost_usd"].get<double>(), 0.0) << "priced from configs/providers.json";
-  std::string all = everything_under(run2);
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "archive" / "index.sqlite"));
+  std::string all = everything_under(tmp.path());  // the run folder and the archive
   EXPECT_NE(all.find("try 128 threads"), std::string::npos) << "the hint is in the prompt";
   EXPECT_EQ(all.find(key), std::string::npos) << "the API key leaked into the run folder";
   auto reqs = server.requests();
@@ -148,11 +167,11 @@ TEST(Run, Unauthorized401StopsTheRunWithAClearMessage) {
         R"({"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}})"}});
   TempDir tmp;
   auto run = tmp.path() / "run";
-  auto r = testing::run_command("ANTHROPIC_API_KEY=sk-bad '" + std::string(KHARNESS_BINARY) +
-                                "' run --operator rmsnorm_h4096 --budget 3 --provider anthropic "
-                                "--base-url " +
-                                server.url() + " --compile-only --arch sm_90a --run-dir '" +
-                                run.string() + "' 2>&1");
+  auto r = testing::run_command(
+      "ANTHROPIC_API_KEY=sk-bad '" + std::string(KHARNESS_BINARY) + "' " + archive_arg(tmp) +
+      "run --operator rmsnorm_h4096 --budget 3 --provider anthropic "
+      "--base-url " +
+      server.url() + " --compile-only --arch sm_90a --run-dir '" + run.string() + "' 2>&1");
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_NE(r.out.find("kharness: error: anthropic: HTTP 401: invalid x-api-key"),
             std::string::npos)
@@ -165,11 +184,13 @@ TEST(Run, Unauthorized401StopsTheRunWithAClearMessage) {
 }
 
 TEST(Run, UsageErrors) {
-  auto r = kharness("run --budget 1 --provider replay --responses /nonexistent --compile-only");
+  TempDir tmp;
+  auto r = kharness(archive_arg(tmp) +
+                    "run --budget 1 --provider replay --responses /nonexistent --compile-only");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  r = kharness(
-      "run --operator rmsnorm_h4096 --provider replay --responses /nonexistent "
-      "--compile-only --arch sm_90a --run-dir /tmp/kharness-never-created-run");
+  r = kharness(archive_arg(tmp) +
+               "run --operator rmsnorm_h4096 --provider replay --responses /nonexistent "
+               "--compile-only --arch sm_90a --run-dir /tmp/kharness-never-created-run");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("/nonexistent"), std::string::npos) << r.out;
 }
@@ -183,13 +204,13 @@ namespace {
 TEST(Run, DropoutRestartMasksHalfOfTheHistory) {
   TempDir tmp;
   auto run = tmp.path() / "run";
-  auto r = kharness(
-      "run --operator rmsnorm_h4096 --budget 3 --patience 2 --provider replay "
-      "--responses '" +
-      replay_dir() +
-      "' --compile-only --arch sm_90a --seed 5 "
-      "--run-dir '" +
-      run.string() + "'");
+  auto r = kharness(archive_arg(tmp) +
+                    "run --operator rmsnorm_h4096 --budget 3 --patience 2 --provider replay "
+                    "--responses '" +
+                    replay_dir() +
+                    "' --compile-only --arch sm_90a --seed 5 "
+                    "--run-dir '" +
+                    run.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(record(run, "c0002")["restart"], "");
   json c3 = record(run, "c0003");
@@ -214,8 +235,8 @@ TEST(Run, CtrlCStopsCleanlyAndCanResume) {
   // A slow agent: each answer takes a second.
   std::string agent = "sleep 1; cat '" + replay_dir() + "/01-same-speed.md'";
   auto r = testing::run_command(
-      "( '" + std::string(KHARNESS_BINARY) +
-      "' run --operator rmsnorm_h4096 --budget 20 --provider command --command \"cat >/dev/null; " +
+      "( '" + std::string(KHARNESS_BINARY) + "' " + archive_arg(tmp) +
+      "run --operator rmsnorm_h4096 --budget 20 --provider command --command \"cat >/dev/null; " +
       agent + "\" --compile-only --arch sm_90a --run-dir '" + run.string() +
       "' & pid=$!; sleep 1.5; kill -INT $pid; wait $pid ) 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -236,10 +257,11 @@ namespace {
 TEST(Run, SamplesPerStepInParallel) {
   TempDir tmp;
   auto run = tmp.path() / "run";
-  auto r = kharness(
-      "run --operator rmsnorm_h4096 --budget 4 --samples 2 --provider replay "
-      "--responses '" +
-      replay_dir() + "' --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
+  auto r =
+      kharness(archive_arg(tmp) +
+               "run --operator rmsnorm_h4096 --budget 4 --samples 2 --provider replay "
+               "--responses '" +
+               replay_dir() + "' --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(record(run, "c0001")["step"], 1);
   EXPECT_EQ(record(run, "c0002")["step"], 1);
@@ -257,11 +279,11 @@ TEST(Run, TokenAndCostLimitsStopTheRun) {
                  .dump()}});
   TempDir tmp;
   auto run = tmp.path() / "run";
-  auto r = testing::run_command("ANTHROPIC_API_KEY=k '" + std::string(KHARNESS_BINARY) +
-                                "' run --operator rmsnorm_h4096 --budget 10 --max-tokens 2500 "
-                                "--provider anthropic --base-url " +
-                                server.url() + " --compile-only --arch sm_90a --run-dir '" +
-                                run.string() + "' 2>&1");
+  auto r = testing::run_command(
+      "ANTHROPIC_API_KEY=k '" + std::string(KHARNESS_BINARY) + "' " + archive_arg(tmp) +
+      "run --operator rmsnorm_h4096 --budget 10 --max-tokens 2500 "
+      "--provider anthropic --base-url " +
+      server.url() + " --compile-only --arch sm_90a --run-dir '" + run.string() + "' 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   json summary = json::parse(read_file((run / "summary.json").string()));
   EXPECT_EQ(summary["stop_reason"], "tokens");

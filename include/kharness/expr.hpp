@@ -1,6 +1,8 @@
 // The launch-plan expression language: integers, axis names, + - * / %, parentheses,
-// cdiv(a,b), min(a,b), max(a,b). Used for grid/block/shared/workspace sizes and for the
-// FLOP and byte formulas of definitions. Arithmetic is 64-bit, checked for overflow;
+// cdiv(a,b), min(a,b), max(a,b), and with C's precedence the comparisons == != < <= > >=, the
+// logical && || ! (short-circuit) yielding 0 or 1. Used for grid/block/shared/workspace sizes,
+// the FLOP and byte formulas of definitions and the validity constraints of tune knobs
+// (kharness/tune.hpp). Arithmetic is 64-bit, checked for overflow;
 // '/' and '%' truncate toward zero as in C.
 #pragma once
 

@@ -15,7 +15,8 @@ namespace kharness::report {
 // (classname = solution, name = "uuid [axis=value ...]"). A failed workload carries
 // <failure type="KIND" message="...">evidence JSON</failure>. A failed solution with no failed
 // workload (compile error, rejected plan, timeout between workloads) gets one extra testcase
-// named "compile" (COMPILE_ERROR) or "solution" holding the solution's failure.
+// named "compile" (COMPILE_ERROR) or "solution" holding the solution's failure. A passed solution
+// with no workload (--compile-only) gets one passing testcase named "compile".
 std::string to_junit(const std::vector<Verdict>& verdicts, const std::string& suite_name);
 
 // A Markdown leaderboard for a CI job summary: one row per solution, ranked passed first, then
@@ -43,6 +44,60 @@ std::string to_traces_jsonl(const std::vector<Verdict>& verdicts, const TraceOpt
 //  "summary": {"solutions", "passed", "failed"}}. `generated_at` empty means now.
 nlohmann::json to_report_json(const std::vector<Verdict>& verdicts,
                               const std::string& generated_at = "");
+
+// ---------------------------------------------------------------------------------------------
+// The HTML report of an archive (`kharness report --html`): one self-contained file (no network,
+// no scripts) with inline SVG charts. The CLI gathers the data from the archive; this renders it.
+
+struct HtmlCandidate {
+  std::string id;
+  int seq = 0;
+  std::string name;
+  std::string status;    // PASSED, COMPILE_ERROR, ...
+  double speedup = 0.0;  // mean speedup over the baseline; 0 when not timed
+  bool cached = false;
+};
+
+struct HtmlRun {
+  std::string id, started_at, state, command, operator_name;
+  std::vector<HtmlCandidate> candidates;  // in evaluation order
+};
+
+struct HtmlWorkload {
+  std::string label;  // uuid prefix and axes
+  double speedup = 0.0;
+  double sol_fraction = 0.0;
+  double latency = 0.0;  // seconds
+  double flops = 0.0;    // per call, from the definition's formula; 0 when unknown
+  double bytes = 0.0;
+};
+
+struct HtmlBest {
+  std::string operator_name, candidate_id, name, gpu;
+  double speedup = 0.0;
+  std::vector<HtmlWorkload> workloads;
+};
+
+struct Roof {
+  std::string gpu;
+  double peak_flops = 0.0;  // FLOP/s
+  std::string peak_dtype;
+  double bandwidth = 0.0;  // bytes/s
+};
+
+struct HtmlReport {
+  std::string title = "kharness report";
+  std::string generated_at;  // empty: now
+  std::vector<HtmlRun> runs;
+  std::vector<HtmlBest> best;  // one per operator
+  std::vector<Roof> roofs;     // the GPUs the best candidates ran on
+};
+
+// Charts: per run, speedup over the candidate index (failed candidates marked at 0, the running
+// best as a step line); per best candidate, per-workload speedup bars; one roofline (achieved
+// FLOP/s against arithmetic intensity, log-log, with each GPU's compute and bandwidth roofs).
+// Well-formed XML (XHTML syntax) so that tools and tests can parse it.
+std::string to_html(const HtmlReport& report);
 
 // The current time as ISO-8601 UTC ("2025-01-31T12:00:00Z").
 std::string utc_now_iso8601();

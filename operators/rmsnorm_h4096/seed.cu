@@ -12,23 +12,65 @@
 }
 */
 // Seed solution for rmsnorm_h4096: a correct, reasonable starting point for optimisation.
-// One block of 256 threads per row; each thread loads 16 bf16 values as two 128-bit vectors,
-// keeps them in registers, accumulates x^2 in float32, reduces with warp shuffles and a small
-// shared array across the 8 warps, then writes its 16 outputs as two 128-bit stores.
+// One block of THREADS threads per row; each thread loads hidden_size / THREADS bf16 values as
+// vectors of VEC (8: 128-bit loads), keeps them in registers, accumulates x^2 in float32, reduces
+// with warp shuffles and a small shared array across the warps, then writes its outputs with the
+// same vector width. Knobs THREADS and VEC (tune.json beside this file: the tune provider passes
+// -DTHREADS=.. -DVEC=.. and the matching block size); the defaults, 256 threads of two 128-bit
+// vectors each, are the plan above.
 #include <cuda_bf16.h>
 
+#ifndef THREADS
+#define THREADS 256
+#endif
+#ifndef VEC
+#define VEC 8
+#endif
+
 constexpr int kHidden = 4096;
-constexpr int kThreads = 256;
-constexpr int kVec = 8;  // bf16 values in one 128-bit access
-constexpr int kVecsPerThread = kHidden / (kThreads * kVec);  // 2
+constexpr int kThreads = THREADS;
+constexpr int kVec = VEC;  // bf16 values in one vector access: 8 = 128 bits
+constexpr int kVecsPerThread = kHidden / (kThreads * kVec);
 constexpr int kWarps = kThreads / 32;
 
+static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
+static_assert(kVec == 1 || kVec == 2 || kVec == 4 || kVec == 8, "a vector is 16 to 128 bits");
 static_assert(kHidden % (kThreads * kVec) == 0, "hidden size must split evenly");
 
+// The unsigned type of one vector access.
+template <int kBytes>
+struct RawOf;
+template <>
+struct RawOf<2> { using type = unsigned short; };
+template <>
+struct RawOf<4> { using type = unsigned int; };
+template <>
+struct RawOf<8> { using type = uint2; };
+template <>
+struct RawOf<16> { using type = uint4; };
+using Raw = typename RawOf<kVec * 2>::type;
+
 union Pack {
-  uint4 raw;
-  __nv_bfloat162 h2[kVec / 2];
+  Raw raw;
+  __nv_bfloat16 h[kVec];
+  __nv_bfloat162 h2[kVec / 2 > 0 ? kVec / 2 : 1];
 };
+
+// Sum of squares of a vector, in pairs where there are pairs (the seed's order of additions).
+__device__ __forceinline__ float sum_squares(const Pack& p) {
+  float sum = 0.0f;
+  if constexpr (kVec >= 2) {
+#pragma unroll
+    for (int j = 0; j < kVec / 2; ++j) {
+      const float2 f = __bfloat1622float2(p.h2[j]);
+      sum += f.x * f.x + f.y * f.y;
+    }
+  } else {
+    const float f = __bfloat162float(p.h[0]);
+    sum += f * f;
+  }
+  return sum;
+}
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     rmsnorm_kernel(const __nv_bfloat16* __restrict__ hidden_states,
@@ -39,20 +81,16 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   const int row = blockIdx.x;
   if (row >= batch_size) return;
   const size_t offset = static_cast<size_t>(row) * kHidden;
-  const uint4* x = reinterpret_cast<const uint4*>(hidden_states + offset);
-  const uint4* w = reinterpret_cast<const uint4*>(weight);
-  uint4* y = reinterpret_cast<uint4*>(output + offset);
+  const Raw* x = reinterpret_cast<const Raw*>(hidden_states + offset);
+  const Raw* w = reinterpret_cast<const Raw*>(weight);
+  Raw* y = reinterpret_cast<Raw*>(output + offset);
 
   Pack xs[kVecsPerThread];
   float sum = 0.0f;
 #pragma unroll
   for (int v = 0; v < kVecsPerThread; ++v) {
-    xs[v].raw = x[v * kThreads + threadIdx.x];  // consecutive threads read consecutive 16 B
-#pragma unroll
-    for (int j = 0; j < kVec / 2; ++j) {
-      const float2 f = __bfloat1622float2(xs[v].h2[j]);
-      sum += f.x * f.x + f.y * f.y;
-    }
+    xs[v].raw = x[v * kThreads + threadIdx.x];  // consecutive threads read consecutive vectors
+    sum += sum_squares(xs[v]);
   }
 
 #pragma unroll
@@ -71,11 +109,16 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   for (int v = 0; v < kVecsPerThread; ++v) {
     Pack ws, out;
     ws.raw = w[v * kThreads + threadIdx.x];
+    if constexpr (kVec >= 2) {
 #pragma unroll
-    for (int j = 0; j < kVec / 2; ++j) {
-      const float2 fx = __bfloat1622float2(xs[v].h2[j]);
-      const float2 fw = __bfloat1622float2(ws.h2[j]);
-      out.h2[j] = __floats2bfloat162_rn(fx.x * inv_rms * fw.x, fx.y * inv_rms * fw.y);
+      for (int j = 0; j < kVec / 2; ++j) {
+        const float2 fx = __bfloat1622float2(xs[v].h2[j]);
+        const float2 fw = __bfloat1622float2(ws.h2[j]);
+        out.h2[j] = __floats2bfloat162_rn(fx.x * inv_rms * fw.x, fx.y * inv_rms * fw.y);
+      }
+    } else {
+      out.h[0] = __float2bfloat16_rn(__bfloat162float(xs[v].h[0]) * inv_rms *
+                                     __bfloat162float(ws.h[0]));
     }
     y[v * kThreads + threadIdx.x] = out.raw;
   }

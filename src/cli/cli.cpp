@@ -33,7 +33,7 @@ void setup_logging(const GlobalOptions& options) {
 std::string typed_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--operators-dir") {
+    if (arg == "--operators-dir" || arg == "--archive") {
       ++i;
       continue;
     }
@@ -57,8 +57,8 @@ std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       bool known = false;
-      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "-h",
-                            "--help", "--version"}) {
+      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir",
+                            "--archive", "-h", "--help", "--version"}) {
         known = known || arg == k;
       }
       if (arg.rfind("-", 0) == 0 && !known)
@@ -85,6 +85,9 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", global.quiet, "Only errors on stderr");
   app.add_option("--operators-dir", global.operators_dirs,
                  "Extra folder of operator definitions (repeatable; also KHARNESS_OPERATORS)")
+      ->type_name("DIR");
+  app.add_option("--archive", global.archive_dir,
+                 "Archive of evaluations (default: $KHARNESS_ARCHIVE, else ./.kharness)")
       ->type_name("DIR");
 
   std::vector<std::pair<CLI::App*, Runner>> runners;

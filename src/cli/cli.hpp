@@ -17,6 +17,7 @@ struct GlobalOptions {
   int verbosity = 0;
   bool quiet = false;
   std::vector<std::filesystem::path> operators_dirs;
+  std::filesystem::path archive_dir;  // --archive; empty: $KHARNESS_ARCHIVE, else ./.kharness
 };
 
 // The work of a parsed subcommand; returns the process exit code.

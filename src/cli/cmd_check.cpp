@@ -1,22 +1,28 @@
 // kharness check SOLUTION... --operator NAME [--workloads U,...] [--trials N] [--seed N] [--json]
 // and the hidden worker mode it runs each solution in.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "kharness/archive.hpp"
+#include "kharness/device.hpp"
 #include "kharness/report.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
+#include "kharness/version.hpp"
 
 namespace kharness::cli {
 namespace {
@@ -151,59 +157,275 @@ void validate_args(const CheckArgs& args) {
   if (args.max_noise <= 0) throw input_error("--max-noise", "must be > 0");
 }
 
-CheckRequest make_request(const CheckArgs& args, const std::string& path,
-                          const GlobalOptions& global, std::uint64_t seed,
-                          const std::string& arch) {
-  CheckRequest request;
-  request.solution = path;
-  request.operator_name = args.operator_name;
-  request.operators_dirs = global.operators_dirs;
-  request.arch = arch;
-  request.use_cache = !args.no_cache;
-  request.timeout_seconds = args.timeout;
-  request.options.trials = args.trials;
-  request.options.seed = seed;
-  for (const auto& w : args.workloads) request.options.workloads.push_back(w);
-  if (args.atol >= 0) request.options.atol = args.atol;
-  if (args.rtol >= 0) request.options.rtol = args.rtol;
-  if (args.matched_ratio >= 0) request.options.required_matched_ratio = args.matched_ratio;
-  request.mode = args.mode;
-  request.bench = {{"protocol", args.timing},       {"timer", args.timer},
-                   {"warmup", args.warmup},         {"iterations", args.iterations},
-                   {"trials", args.num_trials},     {"max_noise", args.max_noise},
-                   {"max_seconds", args.max_time},  {"input_sets", args.input_sets},
-                   {"baseline", !args.no_baseline}, {"sol", args.sol}};
-  if (!args.baseline.empty()) {
-    request.bench["baseline_solution"] = args.baseline == "cublaslt"
-                                             ? args.baseline
-                                             : std::filesystem::absolute(args.baseline).string();
+// One CLI invocation's evaluations: each goes through the verdict cache, then (on a miss) the
+// check pipeline, and is archived as a candidate of this invocation's run. An archive that cannot
+// be opened (read-only folder) costs the cache and the record, not the evaluation: a warning.
+class Evaluator {
+ public:
+  struct Result {
+    Verdict verdict;
+    std::string candidate_id;  // "" when not archived
+    std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
+  };
+
+  Evaluator(const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed,
+            std::string arch, const std::string& command)
+      : args_(args), global_(global), seed_(seed), arch_(std::move(arch)) {
+    std::filesystem::path dir =
+        global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
+    try {
+      archive_.emplace(dir);
+      nlohmann::json options = cache_options();
+      options["seed"] = seed_;
+      run_id_ = archive_->begin_run({{"command", command},
+                                     {"operator", args.operator_name},
+                                     {"solutions", args.solutions},
+                                     {"options", options},
+                                     {"cache", !args.no_cache}});
+    } catch (const Error& e) {
+      spdlog::warn("not archiving (and no verdict cache): {}", e.message());
+      archive_.reset();
+    }
   }
-  return request;
+  Evaluator(const Evaluator&) = delete;  // finishes its run once
+  Evaluator& operator=(const Evaluator&) = delete;
+  ~Evaluator() {
+    if (archive_ && !finished_) {
+      try {
+        archive_->finish_run(run_id_, "failed");
+      } catch (const std::exception&) {
+        // the run stays "running": nothing more to do while unwinding
+      }
+    }
+  }
+
+  const std::string& run_id() const { return run_id_; }
+
+  void finish() {
+    if (archive_) archive_->finish_run(run_id_, "finished");
+    finished_ = true;
+  }
+
+  Result evaluate(const std::string& path) {
+    CheckRequest request = make_request(path);
+    Result result;
+    std::string key;
+    if (archive_) key = cache_key(request);
+    if (!key.empty() && !args_.no_cache) {
+      if (auto hit = archive_->find_cached(key)) {
+        archive::StoredCandidate stored = archive_->load(hit->id);
+        if (stored.record.verdict) {
+          result.verdict = *stored.record.verdict;
+          result.verdict.source = path;
+          result.cached_from = hit->id;
+          archive::CandidateRecord record = stored.record;
+          record.origin = path;
+          record.cached_from = hit->id;
+          record.parent_id.clear();
+          record.step = -1;
+          record.prompt.clear();
+          record.response.clear();
+          record.usage = nullptr;
+          result.candidate_id = archive(record);
+          return result;
+        }
+      }
+    }
+    result.verdict = check_solution(request);
+    if (archive_) result.candidate_id = archive(evaluated_record(request, result.verdict, key));
+    return result;
+  }
+
+ private:
+  CheckRequest make_request(const std::string& path) const {
+    CheckRequest request;
+    request.solution = path;
+    request.operator_name = args_.operator_name;
+    request.operators_dirs = global_.operators_dirs;
+    request.arch = arch_;
+    request.use_cache = !args_.no_cache;
+    request.timeout_seconds = args_.timeout;
+    request.options.trials = args_.trials;
+    request.options.seed = seed_;
+    for (const auto& w : args_.workloads) request.options.workloads.push_back(w);
+    if (args_.atol >= 0) request.options.atol = args_.atol;
+    if (args_.rtol >= 0) request.options.rtol = args_.rtol;
+    if (args_.matched_ratio >= 0) request.options.required_matched_ratio = args_.matched_ratio;
+    request.mode = args_.mode;
+    request.bench = bench_json();
+    return request;
+  }
+
+  nlohmann::json bench_json() const {
+    return {{"protocol", args_.timing},      {"timer", args_.timer},
+            {"warmup", args_.warmup},        {"iterations", args_.iterations},
+            {"trials", args_.num_trials},    {"max_noise", args_.max_noise},
+            {"max_seconds", args_.max_time}, {"input_sets", args_.input_sets},
+            {"baseline", !args_.no_baseline}, {"sol", args_.sol},
+            {"baseline_solution",
+             args_.baseline.empty() || args_.baseline == "cublaslt"
+                 ? args_.baseline
+                 : std::filesystem::absolute(args_.baseline).string()}};
+  }
+
+  // What changes a verdict, besides the candidate, the operator and the machine. The seed counts
+  // only when given: a verdict under a random seed stands for any seed.
+  nlohmann::json cache_options() const {
+    verify::CheckOptions o = make_request("").options;
+    nlohmann::json j = {{"mode", args_.mode}, {"arch", arch_}, {"check", o.to_json()}};
+    if (args_.seed.empty()) j["check"].erase("seed");
+    if (args_.mode == "compile") j.erase("check");
+    if (args_.mode == "bench" || args_.mode == "validate") {
+      j["bench"] = bench_json();
+      j["timeout"] = args_.timeout;
+    }
+    // A worker run under a tool (compute-sanitizer) can fail where a plain one passes.
+    if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper)
+      j["worker_wrapper"] = wrapper;
+    return j;
+  }
+
+  // The verdict cache key, or "" when the candidate cannot be keyed (the check then reports why).
+  std::string cache_key(const CheckRequest& request) {
+    try {
+      Solution solution = load_solution(request.solution);
+      std::string op_name =
+          request.operator_name.empty() ? solution.plan.definition : request.operator_name;
+      if (op_name.empty()) return "";
+      Operator op = make_registry(global_).load(op_name);
+      archive::CacheKeyParts parts;
+      parts.sources = solution.sources;
+      parts.plan = solution.plan.raw;
+      parts.options = cache_options();
+      parts.definition = read_file(op.definition_file.string());
+      if (op.workloads_file) parts.workloads = read_file(op.workloads_file->string());
+      for (const auto& w : op.workloads) parts.workloads += to_json(w).dump();
+      for (const auto& harness : {op.reference, op.baseline}) {
+        if (!harness) continue;
+        for (const auto& f : load_solution(*harness).sources) parts.harness += f.path + f.content;
+      }
+      if (args_.mode != "compile") {
+        if (!env_) env_ = probe_environment();
+        if (!env_->gpu_ready()) return "";  // the check says "no GPU"
+        parts.gpu = env_->gpus[0].name;
+        parts.driver = env_->driver.nvidia_version;
+      }
+      parts.kharness_version = fmt::format("{} ({})", kVersion, kGitCommit);
+      return archive::verdict_cache_key(parts);
+    } catch (const Error& e) {
+      spdlog::debug("no verdict cache key for {}: {}", request.solution.string(), e.message());
+      return "";
+    }
+  }
+
+  // The candidate's record: sources, plan and compile artifacts (a compile cache hit of the
+  // check's own compile), and the verdict.
+  archive::CandidateRecord evaluated_record(const CheckRequest& request, const Verdict& verdict,
+                                            const std::string& key) const {
+    archive::CandidateRecord record;
+    record.name = verdict.solution;
+    record.operator_name = verdict.definition;
+    record.origin = request.solution.string();
+    record.verdict = verdict;
+    record.cache_key = key;
+    record.compile = verdict.compile.empty() ? nlohmann::json() : verdict.compile;
+    try {
+      Solution solution = load_solution(request.solution);
+      record.sources = solution.sources;
+      record.entry = solution.entry;
+      record.plan = solution.plan.raw;
+      Operator op = make_registry(global_).load(verdict.definition);
+      CompileResult compiled = compile_solution(solution, &op.definition, &op.workloads,
+                                                make_compile_options(arch_, true));
+      record.compile_log = compiled.log;
+      record.ptx = compiled.ptx;
+      record.cubin = compiled.cubin;
+    } catch (const Error& e) {
+      spdlog::debug("archive: {}: {}", request.solution.string(), e.message());
+    }
+    return record;
+  }
+
+  std::string archive(const archive::CandidateRecord& record) {
+    try {
+      return archive_->add_candidate(run_id_, record);
+    } catch (const Error& e) {
+      spdlog::warn("could not archive {}: {}", record.origin, e.message());
+      return "";
+    }
+  }
+
+  const CheckArgs& args_;
+  const GlobalOptions& global_;
+  std::uint64_t seed_;
+  std::string arch_;
+  std::optional<archive::Archive> archive_;
+  std::string run_id_;
+  std::optional<EnvironmentReport> env_;
+  bool finished_ = false;
+};
+
+// " (cached: verdict of candidate ID)" or "".
+std::string cached_note(const Evaluator::Result& r) {
+  return r.cached_from.empty() ? ""
+                               : fmt::format(" (cached: verdict of candidate {})", r.cached_from);
 }
 
 ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
   validate_args(args);
   std::uint64_t seed = resolve_seed(args.seed);
   std::string arch = resolve_arch(args.arch);
+  Evaluator evaluator(args, global, seed, arch, args.mode);
   nlohmann::json all = nlohmann::json::array();
   bool all_passed = true;
   for (const auto& path : args.solutions) {
-    Verdict v = check_solution(make_request(args, path, global, seed, arch));
+    Evaluator::Result r = evaluator.evaluate(path);
+    const Verdict& v = r.verdict;
     all_passed = all_passed && v.passed();
     if (args.json) {
-      all.push_back(to_json(v));
+      nlohmann::json j = to_json(v);
+      if (!r.candidate_id.empty()) j["candidate"] = r.candidate_id;
+      if (!r.cached_from.empty()) j["cached_from"] = r.cached_from;
+      all.push_back(j);
     } else {
+      if (!r.cached_from.empty())
+        std::printf("cached: verdict of candidate %s (--no-cache reruns)\n", r.cached_from.c_str());
       std::fputs(render_verdict(v, global.verbosity).c_str(), stdout);
+      if (!r.candidate_id.empty() && global.verbosity > 0)
+        std::printf("  archived as candidate %s\n", r.candidate_id.c_str());
       std::fflush(stdout);
     }
   }
+  evaluator.finish();
   if (args.json)
     std::fputs(((args.solutions.size() == 1 ? all[0] : all).dump(2) + "\n").c_str(), stdout);
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
 // Files and folders to solutions, in a stable (sorted) order: a folder holding solution.json is
-// one solution; any other folder contributes its .cu files, solution folders and .json files.
+// one solution; any other folder contributes, recursively, its .cu files, solution folders and
+// .json files (hidden entries such as .kharness/ are skipped).
+void collect_solutions(const std::filesystem::path& dir, std::vector<std::string>& found) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) entries.push_back(entry.path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    std::string name = p.filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    if (fs::is_directory(p, ec)) {
+      if (fs::exists(p / "solution.json", ec)) {
+        found.push_back(p.string());
+      } else {
+        collect_solutions(p, found);
+      }
+    } else if (p.extension() == ".cu" || p.extension() == ".json") {
+      found.push_back(p.string());
+    }
+  }
+}
+
 std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
@@ -215,16 +437,7 @@ std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs
       continue;
     }
     std::vector<std::string> found;
-    for (const auto& entry : fs::directory_iterator(in, ec)) {
-      const fs::path& p = entry.path();
-      std::string name = p.filename().string();
-      if (name.empty() || name[0] == '.') continue;
-      if (entry.is_directory() ? fs::exists(p / "solution.json", ec)
-                               : (p.extension() == ".cu" || p.extension() == ".json")) {
-        found.push_back(p.string());
-      }
-    }
-    std::sort(found.begin(), found.end());
+    collect_solutions(in, found);
     if (found.empty())
       throw input_error(in,
                         "no solutions in this folder (.cu files, solution folders or .json files)");
@@ -248,12 +461,13 @@ class Progress {
                  name.c_str(), elapsed, eta.c_str());
     std::fflush(stderr);
   }
-  void finished(std::size_t index, const std::string& name, const Verdict& v) {
+  void finished(std::size_t index, const std::string& name, const Verdict& v,
+                const std::string& note) {
     if (tty_) {
       std::fprintf(stderr, "\r\033[K");
     }
-    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)\n", index + 1, total_, name.c_str(),
-                 std::string(status_name(v.status)).c_str(), v.seconds);
+    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)%s\n", index + 1, total_, name.c_str(),
+                 std::string(status_name(v.status)).c_str(), v.seconds, note.c_str());
     std::fflush(stderr);
   }
 
@@ -276,12 +490,16 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
   std::uint64_t seed = resolve_seed(args.seed);
   std::string arch = resolve_arch(args.arch);
   std::vector<Verdict> verdicts;
+  Evaluator evaluator(args, global, seed, arch, "score");
   Progress progress(solutions.size());
   for (std::size_t i = 0; i < solutions.size(); ++i) {
     progress.starting(i, solutions[i]);
     Verdict v;
+    std::string note;
     try {
-      v = check_solution(make_request(args, solutions[i], global, seed, arch));
+      Evaluator::Result r = evaluator.evaluate(solutions[i]);
+      v = std::move(r.verdict);
+      note = cached_note(r);
     } catch (const Error& e) {
       if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness bug: scoring cannot go on
       // A malformed submission is that submission's failure, not the end of the run.
@@ -291,9 +509,10 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
       v.status = Status::kRejected;
       v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
     }
-    progress.finished(i, solutions[i], v);
+    progress.finished(i, solutions[i], v, note);
     verdicts.push_back(std::move(v));
   }
+  evaluator.finish();
   write_report(args.json_file, report::to_report_json(verdicts).dump(2) + "\n");
   write_report(args.junit_file, report::to_junit(verdicts, "kharness"));
   write_report(args.markdown_file, report::to_markdown(verdicts));
@@ -353,7 +572,9 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                                  : "Wall-clock limit per solution in seconds (default 300)");
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
-  app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
+  app.add_flag(
+      "--no-cache", args->no_cache,
+      "Recompute everything: bypass the verdict cache (the archive) and the compile cache");
   if (mode == "score") {
     app.add_option("--json", args->json_file, "Write the results as JSON (schema kharness.score/1)")
         ->type_name("FILE");

@@ -15,7 +15,8 @@
 namespace kharness::cli {
 namespace {
 
-std::string archive_dir() {
+std::string archive_dir(const GlobalOptions& global) {
+  if (!global.archive_dir.empty()) return global.archive_dir.string() + " (--archive)";
   const char* env = std::getenv("KHARNESS_ARCHIVE");
   return env && *env ? std::string(env) + " (KHARNESS_ARCHIVE)"
                      : std::string("./.kharness (default)");
@@ -80,7 +81,7 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
     nlohmann::json j = to_json(r);
     j["schema"] = "kharness.doctor/1";
     j["operator_dirs"] = dirs;
-    j["archive"] = archive_dir();
+    j["archive"] = archive_dir(global);
     j["compile_cache"] = default_cache_dir().string();
     j["cuda_include_dir"] = default_cuda_include_dir().string();
     std::fputs((j.dump(2) + "\n").c_str(), stdout);
@@ -126,7 +127,7 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
   }
   out += "\n";
   out += fmt::format("operators      {}\n", join(dirs, "\n               "));
-  out += fmt::format("archive        {}\n", archive_dir());
+  out += fmt::format("archive        {}\n", archive_dir(global));
   out += fmt::format("compile cache  {}\n", default_cache_dir().string());
   out += fmt::format("CUDA headers   {}\n", default_cuda_include_dir().string());
   for (const auto& note : r.notes) out += fmt::format("note: {}\n", note);

@@ -1,6 +1,7 @@
 // kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop (DESIGN §8).
 #include <fmt/format.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,12 +10,15 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "controller/archive_recorder.hpp"
 #include "controller/recorder.hpp"
 #include "controller/search.hpp"
+#include "kharness/archive.hpp"
 #include "kharness/text.hpp"
 #include "llm/providers.hpp"
 
@@ -62,6 +66,7 @@ struct RunArgs {
   bool compile_only = false;
   bool no_cascade = false;
   bool no_profile = false;
+  bool no_archive = false;
   std::string run_dir;
   std::string resume;
   std::string out;
@@ -179,13 +184,12 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   namespace fs = std::filesystem;
   fs::path run_dir;
   std::vector<controller::CandidateRecord> earlier;
-  controller::FileRecorder* recorder_ptr = nullptr;
-  std::unique_ptr<controller::FileRecorder> recorder;
+  std::unique_ptr<controller::FileRecorder> files;
   if (!args.resume.empty()) {
     run_dir = args.resume;
-    recorder = std::make_unique<controller::FileRecorder>(run_dir);
-    apply_stored(args, recorder->load_run(), app);
-    earlier = recorder->load_candidates();
+    files = std::make_unique<controller::FileRecorder>(run_dir);
+    apply_stored(args, files->load_run(), app);
+    earlier = files->load_candidates();
   } else {
     if (args.operator_name.empty()) throw input_error("--operator", "required (or --resume RUN)");
     run_dir = args.run_dir.empty()
@@ -195,9 +199,27 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
     if (fs::exists(run_dir / "run.json", ec))
       throw input_error(run_dir.string(),
                         "already holds a run: --resume it, or give another --run-dir");
-    recorder = std::make_unique<controller::FileRecorder>(run_dir);
+    files = std::make_unique<controller::FileRecorder>(run_dir);
   }
-  recorder_ptr = recorder.get();
+  // Every candidate also goes to the archive (a run of its own there); an archive that cannot be
+  // opened costs the archive record only, not the run: a warning.
+  std::optional<archive::Archive> store;
+  std::unique_ptr<controller::ArchiveRecorder> archived;
+  controller::RunRecorder* recorder_ptr = files.get();
+  if (!args.no_archive) {
+    fs::path dir =
+        global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
+    try {
+      store.emplace(dir);
+      archived = std::make_unique<controller::ArchiveRecorder>(*files, *store, args.operator_name);
+      if (!earlier.empty()) archived->load_run();  // re-links the archive run of the run folder
+      recorder_ptr = archived.get();
+    } catch (const Error& e) {
+      spdlog::warn("not archiving (the run folder keeps every record): {}", e.message());
+      archived.reset();
+      store.reset();
+    }
+  }
   if (args.budget < 0) throw input_error("--budget", "must be >= 0");
   if (args.samples < 1) throw input_error("--samples", "must be at least 1");
   if (args.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
@@ -296,6 +318,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   std::fputs(result.summary_text.c_str(), stdout);
   std::fprintf(stdout, "Records: %s%s\n", run_dir.c_str(),
                args.out.empty() ? "" : ("; best kernel: " + args.out).c_str());
+  if (archived)
+    std::fprintf(stdout, "Archive: %s (run %s; `kharness show ID` for a candidate)\n",
+                 store->dir().c_str(), archived->run_id().c_str());
   if (result.stop_reason == "interrupted")
     std::fprintf(stdout, "Interrupted: carry on with `kharness run --resume %s`\n",
                  run_dir.c_str());
@@ -353,6 +378,8 @@ Runner setup_run(CLI::App& app) {
   app.add_flag(
       "--no-profile", args->no_profile,
       "Do not profile the best kernel for the prompts' diagnosis (it needs counter access)");
+  app.add_flag("--no-archive", args->no_archive,
+               "Keep the records in the run folder only, not in the archive (--archive DIR)");
   app.add_option("--run-dir", args->run_dir, "Where the run's records go (default runs/OP-TIME)")
       ->type_name("DIR");
   app.add_option("--resume", args->resume, "Carry on with an earlier run (its folder)")

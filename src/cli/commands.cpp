@@ -24,10 +24,17 @@ const std::vector<Command>& commands() {
        "Hardware counters per kernel (CUPTI) and a diagnosis: memory-, compute-, latency-bound, "
        "occupancy-limited or at the roofline",
        setup_profile},
+      {"report", "Summarise runs from the archive: candidates, best per operator, --html charts",
+       setup_report},
+      {"runs", "List the runs in the archive (./.kharness, --archive DIR)", setup_runs},
+      {"show", "Show an archived candidate: verdict, files, diff against its parent", setup_show},
       {"operators", "List, show and check operator definitions", setup_operators},
       {"run",
        "Optimise an operator's kernel with a model: prompts, candidates, verdicts, promotion",
        setup_run},
+      {"tune-space",
+       "Show the knob space of an operator's seed; list, write or compile configurations",
+       setup_tune_space},
       // Hidden (no summary): the worker process `check` runs each solution in.
       {"__worker", "", setup_worker},
       {"__profile_worker", "", setup_profile_worker},

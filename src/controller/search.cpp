@@ -528,6 +528,8 @@ struct Search::Impl {
                                    : elites[static_cast<std::size_t>(i) % elites.size()];
         parents.push_back(parent);
         requests.push_back(make_request(parent, i, cuts[static_cast<std::size_t>(i)]));
+        requests.back().context["request_index"] =
+            static_cast<std::size_t>(candidates + i);  // answers in request order
       }
       std::vector<std::future<llm::Answer>> futures;
       for (int i = 0; i < k; ++i) {

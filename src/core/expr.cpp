@@ -1,7 +1,13 @@
 // Recursive-descent parser and tree evaluator for the launch-plan expression language.
-//   expr    := term (('+' | '-') term)*
+// Precedence and associativity follow C; comparisons and logical operators yield 0 or 1.
+//   expr    := or
+//   or      := and ('||' and)*
+//   and     := eq ('&&' eq)*
+//   eq      := rel (('==' | '!=') rel)*
+//   rel     := sum (('<' | '<=' | '>' | '>=') sum)*
+//   sum     := term (('+' | '-') term)*
 //   term    := unary (('*' | '/' | '%') unary)*
-//   unary   := ('-' | '+') unary | primary
+//   unary   := ('-' | '+' | '!') unary | primary
 //   primary := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 // Functions: cdiv(a,b), min(a,b,...), max(a,b,...).
 #include "kharness/expr.hpp"
@@ -16,7 +22,28 @@
 namespace kharness {
 
 struct Expr::Node {
-  enum class Kind { kConst, kName, kNeg, kAdd, kSub, kMul, kDiv, kMod, kCdiv, kMin, kMax };
+  enum class Kind {
+    kConst,
+    kName,
+    kNeg,
+    kNot,
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kMod,
+    kCdiv,
+    kMin,
+    kMax,
+    kEq,
+    kNe,
+    kLt,
+    kLe,
+    kGt,
+    kGe,
+    kAnd,
+    kOr
+  };
   Kind kind = Kind::kConst;
   std::int64_t value = 0;
   std::string name;
@@ -34,7 +61,7 @@ class Parser {
 
   NodePtr parse() {
     if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos) fail("empty expression");
-    NodePtr root = parse_sum();
+    NodePtr root = parse_or();
     skip_space();
     if (pos_ != text_.size()) fail(fmt::format("unexpected '{}'", text_[pos_]));
     return root;
@@ -59,11 +86,75 @@ class Parser {
     return false;
   }
 
+  // Accepts the two-character operator `op` (as in "<=", "&&").
+  bool accept2(const char* op) {
+    skip_space();
+    if (text_.compare(pos_, 2, op) == 0) {
+      pos_ += 2;
+      return true;
+    }
+    return false;
+  }
+
+  // Accepts `c` when the next character does not extend it into `c` followed by `not_next`
+  // ('<' but not "<=", '!' but not "!=").
+  bool accept_alone(char c, char not_next) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c &&
+        (pos_ + 1 >= text_.size() || text_[pos_ + 1] != not_next)) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
   static NodePtr make(Node::Kind kind, std::vector<NodePtr> kids) {
     auto node = std::make_shared<Node>();
     node->kind = kind;
     node->kids = std::move(kids);
     return node;
+  }
+
+  NodePtr parse_or() {
+    NodePtr left = parse_and();
+    while (accept2("||")) left = make(Node::Kind::kOr, {left, parse_and()});
+    return left;
+  }
+
+  NodePtr parse_and() {
+    NodePtr left = parse_eq();
+    while (accept2("&&")) left = make(Node::Kind::kAnd, {left, parse_eq()});
+    return left;
+  }
+
+  NodePtr parse_eq() {
+    NodePtr left = parse_rel();
+    for (;;) {
+      if (accept2("==")) {
+        left = make(Node::Kind::kEq, {left, parse_rel()});
+      } else if (accept2("!=")) {
+        left = make(Node::Kind::kNe, {left, parse_rel()});
+      } else {
+        return left;
+      }
+    }
+  }
+
+  NodePtr parse_rel() {
+    NodePtr left = parse_sum();
+    for (;;) {
+      if (accept2("<=")) {
+        left = make(Node::Kind::kLe, {left, parse_sum()});
+      } else if (accept2(">=")) {
+        left = make(Node::Kind::kGe, {left, parse_sum()});
+      } else if (accept_alone('<', '<')) {
+        left = make(Node::Kind::kLt, {left, parse_sum()});
+      } else if (accept_alone('>', '>')) {
+        left = make(Node::Kind::kGt, {left, parse_sum()});
+      } else {
+        return left;
+      }
+    }
   }
 
   NodePtr parse_sum() {
@@ -97,6 +188,7 @@ class Parser {
   NodePtr parse_unary() {
     if (accept('-')) return make(Node::Kind::kNeg, {parse_unary()});
     if (accept('+')) return parse_unary();
+    if (accept_alone('!', '=')) return make(Node::Kind::kNot, {parse_unary()});
     return parse_primary();
   }
 
@@ -105,7 +197,7 @@ class Parser {
     if (pos_ >= text_.size()) fail("expected a number, a name or '('");
     char c = text_[pos_];
     if (accept('(')) {
-      NodePtr inner = parse_sum();
+      NodePtr inner = parse_or();
       if (!accept(')')) fail("expected ')'");
       return inner;
     }
@@ -157,8 +249,8 @@ class Parser {
       fail(fmt::format("unknown function '{}' (functions: cdiv, min, max)", name));
     }
     std::vector<NodePtr> args;
-    args.push_back(parse_sum());
-    while (accept(',')) args.push_back(parse_sum());
+    args.push_back(parse_or());
+    while (accept(',')) args.push_back(parse_or());
     if (!accept(')')) fail("expected ',' or ')'");
     if (kind == Node::Kind::kCdiv && args.size() != 2) {
       fail(fmt::format("cdiv takes 2 arguments, got {}", args.size()));
@@ -204,6 +296,24 @@ std::int64_t eval_node(const Node& node, const Bindings& bindings, const std::st
       if (v == std::numeric_limits<std::int64_t>::min()) overflow(text);
       return -v;
     }
+    case Node::Kind::kNot:
+      return arg(0) == 0 ? 1 : 0;
+    case Node::Kind::kEq:
+      return arg(0) == arg(1) ? 1 : 0;
+    case Node::Kind::kNe:
+      return arg(0) != arg(1) ? 1 : 0;
+    case Node::Kind::kLt:
+      return arg(0) < arg(1) ? 1 : 0;
+    case Node::Kind::kLe:
+      return arg(0) <= arg(1) ? 1 : 0;
+    case Node::Kind::kGt:
+      return arg(0) > arg(1) ? 1 : 0;
+    case Node::Kind::kGe:
+      return arg(0) >= arg(1) ? 1 : 0;
+    case Node::Kind::kAnd:  // short-circuit, as in C: "K > 0 && N % K == 0" never divides by 0
+      return arg(0) != 0 && arg(1) != 0 ? 1 : 0;
+    case Node::Kind::kOr:
+      return arg(0) != 0 || arg(1) != 0 ? 1 : 0;
     case Node::Kind::kAdd:
       if (__builtin_add_overflow(arg(0), arg(1), &out)) overflow(text);
       return out;

@@ -13,6 +13,7 @@
 #include "kharness/operators.hpp"
 #include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
+#include "tune/tune_provider.hpp"
 
 namespace kharness::llm {
 namespace {
@@ -181,16 +182,23 @@ class ReplayProvider : public Provider {
     next_ = std::min(o.answers_used, files_.size());
   }
   std::string name() const override { return "replay"; }
-  Answer complete(const Request&) override {
+  Answer complete(const Request& request) override {
     std::filesystem::path file;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (next_ >= files_.size()) {
+      // The controller numbers its requests (parallel samples arrive in any order): answer i
+      // goes to request i, so a replay is reproducible.
+      std::size_t index = next_;
+      const auto& n = request.context;
+      if (n.is_object() && n.contains("request_index") && n["request_index"].is_number_unsigned())
+        index = n["request_index"].get<std::size_t>();
+      next_ = std::max(next_, index + 1);
+      if (index >= files_.size()) {
         Answer a;
         a.stop_reason = "replay_exhausted";
         return a;
       }
-      file = files_[next_++];
+      file = files_[index];
     }
     std::string text = read_file(file.string());
     if (file.extension() != ".json") {
@@ -232,7 +240,7 @@ struct Entry {
   ProviderFactory make;
 };
 
-// The providers by name. Add one here (e.g. {"tune", make_tune_provider}).
+// The providers by name; a new one is one line here.
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
       {"anthropic",
@@ -240,6 +248,7 @@ const std::vector<Entry>& table() {
       {"openai", [](const ProviderOptions& o) { return std::make_unique<OpenAIProvider>(o); }},
       {"command", [](const ProviderOptions& o) { return std::make_unique<CommandProvider>(o); }},
       {"replay", [](const ProviderOptions& o) { return std::make_unique<ReplayProvider>(o); }},
+      {"tune", [](const ProviderOptions&) { return std::make_unique<tune::TuneProvider>(); }},
   };
   return t;
 }
@@ -258,8 +267,7 @@ std::unique_ptr<Provider> make_provider(const std::string& name, const ProviderO
   for (const auto& e : table()) {
     if (name == e.name) return e.make(options);
   }
-  std::string hint = name == "tune" ? " (the built-in generator is not in this build)" : "";
-  throw input_error("--provider", fmt::format("unknown provider '{}'{} (known: {})", name, hint,
+  throw input_error("--provider", fmt::format("unknown provider '{}' (known: {})", name,
                                               join(provider_names(), ", ")));
 }
 

@@ -1,0 +1,169 @@
+// The archive (DESIGN §7): every evaluation kept, with a SQLite index for queries and plain files
+// a person can open for the artifacts.
+//
+// Layout of an archive folder (default ./.kharness, else --archive DIR or $KHARNESS_ARCHIVE):
+//   index.sqlite                 tables runs, candidates, verdicts, workload_results (WAL mode)
+//   candidates/<id>/             source.cu, sources/..., plan.json, kernel.ptx, kernel.cubin,
+//                                compile.log, compile.json, verdict.json, timing.json, record.json
+//                                and, for model candidates, prompt.md, response.md, usage.json
+//
+// Crash safety: a candidate's files are written (each atomically, fsynced) into a temporary folder
+// that is renamed into place before its index rows commit in one transaction, so a process killed
+// at any moment leaves either no trace of the candidate or a complete one (at worst an unindexed
+// folder, which nothing reads). Several processes may write one archive at once (SQLite WAL and a
+// busy timeout serialise the commits).
+//
+// Secrets: every text and JSON value passes scrub_secrets() before it is written, so an API key
+// that slipped into a prompt, a response or a run's info never reaches the disk.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kharness/solution.hpp"
+#include "kharness/verdict.hpp"
+
+namespace kharness::archive {
+
+// Everything known about one evaluated candidate. Only `operator_name` is required; what is
+// empty is not written.
+struct CandidateRecord {
+  std::string name;                 // the solution's name
+  std::string operator_name;        // definition name
+  std::string origin;               // where it came from: a file path, "model", "tune", ...
+  std::vector<SourceFile> sources;  // sources[entry] is written as source.cu, all under sources/
+  std::size_t entry = 0;
+  nlohmann::json plan;             // the launch plan as written (LaunchPlan::raw); null: none
+  nlohmann::json compile;          // to_json(CompileResult) without the log; null: not compiled
+  std::string compile_log;         // compile.log
+  std::string ptx;                 // kernel.ptx
+  std::string cubin;               // kernel.cubin (bytes)
+  std::optional<Verdict> verdict;  // verdict.json; timing.json holds its per-workload timing
+  // Model candidates (empty / null when not from a model).
+  std::string prompt;       // prompt.md
+  std::string response;     // response.md (the raw answer)
+  nlohmann::json usage;     // usage.json: tokens, cost, model, latency
+  std::string parent_id;    // the candidate it was derived from; empty: none
+  int step = -1;            // controller step; -1: not from a controller
+  std::string cache_key;    // verdict cache key (verdict_cache_key); empty: not cacheable
+  std::string cached_from;  // the candidate whose verdict this reuses; empty: evaluated
+  nlohmann::json extra = nlohmann::json::object();  // anything else, kept in record.json
+};
+
+// One row of the index (what listing needs, without reading files).
+struct CandidateSummary {
+  std::string id;  // 12 hex digits; commands accept a unique prefix
+  std::string run_id;
+  int seq = 0;  // 1-based index within its run
+  int step = -1;
+  std::string parent_id;
+  std::string name;
+  std::string operator_name;
+  std::string origin;
+  std::string created_at;  // ISO-8601 UTC
+  std::string status;      // verdict status name; "" when there is no verdict
+  std::string failure_kind;
+  std::string failure_message;
+  double mean_speedup = 0.0;  // 0 when not timed
+  double geomean_speedup = 0.0;
+  double mean_sol_fraction = 0.0;
+  double seconds = 0.0;
+  std::string gpu;
+  std::string cache_key;
+  std::string cached_from;
+  std::filesystem::path dir;  // its artifact folder
+};
+
+struct RunSummary {
+  std::string id;  // "YYYYMMDD-HHMMSS-xxxx" (UTC time, 4 random hex digits)
+  std::string started_at;
+  std::string finished_at;    // empty while running (or when the process died)
+  std::string state;          // "running", "finished", "failed", "interrupted", or any word
+  std::string command;        // info["command"]
+  std::string operator_name;  // info["operator"]
+  nlohmann::json info;        // as given to begin_run, scrubbed
+  int candidates = 0;
+  int passed = 0;
+  double best_speedup = 0.0;  // best mean speedup among PASSED candidates
+};
+
+// A candidate with its files read back.
+struct StoredCandidate {
+  CandidateSummary summary;
+  CandidateRecord record;
+};
+
+// Verdict cache key (DESIGN §7): sha256 over every part, each length-prefixed.
+struct CacheKeyParts {
+  std::vector<SourceFile> sources;  // the candidate's sources
+  nlohmann::json plan;              // its launch plan
+  nlohmann::json options;           // mode, arch, check and timing options (what changes a verdict)
+  std::string definition;           // the operator's definition file, as text
+  std::string workloads;            // its workloads file(s), as text
+  std::string harness;              // reference and baseline sources, as text
+  std::string gpu;                  // GPU model; "" for compile-only
+  std::string driver;               // driver version; "" for compile-only
+  std::string kharness_version;     // version and commit
+};
+std::string verdict_cache_key(const CacheKeyParts& parts);
+
+// Replaces what looks like a secret with "[REDACTED]": "sk-..." / "sk-ant-..." style keys,
+// values of x-api-key / api_key / authorization headers and "Bearer ..." tokens.
+std::string scrub_secrets(std::string_view text);
+nlohmann::json scrub_json_secrets(const nlohmann::json& value);  // every string in it
+
+class Archive {
+ public:
+  // $KHARNESS_ARCHIVE, else ./.kharness.
+  static std::filesystem::path default_dir();
+
+  // Opens the archive in `dir`, creating the folder and the index when absent. Throws
+  // kharness::Error (exit 3) when the folder cannot be created or the index cannot be opened.
+  explicit Archive(const std::filesystem::path& dir);
+  ~Archive();
+  Archive(Archive&&) noexcept;
+  Archive& operator=(Archive&&) noexcept;
+  Archive(const Archive&) = delete;  // owns a database connection
+  Archive& operator=(const Archive&) = delete;
+
+  const std::filesystem::path& dir() const;
+
+  // A new run in state "running"; `info` (command, operator, argv, options, ...) is kept as JSON.
+  // info["command"] and info["operator"], when strings, are also indexed.
+  std::string begin_run(const nlohmann::json& info);
+  void set_run_state(const std::string& run_id, const std::string& state);
+  // Sets the state and the finish time.
+  void finish_run(const std::string& run_id, const std::string& state = "finished");
+
+  // Writes the candidate's files, then indexes it; returns its id. Throws Error (exit 3) on an
+  // I/O failure, (exit 2) for an unknown run id.
+  std::string add_candidate(const std::string& run_id, const CandidateRecord& record);
+
+  // Newest first.
+  std::vector<RunSummary> runs() const;
+  std::optional<RunSummary> find_run(const std::string& id_or_prefix) const;
+  // In insertion order; empty filters match everything.
+  std::vector<CandidateSummary> candidates(const std::string& run_id = "",
+                                           const std::string& operator_name = "") const;
+  // The PASSED candidate with the highest mean speedup (then the newest) for the operator.
+  std::optional<CandidateSummary> best(const std::string& operator_name) const;
+  // One best candidate per operator that has a PASSED one, by operator name.
+  std::vector<CandidateSummary> best_per_operator() const;
+
+  // By id or unique prefix. Throws Error (exit 2) when none or several match.
+  StoredCandidate load(const std::string& id_or_prefix) const;
+  // The newest evaluated (not itself cached) candidate with this key and a verdict.
+  std::optional<CandidateSummary> find_cached(const std::string& cache_key) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kharness::archive

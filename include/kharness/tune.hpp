@@ -1,0 +1,166 @@
+// The knob spaces of parameterised seed kernels and the search over them (the offline `tune`
+// provider, DESIGN §8). No model, no network: a candidate is the operator's seed with one value
+// per knob substituted, as `-DNAME=value` in the plan's compile_options (the seed reads each knob
+// with `#ifndef NAME / #define NAME default / #endif`) and as literals in launch sizes that depend
+// on knobs. The seed itself stays a plain, valid solution (its plan holds the default sizes); the
+// sizes that depend on knobs are given in tune.json ("launches", "workspace_bytes") as
+// expressions over knobs and axes, and replace the seed plan's fields in every candidate. For the
+// defaults they must equal the seed's own plan on every workload (load_tune_problem checks).
+//
+// The knobs of a seed live in `tune.json` beside it (the seed's folder):
+//   {
+//     "description": "what the knobs trade off",
+//     "knobs": {                       // in search order; file order is kept
+//       "THREADS": {"values": [64, 128, 256, 512], "default": 256, "description": "..."},
+//       "VEC":     {"range": [1, 8], "step": 1, "default": 8},       // lo..hi inclusive
+//       "STAGES":  {"pow2": [2, 8], "default": 4}                    // 2, 4, 8
+//     },
+//     "constraints": ["hidden_size % (THREADS * VEC) == 0", "THREADS * VEC <= 4096"],
+//     "launches": [{"block": ["THREADS", 1, 1]}],  // by index: grid, block, cluster, shared_bytes
+//     "workspace_bytes": "0"                          // optional
+//   }
+// Knobs are integers; a choice between code paths is an integer knob the seed switches on
+// (e.g. "SWIZZLE": {"values": [0, 1]}). Constraints are expressions (kharness/expr.hpp, with
+// comparisons and && || !) over knobs and the definition's axes; a configuration is valid when
+// every constraint is non-zero for every workload's axes (a constraint that divides by zero or
+// overflows counts as false). Every valid configuration must compile and be correct.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kharness/expr.hpp"
+#include "kharness/operators.hpp"
+
+namespace kharness::tune {
+
+struct Knob {
+  std::string name;  // a C identifier: the macro name and the name in plan expressions
+  std::vector<std::int64_t> values;  // allowed values in order: adjacent values are neighbours
+  std::size_t default_index = 0;     // into values
+  std::string description;
+};
+
+struct Constraint {
+  Expr expr;
+  std::string where;  // "tune.json: constraints[2]"
+};
+
+struct TuneSpace {
+  std::string description;
+  std::vector<Knob> knobs;
+  std::vector<Constraint> constraints;
+  // Plan fields over knobs and axes: one object per launch of the seed (grid, block, cluster,
+  // shared_bytes), and workspace_bytes (null when the seed's stands).
+  nlohmann::json launches = nlohmann::json::array();
+  nlohmann::json workspace_bytes;
+  std::string source;  // the file it was read from
+};
+
+// One value index per knob, in knob order (index into Knob::values).
+using Config = std::vector<std::size_t>;
+
+// Throws kharness::Error (exit 2) naming `source` and the field.
+TuneSpace parse_tune_space(const nlohmann::ordered_json& json, const std::string& source);
+TuneSpace load_tune_space(const std::filesystem::path& file);
+// Where a seed's knobs are: tune.json in the seed's folder (for a folder solution, in it).
+std::filesystem::path tune_file_for(const std::filesystem::path& seed);
+
+Config default_config(const TuneSpace& space);
+// Knob name -> value.
+Bindings knob_values(const TuneSpace& space, const Config& config);
+// "THREADS=256 VEC=8".
+std::string config_text(const TuneSpace& space, const Config& config);
+nlohmann::json config_json(const TuneSpace& space, const Config& config);
+
+// Whether every constraint holds for every set of axes (an empty list: the constraints must not
+// name axes). `why`, when given, receives the first failing constraint. Throws Error (exit 2)
+// when a constraint names something that is neither a knob nor an axis.
+bool is_valid(const TuneSpace& space, const Config& config, const std::vector<Bindings>& axes,
+              std::string* why = nullptr);
+// Every valid configuration, in lexicographic order of value indices. Throws Error (exit 2) when
+// the full product of the knobs' values exceeds `max_product` (a space too large to enumerate).
+std::vector<Config> valid_configs(const TuneSpace& space, const std::vector<Bindings>& axes,
+                                  std::size_t max_product = 4'000'000);
+std::size_t product_size(const TuneSpace& space);
+
+// The candidate source: the seed text with its `/* kharness */` plan rewritten for `config`
+// (knob names in launch expressions replaced by their values, `-DNAME=value` appended to
+// compile_options, the configuration in "description"); the rest of the text is unchanged.
+// Throws Error (exit 2) when the seed has no plan comment.
+std::string instantiate(const std::string& seed_text, const std::string& seed_name,
+                        const TuneSpace& space, const Config& config);
+
+// An operator's seed with its knob space and the axes of its workloads.
+struct TuneProblem {
+  std::string operator_name;
+  std::filesystem::path seed_path;
+  std::string seed_text;
+  TuneSpace space;
+  std::vector<Bindings> axes;  // one per workload (the definition's const axes when none)
+  std::vector<Config> valid;   // valid_configs(space, axes)
+};
+
+// Reads the seed (`seed` overrides the operator's) and its tune.json (`tune_file` overrides
+// tune_file_for(seed)); checks that knob names are identifiers distinct from the axes, that the
+// seed mentions each knob, and that the defaults are valid. Throws Error (exit 2).
+TuneProblem load_tune_problem(const Operator& op, const std::filesystem::path& seed = {},
+                              const std::filesystem::path& tune_file = {});
+
+struct SearchOptions {
+  std::uint64_t seed = 0;   // the whole proposal sequence is a function of this and the scores
+  std::int64_t budget = 0;  // evaluations planned (sizes the exploration phase); 0: unknown
+};
+
+// The search over the valid configurations of a space:
+//  1. the seed's defaults;
+//  2. exploration: a space-filling sample (farthest-point over random draws, distance counted in
+//     value steps per knob), about a quarter of the budget, at most 12;
+//  3. local search: from the best configuration so far, its unvisited neighbours (one knob one
+//     valid step up or down, then pairs of knobs), repeating a move that just improved first;
+//     when the best has none left, the next best; when no evaluated configuration has any,
+//     exploration again.
+// Never proposes a configuration twice; exhausted after every valid one was proposed.
+class Search {
+ public:
+  Search(const TuneSpace& space, std::vector<Config> valid, SearchOptions options);
+  // Index into the valid list of the next proposal; nullopt when exhausted.
+  std::optional<std::size_t> next();
+  // The result of an earlier proposal: a score to maximise, or nullopt for a failed candidate.
+  // Proposals never reported take no part in steering.
+  void report(std::size_t index, std::optional<double> score);
+  bool exhausted() const { return proposed_.size() >= valid_.size(); }
+  std::size_t proposed() const { return proposed_.size(); }
+  const std::vector<Config>& valid() const { return valid_; }
+  // The best reported configuration (index) and its score; nullopt when none passed.
+  std::optional<std::pair<std::size_t, double>> best() const;
+
+ private:
+  std::optional<std::size_t> explore();
+  std::optional<std::size_t> local_move();
+  std::vector<std::size_t> neighbours(std::size_t center) const;
+  std::optional<std::size_t> find(const Config& config) const;
+  std::size_t take(std::size_t index);
+
+  std::vector<std::size_t> arity_;  // values per knob
+  std::vector<Config> valid_;
+  std::map<Config, std::size_t> index_of_;
+  SearchOptions options_;
+  std::size_t explore_count_ = 0;
+  std::size_t default_index_ = 0;
+  bool has_default_ = false;
+  std::mt19937_64 rng_;
+  std::set<std::size_t> proposed_;
+  std::vector<std::pair<std::size_t, double>> scored_;  // passed configurations
+  std::map<std::size_t, std::size_t> reached_from_;     // index -> the center it was a move of
+};
+
+}  // namespace kharness::tune

@@ -1,0 +1,710 @@
+// The archive: SQLite index + artifact files (see include/kharness/archive.hpp for the layout and
+// the crash-safety argument). Only the SQLite C API of 3.31 (Ubuntu 20.04) and older is used:
+// no RETURNING, no UPSERT, no JSON operators.
+#include "kharness/archive.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "kharness/error.hpp"
+#include "kharness/hash.hpp"
+
+namespace kharness::archive {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Secrets
+
+namespace {
+
+// Names whose value is a secret, in headers, JSON keys and environment variables.
+bool secret_name(std::string_view key) {
+  std::string k;
+  for (char c : key) k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* s : {"api_key", "api-key", "apikey", "authorization", "secret", "password"}) {
+    if (k.find(s) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string scrub_secrets(std::string_view text) {
+  static const std::regex bearer(R"(\b(Bearer)\s+[A-Za-z0-9._~+/=-]{8,})", std::regex::icase);
+  // "sk-..." (OpenAI, Anthropic "sk-ant-..."): long runs of key characters after the prefix.
+  static const std::regex sk_key(R"(\bsk-[A-Za-z0-9_-]{16,})");
+  // x-api-key: VALUE, "api_key": "VALUE", ANTHROPIC_API_KEY=VALUE, Authorization: VALUE.
+  static const std::regex named(
+      R"(((?:x-api-key|api[_-]?key|authorization)["']?\s*[:=]\s*["']?)(?!Bearer\b)(?!\[REDACTED\])([^\s"',;]+))",
+      std::regex::icase);
+  std::string out(text);
+  out = std::regex_replace(out, bearer, "$1 [REDACTED]");
+  out = std::regex_replace(out, sk_key, "[REDACTED]");
+  out = std::regex_replace(out, named, "$1[REDACTED]");
+  return out;
+}
+
+json scrub_json_secrets(const json& value) {
+  if (value.is_string()) return scrub_secrets(value.get<std::string>());
+  if (value.is_array()) {
+    json out = json::array();
+    for (const auto& v : value) out.push_back(scrub_json_secrets(v));
+    return out;
+  }
+  if (value.is_object()) {
+    json out = json::object();
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      out[it.key()] = secret_name(it.key()) && it.value().is_string()
+                          ? json("[REDACTED]")
+                          : scrub_json_secrets(it.value());
+    }
+    return out;
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache key
+
+std::string verdict_cache_key(const CacheKeyParts& parts) {
+  Sha256 h;
+  h.field("kharness.verdict-cache/1");
+  h.field(std::to_string(parts.sources.size()));
+  for (const auto& s : parts.sources) h.field(s.path).field(s.content);
+  h.field(parts.plan.dump());
+  h.field(parts.options.dump());
+  h.field(parts.definition);
+  h.field(parts.workloads);
+  h.field(parts.harness);
+  h.field(parts.gpu);
+  h.field(parts.driver);
+  h.field(parts.kharness_version);
+  return h.hex();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+namespace {
+
+[[noreturn]] void io_error(const fs::path& path, const std::string& what) {
+  throw environment_error(fmt::format("{}: {}: {}", path.string(), what, std::strerror(errno)));
+}
+
+void fsync_path(const fs::path& path, int flags) {
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return;  // best effort for folders on file systems that refuse O_RDONLY dirs
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Write to a temporary file beside `path`, fsync it, rename it over `path`.
+void write_durable(const fs::path& path, std::string_view content) {
+  fs::path tmp = path;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error(tmp, "cannot create");
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      io_error(tmp, "write failed");
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) io_error(tmp, "fsync failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) io_error(path, "rename failed");
+}
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json read_json(const fs::path& path) {
+  std::string text = read_all(path);
+  if (text.empty()) return nullptr;
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
+// Fresh entropy on every call: a thread-local generator would repeat its ids in forked children.
+std::string random_hex(int digits) {
+  std::random_device rd;
+  std::string out;
+  while (static_cast<int>(out.size()) < digits) {
+    std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    out += fmt::format("{:016x}", v);
+  }
+  return out.substr(0, static_cast<std::size_t>(digits));
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string run_id_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return std::string(buf) + "-" + random_hex(4);
+}
+
+// A relative source path that stays inside sources/ (no absolute paths, no "..").
+std::string safe_relative(const std::string& path, std::size_t index) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (p.empty() || p.is_absolute() || *p.begin() == "..") return fmt::format("file{}.cu", index);
+  return p.string();
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS runs (
+  id TEXT PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  finished_at TEXT,
+  state TEXT NOT NULL,
+  command TEXT,
+  operator TEXT,
+  info TEXT
+);
+CREATE TABLE IF NOT EXISTS candidates (
+  id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(id),
+  seq INTEGER NOT NULL,
+  step INTEGER NOT NULL DEFAULT -1,
+  parent_id TEXT,
+  name TEXT,
+  operator TEXT NOT NULL,
+  origin TEXT,
+  created_at TEXT NOT NULL,
+  cache_key TEXT,
+  cached_from TEXT,
+  dir TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS candidates_run ON candidates(run_id, seq);
+CREATE INDEX IF NOT EXISTS candidates_operator ON candidates(operator);
+CREATE INDEX IF NOT EXISTS candidates_cache ON candidates(cache_key);
+CREATE TABLE IF NOT EXISTS verdicts (
+  candidate_id TEXT PRIMARY KEY REFERENCES candidates(id),
+  status TEXT NOT NULL,
+  failure_kind TEXT,
+  failure_message TEXT,
+  mean_speedup REAL,
+  geomean_speedup REAL,
+  mean_sol_fraction REAL,
+  seconds REAL,
+  gpu TEXT
+);
+CREATE TABLE IF NOT EXISTS workload_results (
+  candidate_id TEXT NOT NULL REFERENCES candidates(id),
+  uuid TEXT NOT NULL,
+  axes TEXT,
+  status TEXT NOT NULL,
+  failure_kind TEXT,
+  latency REAL,
+  baseline_latency REAL,
+  speedup REAL,
+  sol_fraction REAL,
+  PRIMARY KEY (candidate_id, uuid)
+);
+)sql";
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      throw Error(ExitCode::kInternal, "archive index",
+                  fmt::format("cannot prepare '{}': {}", sql.substr(0, 60), sqlite3_errmsg(db)));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;  // owns the prepared statement
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind_or_null(int i, const std::string& v) {
+    if (v.empty()) {
+      sqlite3_bind_null(stmt_, i);
+    } else {
+      bind(i, v);
+    }
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  // True while there is a row.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw environment_error(fmt::format("archive index: {}", sqlite3_errmsg(db_)));
+  }
+  std::string text(int col) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string message = err ? err : sqlite3_errmsg(db);
+    sqlite3_free(err);
+    throw environment_error(fmt::format("archive index: {}: {}", sql, message));
+  }
+}
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back when the scope exits early.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { exec(db_, "BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;  // one transaction, ended once
+  Transaction& operator=(const Transaction&) = delete;
+  void commit() {
+    exec(db_, "COMMIT");
+    done_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+// Candidate folders still under their temporary name (".<id>.tmp.<pid>") whose writer is dead:
+// what a killed process left half-written. Nothing indexes them; they only take space.
+void remove_abandoned_folders(const fs::path& candidates) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(candidates, ec)) {
+    std::string name = entry.path().filename().string();
+    auto at = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::atol(name.c_str() + at + 5));
+    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) fs::remove_all(entry.path(), ec);
+  }
+}
+
+constexpr const char* kCandidateColumns =
+    "c.id, c.run_id, c.seq, c.step, c.parent_id, c.name, c.operator, c.origin, c.created_at, "
+    "v.status, v.failure_kind, v.failure_message, v.mean_speedup, v.geomean_speedup, "
+    "v.mean_sol_fraction, v.seconds, v.gpu, c.cache_key, c.cached_from, c.dir "
+    "FROM candidates c LEFT JOIN verdicts v ON v.candidate_id = c.id";
+
+}  // namespace
+
+struct Archive::Impl {
+  fs::path dir;
+  sqlite3* db = nullptr;
+
+  ~Impl() {
+    if (db) sqlite3_close(db);
+  }
+
+  CandidateSummary summary(const Statement& s) const {
+    CandidateSummary c;
+    c.id = s.text(0);
+    c.run_id = s.text(1);
+    c.seq = static_cast<int>(s.integer(2));
+    c.step = static_cast<int>(s.integer(3));
+    c.parent_id = s.text(4);
+    c.name = s.text(5);
+    c.operator_name = s.text(6);
+    c.origin = s.text(7);
+    c.created_at = s.text(8);
+    c.status = s.text(9);
+    c.failure_kind = s.text(10);
+    c.failure_message = s.text(11);
+    c.mean_speedup = s.real(12);
+    c.geomean_speedup = s.real(13);
+    c.mean_sol_fraction = s.real(14);
+    c.seconds = s.real(15);
+    c.gpu = s.text(16);
+    c.cache_key = s.text(17);
+    c.cached_from = s.text(18);
+    c.dir = dir / s.text(19);
+    return c;
+  }
+
+  std::vector<CandidateSummary> query(const std::string& where,
+                                      const std::vector<std::string>& args) const {
+    Statement s(db, fmt::format("SELECT {} {} ORDER BY c.rowid", kCandidateColumns, where));
+    for (std::size_t i = 0; i < args.size(); ++i) s.bind(static_cast<int>(i + 1), args[i]);
+    std::vector<CandidateSummary> out;
+    while (s.step()) out.push_back(summary(s));
+    return out;
+  }
+};
+
+fs::path Archive::default_dir() {
+  if (const char* env = std::getenv("KHARNESS_ARCHIVE"); env && *env) return env;
+  return ".kharness";
+}
+
+Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
+  impl_->dir = dir;
+  std::error_code ec;
+  fs::create_directories(dir / "candidates", ec);
+  if (ec)
+    throw environment_error(
+        fmt::format("{}: cannot create the archive folder: {}", dir.string(), ec.message()));
+  remove_abandoned_folders(dir / "candidates");
+  fs::path index = dir / "index.sqlite";
+  int rc =
+      sqlite3_open_v2(index.c_str(), &impl_->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = impl_->db ? sqlite3_errmsg(impl_->db) : sqlite3_errstr(rc);
+    throw environment_error(
+        fmt::format("{}: cannot open the archive index: {}", index.string(), message));
+  }
+  // Concurrent writers wait for each other instead of failing with SQLITE_BUSY.
+  sqlite3_busy_timeout(impl_->db, 30000);
+  // WAL: readers never block the writer, and a killed writer leaves a database that opens (the
+  // uncommitted tail of the log is ignored). NORMAL sync is durable against process crashes.
+  exec(impl_->db, "PRAGMA journal_mode=WAL");
+  exec(impl_->db, "PRAGMA synchronous=NORMAL");
+  Transaction t(impl_->db);
+  exec(impl_->db, kSchema);
+  t.commit();
+}
+
+Archive::~Archive() = default;
+Archive::Archive(Archive&&) noexcept = default;
+Archive& Archive::operator=(Archive&&) noexcept = default;
+
+const fs::path& Archive::dir() const { return impl_->dir; }
+
+std::string Archive::begin_run(const json& info) {
+  json clean = scrub_json_secrets(info.is_null() ? json::object() : info);
+  std::string id = run_id_now();
+  Statement s(impl_->db,
+              "INSERT INTO runs (id, started_at, state, command, operator, info) "
+              "VALUES (?, ?, 'running', ?, ?, ?)");
+  s.bind(1, id).bind(2, utc_now());
+  s.bind_or_null(3, clean.is_object() ? clean.value("command", "") : "");
+  s.bind_or_null(4, clean.is_object() ? clean.value("operator", "") : "");
+  s.bind(5, clean.dump());
+  s.step();
+  return id;
+}
+
+void Archive::set_run_state(const std::string& run_id, const std::string& state) {
+  Statement s(impl_->db, "UPDATE runs SET state = ? WHERE id = ?");
+  s.bind(1, state).bind(2, run_id);
+  s.step();
+}
+
+void Archive::finish_run(const std::string& run_id, const std::string& state) {
+  Statement s(impl_->db, "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?");
+  s.bind(1, state).bind(2, utc_now()).bind(3, run_id);
+  s.step();
+}
+
+std::string Archive::add_candidate(const std::string& run_id, const CandidateRecord& record) {
+  {
+    Statement s(impl_->db, "SELECT 1 FROM runs WHERE id = ?");
+    s.bind(1, run_id);
+    if (!s.step()) throw input_error("archive", fmt::format("no run '{}'", run_id));
+  }
+  std::string id = random_hex(12);
+  std::string created = utc_now();
+  fs::path rel = fs::path("candidates") / id;
+  fs::path final_dir = impl_->dir / rel;
+  fs::path tmp_dir = impl_->dir / "candidates" / fmt::format(".{}.tmp.{}", id, ::getpid());
+
+  // 1. Files, each durable, in a folder that appears under its final name only when complete.
+  std::error_code ec;
+  fs::create_directories(tmp_dir, ec);
+  if (ec) io_error(tmp_dir, "cannot create");
+  auto put = [&](const std::string& name, std::string_view content) {
+    fs::path p = tmp_dir / name;
+    if (p.has_parent_path()) fs::create_directories(p.parent_path());
+    write_durable(p, content);
+  };
+  auto put_text = [&](const std::string& name, const std::string& text) {
+    if (!text.empty()) put(name, scrub_secrets(text));
+  };
+  auto put_json = [&](const std::string& name, const json& j) {
+    if (!j.is_null()) put(name, scrub_json_secrets(j).dump(2) + "\n");
+  };
+  json sources = json::array();
+  for (std::size_t i = 0; i < record.sources.size(); ++i) {
+    std::string rel_path = safe_relative(record.sources[i].path, i);
+    sources.push_back(rel_path);
+    put_text("sources/" + rel_path, record.sources[i].content);
+    if (i == record.entry) put_text("source.cu", record.sources[i].content);
+  }
+  put_json("plan.json", record.plan);
+  put_json("compile.json", record.compile);
+  put_text("compile.log", record.compile_log);
+  put_text("kernel.ptx", record.ptx);
+  if (!record.cubin.empty()) put("kernel.cubin", record.cubin);  // bytes: never scrubbed
+  json timing = json::array();
+  if (record.verdict) {
+    put_json("verdict.json", to_json(*record.verdict));
+    for (const auto& w : record.verdict->workloads) {
+      if (!w.timing.empty())
+        timing.push_back({{"uuid", w.uuid}, {"axes", w.axes}, {"timing", w.timing}});
+    }
+    if (!timing.empty()) put_json("timing.json", timing);
+  }
+  put_text("prompt.md", record.prompt);
+  put_text("response.md", record.response);
+  put_json("usage.json", record.usage);
+  put_json("record.json", {{"schema", "kharness.candidate/1"},
+                           {"id", id},
+                           {"run_id", run_id},
+                           {"name", record.name},
+                           {"operator", record.operator_name},
+                           {"origin", record.origin},
+                           {"sources", sources},
+                           {"entry", record.entry},
+                           {"parent_id", record.parent_id},
+                           {"step", record.step},
+                           {"cache_key", record.cache_key},
+                           {"cached_from", record.cached_from},
+                           {"created_at", created},
+                           {"extra", record.extra}});
+  fsync_path(tmp_dir, O_RDONLY | O_DIRECTORY);
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) io_error(final_dir, "cannot move the candidate into place");
+  fsync_path(impl_->dir / "candidates", O_RDONLY | O_DIRECTORY);
+
+  // 2. The index rows, in one transaction.
+  Transaction t(impl_->db);
+  std::int64_t seq = 1;
+  {
+    Statement s(impl_->db, "SELECT COALESCE(MAX(seq), 0) + 1 FROM candidates WHERE run_id = ?");
+    s.bind(1, run_id);
+    if (s.step()) seq = s.integer(0);
+  }
+  {
+    Statement s(impl_->db,
+                "INSERT INTO candidates (id, run_id, seq, step, parent_id, name, operator, origin, "
+                "created_at, cache_key, cached_from, dir) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+    s.bind(1, id).bind(2, run_id).bind(3, seq).bind(4, static_cast<std::int64_t>(record.step));
+    s.bind_or_null(5, record.parent_id).bind(6, record.name).bind(7, record.operator_name);
+    s.bind(8, scrub_secrets(record.origin)).bind(9, created);
+    s.bind_or_null(10, record.cache_key).bind_or_null(11, record.cached_from);
+    s.bind(12, rel.string());
+    s.step();
+  }
+  if (record.verdict) {
+    const Verdict& v = *record.verdict;
+    Statement s(impl_->db,
+                "INSERT INTO verdicts (candidate_id, status, failure_kind, failure_message, "
+                "mean_speedup, geomean_speedup, mean_sol_fraction, seconds, gpu) "
+                "VALUES (?,?,?,?,?,?,?,?,?)");
+    s.bind(1, id).bind(2, std::string(status_name(v.status)));
+    s.bind_or_null(3, v.failure ? v.failure->kind : "");
+    s.bind_or_null(4, v.failure ? scrub_secrets(v.failure->message) : "");
+    s.bind(5, v.score.value("mean_speedup", 0.0)).bind(6, v.score.value("geomean_speedup", 0.0));
+    s.bind(7, v.score.value("mean_sol_fraction", 0.0)).bind(8, v.seconds);
+    s.bind_or_null(9, v.environment.is_object() ? v.environment.value("gpu", "") : "");
+    s.step();
+    for (const auto& w : v.workloads) {
+      Statement r(impl_->db,
+                  "INSERT OR REPLACE INTO workload_results (candidate_id, uuid, axes, status, "
+                  "failure_kind, latency, baseline_latency, speedup, sol_fraction) "
+                  "VALUES (?,?,?,?,?,?,?,?,?)");
+      auto number = [&](const char* a, const char* b) {
+        if (!w.timing.contains(a) || !w.timing[a].is_object()) return 0.0;
+        const json& x = w.timing[a];
+        return x.contains(b) && x[b].is_number() ? x[b].get<double>() : 0.0;
+      };
+      r.bind(1, id).bind(2, w.uuid).bind(3, w.axes.dump());
+      r.bind(4, std::string(status_name(w.status)));
+      r.bind_or_null(5, w.failure ? w.failure->kind : "");
+      r.bind(6, number("candidate", "latency")).bind(7, number("baseline", "latency"));
+      r.bind(8, w.timing.contains("speedup") && w.timing["speedup"].is_number()
+                    ? w.timing["speedup"].get<double>()
+                    : 0.0);
+      r.bind(9, number("sol", "fraction"));
+      r.step();
+    }
+  }
+  t.commit();
+  return id;
+}
+
+std::vector<RunSummary> Archive::runs() const {
+  Statement s(impl_->db,
+              "SELECT r.id, r.started_at, r.finished_at, r.state, r.command, r.operator, r.info, "
+              "COUNT(c.id), SUM(CASE WHEN v.status = 'PASSED' THEN 1 ELSE 0 END), "
+              "MAX(CASE WHEN v.status = 'PASSED' THEN v.mean_speedup END) "
+              "FROM runs r LEFT JOIN candidates c ON c.run_id = r.id "
+              "LEFT JOIN verdicts v ON v.candidate_id = c.id "
+              "GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC");
+  std::vector<RunSummary> out;
+  while (s.step()) {
+    RunSummary r;
+    r.id = s.text(0);
+    r.started_at = s.text(1);
+    r.finished_at = s.text(2);
+    r.state = s.text(3);
+    r.command = s.text(4);
+    r.operator_name = s.text(5);
+    r.info = json::parse(s.text(6), nullptr, false);
+    if (r.info.is_discarded()) r.info = json::object();
+    r.candidates = static_cast<int>(s.integer(7));
+    r.passed = static_cast<int>(s.integer(8));
+    r.best_speedup = s.real(9);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::optional<RunSummary> Archive::find_run(const std::string& id_or_prefix) const {
+  std::vector<RunSummary> matches;
+  for (auto& r : runs()) {
+    if (r.id == id_or_prefix) return r;
+    if (r.id.rfind(id_or_prefix, 0) == 0) matches.push_back(r);
+  }
+  if (matches.size() > 1)
+    throw input_error(id_or_prefix, fmt::format("{} runs start with this prefix", matches.size()));
+  if (matches.empty()) return std::nullopt;
+  return matches[0];
+}
+
+std::vector<CandidateSummary> Archive::candidates(const std::string& run_id,
+                                                  const std::string& operator_name) const {
+  std::string where = "WHERE 1=1";
+  std::vector<std::string> args;
+  if (!run_id.empty()) {
+    where += " AND c.run_id = ?";
+    args.push_back(run_id);
+  }
+  if (!operator_name.empty()) {
+    where += " AND c.operator = ?";
+    args.push_back(operator_name);
+  }
+  return impl_->query(where, args);
+}
+
+std::optional<CandidateSummary> Archive::best(const std::string& operator_name) const {
+  std::optional<CandidateSummary> best;
+  for (auto& c : impl_->query("WHERE c.operator = ? AND v.status = 'PASSED'", {operator_name})) {
+    if (!best || c.mean_speedup >= best->mean_speedup) best = c;
+  }
+  return best;
+}
+
+std::vector<CandidateSummary> Archive::best_per_operator() const {
+  std::vector<std::string> names;
+  {
+    Statement s(impl_->db, "SELECT DISTINCT operator FROM candidates ORDER BY operator");
+    while (s.step()) names.push_back(s.text(0));
+  }
+  std::vector<CandidateSummary> out;
+  for (const auto& n : names) {
+    if (auto b = best(n)) out.push_back(*b);
+  }
+  return out;
+}
+
+StoredCandidate Archive::load(const std::string& id_or_prefix) const {
+  if (id_or_prefix.empty()) throw input_error("candidate", "empty id");
+  std::string pattern;
+  for (char c : id_or_prefix) {
+    if (!std::isxdigit(static_cast<unsigned char>(c)))
+      throw input_error(id_or_prefix, "a candidate id is hexadecimal (see `kharness report`)");
+    pattern += c;
+  }
+  auto found = impl_->query("WHERE c.id LIKE ?", {pattern + "%"});
+  if (found.empty())
+    throw input_error(id_or_prefix, fmt::format("no candidate in {}", impl_->dir.string()));
+  if (found.size() > 1)
+    throw input_error(id_or_prefix,
+                      fmt::format("{} candidates start with this prefix", found.size()));
+  StoredCandidate out;
+  out.summary = found[0];
+  const fs::path& d = out.summary.dir;
+  CandidateRecord& r = out.record;
+  json meta = read_json(d / "record.json");
+  if (!meta.is_object()) meta = json::object();
+  r.name = out.summary.name;
+  r.operator_name = out.summary.operator_name;
+  r.origin = out.summary.origin;
+  r.parent_id = out.summary.parent_id;
+  r.step = out.summary.step;
+  r.cache_key = out.summary.cache_key;
+  r.cached_from = out.summary.cached_from;
+  r.entry = meta.value("entry", std::size_t{0});
+  r.extra = meta.value("extra", json::object());
+  for (const auto& p : meta.value("sources", std::vector<std::string>{}))
+    r.sources.push_back(SourceFile{p, read_all(d / "sources" / p)});
+  if (r.sources.empty() && fs::exists(d / "source.cu"))
+    r.sources.push_back(SourceFile{"source.cu", read_all(d / "source.cu")});
+  r.plan = read_json(d / "plan.json");
+  r.compile = read_json(d / "compile.json");
+  r.compile_log = read_all(d / "compile.log");
+  r.ptx = read_all(d / "kernel.ptx");
+  r.cubin = read_all(d / "kernel.cubin");
+  json verdict = read_json(d / "verdict.json");
+  if (!verdict.is_null()) r.verdict = verdict_from_json(verdict);
+  r.prompt = read_all(d / "prompt.md");
+  r.response = read_all(d / "response.md");
+  r.usage = read_json(d / "usage.json");
+  return out;
+}
+
+std::optional<CandidateSummary> Archive::find_cached(const std::string& cache_key) const {
+  if (cache_key.empty()) return std::nullopt;
+  auto found = impl_->query(
+      "WHERE c.cache_key = ? AND (c.cached_from IS NULL OR c.cached_from = '') AND v.status IS "
+      "NOT NULL",
+      {cache_key});
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    if (fs::exists(it->dir / "verdict.json")) return *it;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kharness::archive

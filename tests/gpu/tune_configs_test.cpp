@@ -1,0 +1,86 @@
+// Every knob configuration a tune.json declares valid must be correct, not only compile: the
+// configurations `kharness tune-space` lists are written out and checked with `kharness check`
+// (the built binary) on the GPU. rmsnorm and gqa decode: every valid configuration on every
+// workload; the GEMM family: the first 12 configurations the tune provider proposes on the
+// gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample);
+// gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Skips
+// without a GPU.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../test_util.hpp"
+#include "device/driver.hpp"
+#include "kharness/device.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+
+#define SKIP_WITHOUT_GPU() \
+  if (!gpu_available())    \
+  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
+
+// Writes the listed configurations of `op` (`which`: "--all" or "--sample N") into a folder and
+// checks them all; every one must pass.
+void expect_configurations_pass(const std::string& op, const std::string& which,
+                                const std::string& check_args) {
+  testing::TempDir dir;
+  auto listed = testing::kharness("tune-space " + op + " " + which + " --json --out '" +
+                                  dir.path().string() + "'");
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  json space = json::parse(listed.out.substr(listed.out.find('{')));
+  std::string files;
+  for (const auto& row : space["sample"]) files += " '" + row["file"].get<std::string>() + "'";
+  ASSERT_FALSE(files.empty());
+  auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' check" + files +
+                                " --operator " + op + " " + check_args + " --json 2>/dev/null");
+  json verdicts = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(verdicts.is_array() || verdicts.is_object()) << r.out.substr(0, 4000);
+  if (verdicts.is_object()) verdicts = json::array({verdicts});
+  ASSERT_EQ(verdicts.size(), space["sample"].size());
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    EXPECT_EQ(verdicts[i].value("status", ""), "PASSED")
+        << op << " " << space["sample"][i]["config"].dump() << ": "
+        << verdicts[i].value("failure", json(nullptr)).dump();
+  }
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(TuneConfigurations, EveryRmsnormConfigurationPasses) {
+  SKIP_WITHOUT_GPU();
+  expect_configurations_pass("rmsnorm_h4096", "--all", "--trials 2");
+}
+
+TEST(TuneConfigurations, EveryGqaDecodeConfigurationPasses) {
+  SKIP_WITHOUT_GPU();
+  expect_configurations_pass("gqa_paged_decode_h32_kv8_d128_ps1", "--all", "--trials 2");
+}
+
+TEST(TuneConfigurations, GemmSamplePasses) {
+  SKIP_WITHOUT_GPU();
+  // Workloads M = 1, 7, 16, 64, 128, 256, 972, 2048, 2053 of gemm_n6144_k4096.
+  expect_configurations_pass(
+      "gemm_n6144_k4096", "--sample 12",
+      "--trials 1 --workloads c6a8dede-c0fe-400a-af50-b5308a04e21e,"
+      "d10fa672-b209-4591-a42f-5b617490436d,9bf55724-9894-46dd-b029-5d80d94811f8,"
+      "4d778432-d0f7-4b3e-98fa-36d3c4901b26,332ac347-b430-43bb-a1f6-c8c6a10f91e9,"
+      "9b6b5bfc-05a4-48e3-b0cf-1e746c5bd81f,77618ad8-a734-4817-a965-304b74430ff1,"
+      "215393d4-ba56-47ac-b2c0-615a431de57c,acc3751e-d0f7-4cee-ac04-f198039d4f79");
+}
+
+TEST(TuneConfigurations, GemmFp8SamplePasses) {
+  SKIP_WITHOUT_GPU();
+  // Workloads (M, N, K) = (1, 2112, 7168), (16, 24576, 1536), (33, 4096, 7168), (64, 32768, 512),
+  // (512, 7168, 2048).
+  expect_configurations_pass(
+      "gemm_fp8", "--sample 12",
+      "--trials 1 --workloads d8ea2ff1-a0dc-558d-a531-2c202427b4cb,"
+      "55a1cb77-1950-5b67-92d2-b78dedd71006,deae70b3-fbcd-528d-85b3-918d752b4640,"
+      "defa8080-ef3d-5b6e-ad99-44df53233252,acaeb4c2-149c-50e3-9264-18aae9e778bc");
+}
+
+}  // namespace
+}  // namespace kharness

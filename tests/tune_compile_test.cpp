@@ -1,0 +1,143 @@
+// Every knob configuration a seed's tune.json declares valid must compile: NVRTC for sm_90a
+// through the compile stage (no GPU needed), for every valid configuration of the small spaces and
+// for the first configurations the tune provider proposes plus the largest values of the GEMM
+// spaces. Also the `kharness tune-space` command end to end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kharness/compile.hpp"
+#include "kharness/operators.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/tune.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using tune::Config;
+
+Operator load_operator(const std::string& name) {
+  return OperatorRegistry({{testing::source_dir() / "operators", "builtin"}}).load(name);
+}
+
+// Compiles `configs` of the operator's seed; every one must pass.
+void expect_all_compile(const Operator& op, const tune::TuneProblem& p,
+                        const std::vector<Config>& configs) {
+  CompileOptions options;
+  options.arch = "sm_90a";
+  options.use_cache = false;
+  for (const Config& c : configs) {
+    std::string text = tune::instantiate(p.seed_text, p.seed_path.string(), p.space, c);
+    Solution sol = parse_single_file_solution(text, "candidate.cu");
+    CompileResult r = compile_solution(sol, &op.definition, &op.workloads, options);
+    EXPECT_TRUE(r.ok()) << op.definition.name << " " << tune::config_text(p.space, c) << ": "
+                        << status_name(r.status) << "\n"
+                        << r.log;
+    const KernelInfo* k =
+        sol.plan.launches.empty() ? nullptr : r.find_kernel(sol.plan.launches[0].kernel);
+    if (r.ok()) {
+      EXPECT_NE(k, nullptr);
+    }
+  }
+}
+
+TEST(TuneCompile, EveryRmsnormConfiguration) {
+  Operator op = load_operator("rmsnorm_h4096");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  ASSERT_EQ(p.valid.size(), 19u);
+  expect_all_compile(op, p, p.valid);
+}
+
+TEST(TuneCompile, EveryGqaDecodeConfiguration) {
+  Operator op = load_operator("gqa_paged_decode_h32_kv8_d128_ps1");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  ASSERT_EQ(p.valid.size(), 18u);
+  expect_all_compile(op, p, p.valid);
+}
+
+// The first `n` configurations the provider proposes (the defaults, a space-filling sample, then
+// neighbours), and for each knob the first and last valid configurations with its largest value
+// (the largest tiles, warp tiles and stages: the most registers and shared memory).
+std::vector<Config> sample_and_largest(const tune::TuneProblem& p, int n) {
+  tune::Search search(p.space, p.valid, {0, n});
+  std::vector<Config> configs;
+  auto add = [&](const Config& c) {
+    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+  };
+  for (int i = 0; i < n; ++i) {
+    if (auto next = search.next()) add(p.valid[*next]);
+  }
+  for (std::size_t k = 0; k < p.space.knobs.size(); ++k) {
+    std::size_t largest = p.space.knobs[k].values.size() - 1;
+    auto has_it = [&](const Config& c) { return c[k] == largest; };
+    auto first = std::find_if(p.valid.begin(), p.valid.end(), has_it);
+    auto last = std::find_if(p.valid.rbegin(), p.valid.rend(), has_it);
+    if (first != p.valid.end()) add(*first);
+    if (last != p.valid.rend()) add(*last);
+  }
+  return configs;
+}
+
+// The GEMM space has hundreds of configurations at about a second each.
+TEST(TuneCompile, GemmSampleAndLargestValues) {
+  Operator op = load_operator("gemm_n4096_k14336");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  std::vector<Config> configs = sample_and_largest(p, 4);
+  EXPECT_GE(configs.size(), 8u);
+  expect_all_compile(op, p, configs);
+}
+
+TEST(TuneCompile, GemmFp8SampleAndLargestValues) {
+  Operator op = load_operator("gemm_fp8");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  EXPECT_EQ(p.valid.size(), 209u);
+  std::vector<Config> configs = sample_and_largest(p, 16);
+  EXPECT_GE(configs.size(), 20u);
+  expect_all_compile(op, p, configs);
+}
+
+TEST(TuneSpaceCli, ListsKnobsAndCountsValidConfigurations) {
+  auto r = testing::kharness("tune-space rmsnorm_h4096");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("THREADS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hidden_size % (THREADS * VEC) == 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("19 valid configurations of 20"), std::string::npos) << r.out;
+  auto bad = testing::kharness("tune-space copy_f32");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("tune.json"), std::string::npos) << bad.out;
+}
+
+// What `kharness run --operator gemm_fp8 --budget 8 --compile-only` does with the tune provider.
+TEST(TuneSpaceCli, GemmFp8SampleOfEightCompiles) {
+  auto r = testing::kharness("tune-space gemm_fp8 --sample 8 --compile-only --arch sm_90a");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("8 of 8 configurations compile for sm_90a"), std::string::npos) << r.out;
+}
+
+TEST(TuneSpaceCli, SampleCompilesDistinctConfigurations) {
+  testing::TempDir dir;
+  auto r = testing::kharness(
+      "tune-space gqa_paged_decode_h32_kv8_d128_ps1 --sample 4 "
+      "--compile-only --no-cache --arch sm_90a --json --out '" +
+      dir.path().string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j["sample"].size(), 4u);
+  std::set<std::string> configs;
+  for (const auto& row : j["sample"]) {
+    EXPECT_EQ(row["status"], "PASSED") << row.dump();
+    configs.insert(row["config"].dump());
+    EXPECT_TRUE(std::filesystem::exists(row["file"].get<std::string>()));
+  }
+  EXPECT_EQ(configs.size(), 4u);
+  EXPECT_EQ(j["sample"][0]["config"],
+            (nlohmann::json{{"THREADS", 128}, {"UNROLL", 1}, {"VEC", 8}}));
+  // A written candidate compiles on its own through `kharness compile`.
+  auto c = testing::kharness("compile '" + j["sample"][1]["file"].get<std::string>() +
+                             "' --arch sm_90a --no-cache");
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+}
+
+}  // namespace
+}  // namespace kharness

@@ -1,0 +1,411 @@
+// Knob spaces, the search and the tune provider (CPU; the compile checks of every seed's space
+// are in tune_compile_test.cpp).
+#include "kharness/tune.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "kharness/operators.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
+#include "test_util.hpp"
+#include "tune/tune_provider.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::ordered_json;
+using testing::expect_input_error;
+using tune::Config;
+using tune::Search;
+using tune::TuneSpace;
+
+TuneSpace space_of(const std::string& text) {
+  return tune::parse_tune_space(ordered_json::parse(text), "t/tune.json");
+}
+
+const char* const kSmallSpace = R"json({
+  "knobs": {
+    "THREADS": {"values": [64, 128, 256, 512], "default": 256},
+    "VEC": {"pow2": [1, 8], "default": 8},
+    "UNROLL": {"range": [1, 3], "default": 1}
+  },
+  "constraints": ["hidden_size % (THREADS * VEC) == 0", "THREADS * VEC <= 2048 || UNROLL == 1"],
+  "launches": [{"block": ["THREADS", 1, 1], "grid": ["cdiv(batch_size, UNROLL)", 1, 1]}]
+})json";
+
+const char* const kSeed = R"(/* kharness
+{
+  "definition": "rmsnorm_h4096",
+  "launches": [
+    { "kernel": "k",
+      "grid": ["batch_size", 1, 1],
+      "block": [256, 1, 1],
+      "args": ["hidden_states", "weight", "output", "batch_size"] }
+  ],
+  "compile_options": ["-std=c++17", "-DVEC=2"]
+}
+*/
+// THREADS VEC UNROLL
+extern "C" __global__ void k() {}
+)";
+
+TEST(TuneSpace, ParsesValuesRangesAndPowersOfTwo) {
+  TuneSpace s = space_of(kSmallSpace);
+  ASSERT_EQ(s.knobs.size(), 3u);
+  EXPECT_EQ(s.knobs[0].name, "THREADS");  // file order is kept
+  EXPECT_EQ(s.knobs[1].values, (std::vector<std::int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(s.knobs[2].values, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(tune::config_text(s, tune::default_config(s)), "THREADS=256 VEC=8 UNROLL=1");
+  EXPECT_EQ(tune::product_size(s), 48u);
+  EXPECT_EQ(s.constraints.size(), 2u);
+}
+
+TEST(TuneSpace, RefusesMalformedSpacesNamingTheField) {
+  expect_input_error([] { space_of(R"({"knobs": {}})"); }, "t/tune.json: knobs", "non-empty");
+  expect_input_error([] { space_of(R"({"knobs": {"A": {"values": [1], "default": 1}}, "x": 1})"); },
+                     "t/tune.json: x", "unknown field");
+  expect_input_error([] { space_of(R"({"knobs": {"A": {"values": [1, 2], "default": 3}}})"); },
+                     "knobs.A.default", "not one of");
+  expect_input_error([] { space_of(R"({"knobs": {"A": {"values": [1, 1], "default": 1}}})"); },
+                     "knobs.A", "twice");
+  expect_input_error([] { space_of(R"({"knobs": {"2A": {"values": [1], "default": 1}}})"); },
+                     "knobs.2A", "identifier");
+  expect_input_error([] { space_of(R"({"knobs": {"A": {"default": 1}}})"); }, "knobs.A",
+                     "exactly one of");
+  expect_input_error([] { space_of(R"({"knobs": {"A": {"pow2": [3, 8], "default": 3}}})"); },
+                     "knobs.A.pow2[0]", "power of two");
+  expect_input_error(
+      [] {
+        space_of(R"({"knobs": {"A": {"values": [1], "default": 1}}, "constraints": ["A <"]})");
+      },
+      "constraints[0]", "expected");
+  expect_input_error(
+      [] {
+        space_of(R"({"knobs": {"A": {"values": [1], "default": 1}},
+                     "launches": [{"grd": [1, 1, 1]}]})");
+      },
+      "launches[0].grd", "unknown field");
+}
+
+TEST(TuneSpace, ValidityHoldsForEveryWorkload) {
+  TuneSpace s = space_of(kSmallSpace);
+  std::vector<Bindings> axes = {{{"hidden_size", 4096}, {"batch_size", 1}},
+                                {{"hidden_size", 4096}, {"batch_size", 64}}};
+  std::string why;
+  // THREADS=512 VEC=8 is 4096: divides, but > 2048 with UNROLL 2 breaks the second constraint.
+  EXPECT_TRUE(tune::is_valid(s, {3, 3, 0}, axes));
+  EXPECT_FALSE(tune::is_valid(s, {3, 3, 1}, axes, &why));
+  EXPECT_EQ(why, "THREADS * VEC <= 2048 || UNROLL == 1");
+  // A constraint on an axis that only one workload breaks rules the configuration out.
+  TuneSpace t = space_of(R"({"knobs": {"T": {"values": [1, 7], "default": 1}},
+                             "constraints": ["batch_size % T == 0"]})");
+  EXPECT_TRUE(tune::is_valid(t, {1}, {{{"batch_size", 7}}}));
+  EXPECT_FALSE(tune::is_valid(t, {1}, {{{"batch_size", 7}}, {{"batch_size", 8}}}));
+  // 4 x 4 x 3 = 48 configurations; hidden_size % (THREADS * VEC) always holds (powers of two up
+  // to 4096); THREADS * VEC > 2048 (512x8) rules out UNROLL 2 and 3: 48 - 2 = 46.
+  EXPECT_EQ(tune::valid_configs(s, axes).size(), 46u);
+  // Division by zero makes a configuration invalid; an unknown name is an error in the file.
+  TuneSpace z = space_of(R"({"knobs": {"T": {"values": [0, 2], "default": 2}},
+                             "constraints": ["8 % T == 0"]})");
+  EXPECT_EQ(tune::valid_configs(z, {}).size(), 1u);
+  TuneSpace u = space_of(R"({"knobs": {"T": {"values": [1], "default": 1}},
+                             "constraints": ["T < hiden_size"]})");
+  expect_input_error(
+      [&] {
+        tune::valid_configs(u, {{{"hidden_size", 1}}});
+      },
+      "t/tune.json: constraints[0]", "hiden_size");
+  EXPECT_THROW(tune::valid_configs(s, axes, 10), Error);  // too many to enumerate
+}
+
+TEST(TuneSpace, InstantiateRewritesOnlyThePlan) {
+  TuneSpace s = space_of(kSmallSpace);
+  std::string text = tune::instantiate(kSeed, "seed.cu", s, {1, 2, 2});  // 128, 4, 3
+  Solution sol = parse_single_file_solution(text, "cand.cu");
+  ASSERT_EQ(sol.plan.launches.size(), 1u);
+  EXPECT_EQ(sol.plan.launches[0].block[0].text(), "128");
+  EXPECT_EQ(sol.plan.launches[0].grid[0].text(), "cdiv(batch_size, 3)");
+  EXPECT_EQ(sol.plan.launches[0].grid[0].eval({{"batch_size", 7}}), 3);
+  // The seed's own -DVEC=2 gives way to the knob's value; other options stay.
+  EXPECT_EQ(sol.plan.compile_options,
+            (std::vector<std::string>{"-std=c++17", "-DTHREADS=128", "-DVEC=4", "-DUNROLL=3"}));
+  EXPECT_NE(sol.description.find("THREADS=128 VEC=4 UNROLL=3"), std::string::npos);
+  EXPECT_EQ(sol.plan.definition, "rmsnorm_h4096");
+  std::string seed_body = std::string(kSeed).substr(std::string(kSeed).find("*/"));
+  EXPECT_EQ(text.substr(text.find("*/")), seed_body);
+}
+
+Operator load_operator(const std::string& name) {
+  return OperatorRegistry({{testing::source_dir() / "operators", "builtin"}}).load(name);
+}
+
+TEST(TuneProblem, ShippedSeedsHaveSpacesWhoseDefaultsAreTheSeed) {
+  struct Expected {
+    const char* op;
+    std::size_t knobs;
+    std::size_t valid;
+  };
+  for (const Expected& e : {Expected{"rmsnorm_h4096", 2, 19}, Expected{"gemm_n4096_k14336", 7, 0},
+                            Expected{"gqa_paged_decode_h32_kv8_d128_ps1", 3, 18}}) {
+    SCOPED_TRACE(e.op);
+    tune::TuneProblem p = tune::load_tune_problem(load_operator(e.op));
+    EXPECT_EQ(p.space.knobs.size(), e.knobs);
+    if (e.valid) {
+      EXPECT_EQ(p.valid.size(), e.valid);
+    }
+    EXPECT_GE(p.valid.size(), 18u);
+    EXPECT_TRUE(std::find(p.valid.begin(), p.valid.end(), tune::default_config(p.space)) !=
+                p.valid.end());
+  }
+  // The gemm family's seed and space serve every gemm_n*_k* definition.
+  tune::TuneProblem a = tune::load_tune_problem(load_operator("gemm_n4096_k14336"));
+  tune::TuneProblem b = tune::load_tune_problem(load_operator("gemm_n6144_k4096"));
+  EXPECT_EQ(a.seed_path, b.seed_path);
+  EXPECT_EQ(a.valid.size(), b.valid.size());
+}
+
+TEST(TuneProblem, RefusesDefaultsThatDoNotLaunchLikeTheSeed) {
+  testing::TempDir dir;
+  Operator op = load_operator("rmsnorm_h4096");
+  std::string seed_text = read_file(op.seed->string());
+  write_file_atomic((dir.path() / "seed.cu").string(), seed_text);
+  write_file_atomic((dir.path() / "tune.json").string(), R"({
+    "knobs": {"THREADS": {"values": [128, 256], "default": 256}},
+    "launches": [{"block": ["THREADS * 2", 1, 1]}]})");
+  expect_input_error([&] { tune::load_tune_problem(op, dir.path() / "seed.cu"); },
+                     "launches[0].block[0]", "512 for the defaults");
+  write_file_atomic((dir.path() / "tune.json").string(), R"({
+    "knobs": {"NOT_IN_SEED": {"values": [1, 2], "default": 1}}})");
+  expect_input_error([&] { tune::load_tune_problem(op, dir.path() / "seed.cu"); },
+                     "knobs.NOT_IN_SEED", "never uses");
+  write_file_atomic((dir.path() / "tune.json").string(), R"({
+    "knobs": {"THREADS": {"values": [128, 256], "default": 256}},
+    "constraints": ["THREADS < 200"]})");
+  expect_input_error([&] { tune::load_tune_problem(op, dir.path() / "seed.cu"); }, "knobs",
+                     "defaults (THREADS=256) break");
+  write_file_atomic((dir.path() / "tune.json").string(), R"({
+    "knobs": {"hidden_size": {"values": [1], "default": 1}}})");
+  expect_input_error([&] { tune::load_tune_problem(op, dir.path() / "seed.cu"); },
+                     "knobs.hidden_size", "axis");
+}
+
+// --- The search --------------------------------------------------------------------------------
+
+// A synthetic space: `arity` values per knob, every configuration valid except those the
+// `banned` predicate rules out.
+struct Synthetic {
+  TuneSpace space;
+  std::vector<Config> valid;
+};
+
+Synthetic synthetic_space(const std::vector<std::size_t>& arity, const Config& defaults,
+                          bool (*banned)(const Config&)) {
+  Synthetic s;
+  for (std::size_t k = 0; k < arity.size(); ++k) {
+    tune::Knob knob;
+    knob.name = "K" + std::to_string(k);
+    for (std::size_t v = 0; v < arity[k]; ++v) knob.values.push_back(static_cast<int>(v));
+    knob.default_index = defaults[k];
+    s.space.knobs.push_back(knob);
+  }
+  Config c(arity.size(), 0);
+  for (;;) {
+    if (!banned(c)) s.valid.push_back(c);
+    std::size_t k = arity.size();
+    while (k-- > 0) {
+      if (++c[k] < arity[k]) break;
+      c[k] = 0;
+    }
+    if (k == static_cast<std::size_t>(-1)) break;
+  }
+  return s;
+}
+
+bool no_ban(const Config&) { return false; }
+bool resource_ban(const Config& c) { return c[0] + c[1] > 5; }  // like a register budget
+
+TEST(TuneSearch, DefaultsFirstNeverTwiceThenExhausted) {
+  Synthetic s = synthetic_space({3, 2, 2}, {1, 1, 0}, no_ban);
+  Search search(s.space, s.valid, {7, 0});
+  std::set<std::size_t> seen;
+  auto first = search.next();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(s.valid[*first], (Config{1, 1, 0}));
+  seen.insert(*first);
+  search.report(*first, 1.0);
+  while (auto i = search.next()) {
+    EXPECT_TRUE(seen.insert(*i).second) << "proposed twice: " << *i;
+    search.report(*i, (*i % 3 == 0) ? std::optional<double>() : std::optional<double>(*i * 0.1));
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  EXPECT_TRUE(search.exhausted());
+  EXPECT_FALSE(search.next());
+}
+
+std::vector<std::size_t> sequence(const Synthetic& s, std::uint64_t seed,
+                                  const std::function<std::optional<double>(const Config&)>& f,
+                                  std::size_t n) {
+  Search search(s.space, s.valid, {seed, static_cast<std::int64_t>(n)});
+  std::vector<std::size_t> out;
+  while (out.size() < n) {
+    auto i = search.next();
+    if (!i) break;
+    out.push_back(*i);
+    search.report(*i, f(s.valid[*i]));
+  }
+  return out;
+}
+
+TEST(TuneSearch, IsDeterministicGivenItsSeed) {
+  Synthetic s = synthetic_space({5, 4, 6, 3}, {2, 2, 2, 1}, resource_ban);
+  auto f = [](const Config& c) -> std::optional<double> {
+    return 10.0 - std::abs(static_cast<double>(c[0]) - 4) - std::abs(static_cast<double>(c[2]) - 1);
+  };
+  EXPECT_EQ(sequence(s, 3, f, 60), sequence(s, 3, f, 60));
+  EXPECT_NE(sequence(s, 3, f, 60), sequence(s, 4, f, 60));
+}
+
+// Evaluations until the optimum is proposed, for the search and for random sampling without
+// replacement, over many random objectives on a 5-knob space with a resource constraint and
+// failing configurations: the objective is a weighted distance to a random optimum with a
+// coupling term, plus a deterministic rough perturbation that makes local optima.
+TEST(TuneSearch, FindsTheOptimumInFewerEvaluationsThanRandomSampling) {
+  Synthetic s = synthetic_space({5, 4, 6, 4, 5}, {2, 2, 3, 1, 2}, resource_ban);
+  ASSERT_GT(s.valid.size(), 1500u);
+  std::mt19937_64 rng(2026);
+  const int kInstances = 24;
+  double tune_total = 0.0, random_total = 0.0;
+  int tune_within_100 = 0, random_within_100 = 0;
+  for (int inst = 0; inst < kInstances; ++inst) {
+    Config optimum =
+        s.valid[std::uniform_int_distribution<std::size_t>(0, s.valid.size() - 1)(rng)];
+    std::vector<double> w(5);
+    for (auto& x : w) x = std::uniform_real_distribution<double>(0.5, 3.0)(rng);
+    std::uint64_t salt = rng();
+    auto rough = [salt](const Config& c) {
+      std::uint64_t h = salt;
+      for (auto v : c) h = (h ^ v) * 0x100000001b3ULL;
+      return static_cast<double>(h % 1000) / 1000.0;
+    };
+    auto f = [&](const Config& c) -> std::optional<double> {
+      if (c == optimum) return 100.0;
+      if (rough(c) < 0.08) return std::nullopt;  // 8%: does not compile or fails a workload
+      double d = 0.0;
+      for (std::size_t k = 0; k < 5; ++k) {
+        double x = static_cast<double>(c[k]) - static_cast<double>(optimum[k]);
+        d += w[k] * x * x;
+      }
+      d += 0.5 * (static_cast<double>(c[0]) - static_cast<double>(optimum[0])) *
+           (static_cast<double>(c[3]) - static_cast<double>(optimum[3]));
+      return 90.0 - d - 2.0 * rough(c);
+    };
+    Search search(s.space, s.valid, {static_cast<std::uint64_t>(inst), 100});
+    std::size_t tune_evals = 0;
+    for (;;) {
+      auto i = search.next();
+      ASSERT_TRUE(i) << "the search never proposed the optimum";
+      ++tune_evals;
+      if (s.valid[*i] == optimum) break;
+      search.report(*i, f(s.valid[*i]));
+    }
+    std::vector<std::size_t> order(s.valid.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    auto hit = std::find_if(order.begin(), order.end(),
+                            [&](std::size_t i) { return s.valid[i] == optimum; });
+    std::size_t random_evals = static_cast<std::size_t>(hit - order.begin()) + 1;
+    tune_total += static_cast<double>(tune_evals);
+    random_total += static_cast<double>(random_evals);
+    tune_within_100 += tune_evals <= 100;
+    random_within_100 += random_evals <= 100;
+  }
+  double tune_mean = tune_total / kInstances, random_mean = random_total / kInstances;
+  std::cout << "mean evaluations to the optimum: tune " << tune_mean << ", random " << random_mean
+            << "; found within 100: tune " << tune_within_100 << "/" << kInstances << ", random "
+            << random_within_100 << "/" << kInstances << "\n";
+  EXPECT_LT(tune_mean, 0.2 * random_mean);
+  EXPECT_GE(tune_within_100, kInstances * 2 / 3);
+  EXPECT_LE(random_within_100, kInstances / 3);
+}
+
+// --- The provider ------------------------------------------------------------------------------
+
+std::string code_block(const std::string& text) {
+  auto start = text.find("```cuda\n");
+  auto end = text.rfind("```");
+  if (start == std::string::npos || end <= start) return "";
+  return text.substr(start + 8, end - start - 8);
+}
+
+TEST(TuneProvider, AnswersFromTheContextAndSteersByOutcomes) {
+  tune::TuneProvider provider;
+  EXPECT_EQ(provider.name(), "tune");
+  EXPECT_TRUE(provider.has_more());
+  llm::Request request;
+  request.context = {{"operator", "rmsnorm_h4096"},
+                     {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                     {"budget", 8}};
+  std::set<std::string> seen;
+  std::size_t n = 0;
+  while (provider.has_more()) {
+    llm::Answer answer = provider.complete(request);
+    EXPECT_EQ(answer.stop_reason, "completed");
+    std::string code = code_block(answer.text);
+    ASSERT_FALSE(code.empty()) << answer.text;
+    Solution sol = parse_single_file_solution(code, "answer.cu");
+    EXPECT_EQ(sol.plan.definition, "rmsnorm_h4096");
+    EXPECT_TRUE(seen.insert(sol.description).second) << "proposed twice: " << sol.description;
+    if (n == 0) {
+      EXPECT_NE(sol.description.find("THREADS=256 VEC=8"), std::string::npos);
+      EXPECT_EQ(sol.plan.launches[0].block[0].text(), "256");
+    }
+    llm::Outcome outcome;
+    outcome.status = n % 4 == 3 ? "INCORRECT_NUMERICAL" : "PASSED";
+    outcome.score = 1.0 + 0.01 * static_cast<double>(n);
+    provider.observe(outcome);
+    ++n;
+  }
+  EXPECT_EQ(n, 19u);  // every valid configuration once, then has_more() is false
+  ASSERT_NE(provider.search(), nullptr);
+  EXPECT_TRUE(provider.search()->best());
+  llm::Answer done = provider.complete(request);
+  EXPECT_EQ(done.stop_reason, "exhausted");
+  EXPECT_TRUE(code_block(done.text).empty());
+}
+
+TEST(TuneProvider, ConstructorContextIsOverriddenByTheRequests) {
+  nlohmann::json base = {{"operator", "no_such_operator"},
+                         {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                         {"rng_seed", -5}};
+  tune::TuneProvider a(base), b(base);
+  llm::Request request;
+  request.context = {{"operator", "gqa_paged_decode_h32_kv8_d128_ps1"}, {"budget", 10}};
+  std::vector<std::string> sa, sb;
+  for (int i = 0; i < 5; ++i) {
+    sa.push_back(a.complete(request).raw);
+    sb.push_back(b.complete(request).raw);
+    a.observe({"", "PASSED", 1.0 + i, nullptr, nullptr});
+    b.observe({"", "PASSED", 1.0 + i, nullptr, nullptr});
+  }
+  ASSERT_NE(a.problem(), nullptr);
+  EXPECT_EQ(a.problem()->operator_name, "gqa_paged_decode_h32_kv8_d128_ps1");
+  EXPECT_EQ(sa, sb);  // deterministic
+  EXPECT_EQ(sa[0], R"({"THREADS":128,"UNROLL":1,"VEC":8})");
+}
+
+TEST(TuneProvider, NeedsTheOperatorInTheContext) {
+  tune::TuneProvider provider;
+  llm::Request request;
+  expect_input_error([&] { provider.complete(request); }, "context: operator", "missing");
+}
+
+}  // namespace
+}  // namespace kharness
