@@ -293,3 +293,24 @@ TEST(Run, TokenAndCostLimitsStopTheRun) {
 
 }  // namespace
 }  // namespace kharness
+
+namespace kharness {
+namespace {
+
+TEST(Run, WithoutAKeyTheTuneProviderIsTheDefault) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = testing::run_command("env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY '" +
+                                std::string(KHARNESS_BINARY) + "' " + archive_arg(tmp) +
+                                "run --operator rmsnorm_h4096 --budget 2 --compile-only "
+                                "--arch sm_90a --run-dir '" +
+                                run.string() + "' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("with tune"), std::string::npos) << r.out;
+  json c1 = record(run, "c0001");
+  EXPECT_EQ(c1["provider"], "tune");
+  EXPECT_EQ(c1["status"], "COMPILED") << c1.dump();
+}
+
+}  // namespace
+}  // namespace kharness
