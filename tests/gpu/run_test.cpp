@@ -28,10 +28,11 @@ TEST(RunGpu, ReplayFiveCandidatesOnRmsnorm) {
   testing::TempDir tmp;
   auto run = tmp.path() / "run";
   auto out = tmp.path() / "best.cu";
-  auto r =
-      testing::kharness("run --operator rmsnorm_h4096 --budget 5 --provider replay --responses '" +
-                        testing::fixture("replay/rmsnorm").string() + "' --seed 1 --run-dir '" +
-                        run.string() + "' --out '" + out.string() + "'");
+  auto r = testing::kharness(
+      "--archive '" + (tmp.path() / "archive").string() +
+      "' run --operator rmsnorm_h4096 --budget 5 --provider replay --responses '" +
+      testing::fixture("replay/rmsnorm").string() + "' --seed 1 --run-dir '" + run.string() +
+      "' --out '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::cout << r.out;
   json seed = record(run, "c0000");
@@ -58,6 +59,11 @@ TEST(RunGpu, ReplayFiveCandidatesOnRmsnorm) {
   EXPECT_TRUE(best == "c0000" || best == "c0002") << best;
   EXPECT_TRUE(std::filesystem::exists(out));
   EXPECT_NE(r.out.find("Shape cascade"), std::string::npos) << r.out;
+  // The profile stage's diagnosis of the seed went into the prompts (when counters are permitted).
+  if (!seed.value("diagnosis", "").empty()) {
+    std::string prompt = read_file((run / "candidates" / "c0001" / "prompt.md").string());
+    EXPECT_NE(prompt.find("# Diagnosis of the current best kernel"), std::string::npos);
+  }
 }
 
 }  // namespace
