@@ -410,6 +410,9 @@ struct Search::Impl {
         if (v.failure) r.reason = v.failure->message;
         r.speedup_vs_parent = c.mean_ratio;
         r.noise = c.noise;
+        // An estimate from the representatives, so a provider that steers by score (tune) sees
+        // how far behind it is.
+        if (v.passed()) r.score = best.score * c.mean_ratio;
         if (v.passed())
           r.note = fmt::format(
               "correct on the {} representative shapes but {:.3f}x the incumbent {} there: not "
