@@ -28,7 +28,7 @@ json to_json(const CandidateRecord& r) {
           {"note", r.note},
           {"promoted", r.promoted},
           {"score", r.score},
-          {"speedup_vs_parent", r.speedup_vs_parent},
+          {"speedup_vs_incumbent", r.speedup_vs_incumbent},
           {"noise", r.noise},
           {"stage", r.stage},
           {"workloads_evaluated", r.workloads_evaluated},
@@ -60,7 +60,7 @@ CandidateRecord record_from_json(const json& j) {
   r.note = j.value("note", "");
   r.promoted = j.value("promoted", false);
   r.score = j.value("score", 0.0);
-  r.speedup_vs_parent = j.value("speedup_vs_parent", 0.0);
+  r.speedup_vs_incumbent = j.value("speedup_vs_incumbent", 0.0);
   r.noise = j.value("noise", 0.0);
   r.stage = j.value("stage", "");
   r.workloads_evaluated = j.value("workloads_evaluated", 0);

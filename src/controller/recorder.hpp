@@ -30,7 +30,7 @@ struct CandidateRecord {
   std::string note;    // the controller's remark (promoted, within noise, not promising, ...)
   bool promoted = false;
   double score = 0.0;  // mean speedup over the operator's baseline (estimated through the parent)
-  double speedup_vs_parent = 0.0;
+  double speedup_vs_incumbent = 0.0;
   double noise = 0.0;
   std::string stage;  // "compile", "representatives", "full", "none"
   int workloads_evaluated = 0;

@@ -408,7 +408,7 @@ struct Search::Impl {
         r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
         r.status = std::string(status_name(v.status));
         if (v.failure) r.reason = v.failure->message;
-        r.speedup_vs_parent = c.mean_ratio;
+        r.speedup_vs_incumbent = c.mean_ratio;
         r.noise = c.noise;
         // An estimate from the representatives, so a provider that steers by score (tune) sees
         // how far behind it is.
@@ -433,7 +433,7 @@ struct Search::Impl {
     last = v;
     if (!v.passed()) return;
     Comparison c = compare(v);
-    r.speedup_vs_parent = c.mean_ratio;
+    r.speedup_vs_incumbent = c.mean_ratio;
     r.noise = c.noise;
     // The speedup over the operator's baseline, through the incumbent's.
     json display = r.verdict;
@@ -633,7 +633,7 @@ struct Search::Impl {
       table += fmt::format(
           "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
           r.parent.empty() ? "-" : r.parent, r.status, r.stage.empty() ? "-" : r.stage,
-          r.speedup_vs_parent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_parent) : "-",
+          r.speedup_vs_incumbent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_incumbent) : "-",
           r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
           r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
     }
