@@ -30,6 +30,10 @@ FAILED=0
 step() {
   local name="$1"; shift
   local log="$LOGS/$name.log" start end rc
+  if [[ -n "${SKIP_STEPS:-}" && "$name" =~ ^(${SKIP_STEPS})$ ]]; then  # e.g. SKIP_STEPS='cpu-tests|memcheck'
+    STEPS+=("$name|skipped|0")
+    return 0
+  fi
   echo
   echo "=== $name: $*"
   start=$(date +%s)
@@ -103,6 +107,13 @@ step operators need_binary check_operators
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
 step measure need_binary "$KHARNESS" doctor --measure
+# A real optimisation run with the built-in offline generator (tune), then the HTML report of it.
+run_tune() {
+  "$KHARNESS" run --operator rmsnorm_h4096 --budget "${RUN_BUDGET:-12}" --provider tune \
+    --run-dir "$LOGS/run-rmsnorm" --out "$LOGS/run-rmsnorm-best.cu" &&
+    "$KHARNESS" report --all --html "$LOGS/report.html"
+}
+step run-tune need_binary run_tune
 if [[ -x scripts/bench-profile.sh ]]; then
   step bench-profile need_binary timeout "${PROFILE_TIMEOUT:-240}" scripts/bench-profile.sh "$KHARNESS"
 fi
