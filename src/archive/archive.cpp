@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <sqlite3.h>
+#include "archive/sqlite.hpp"
 #include <unistd.h>
 
 #include <cerrno>
