@@ -10,7 +10,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 BUILD_TYPE="${BUILD_TYPE:-Release}"
 PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libspdlog-dev
-          libfmt-dev libgtest-dev libcurl4-openssl-dev libsqlite3-dev git)
+          libfmt-dev libgtest-dev libcurl4-openssl-dev libsqlite3-dev git
+          libxml2-utils python3-jsonschema)  # the last two: schema checks of JUnit and JSON reports
 
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
