@@ -87,20 +87,43 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
   --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
 step gpu-tests ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure \
   --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests.xml"
-# Every shipped operator's seed and baseline, checked for correctness on all its workloads (one
-# trial each): catches a reference, seed or baseline that is wrong on this GPU.
+# Every shipped operator: its baseline checked on every workload (one trial), its seed validated
+# (checked, then timed against the baseline on every workload); then one line per operator:
+# workloads, seed and baseline latency ranges, seed % of speed-of-light.
 check_operators() {
-  local rc=0 op files
+  local rc=0 op files seed baseline
   for op in $("$KHARNESS" operators list --json | python3 -c 'import json,sys; [print(o["name"]) for o in json.load(sys.stdin)]'); do
     files=$("$KHARNESS" operators show "$op" --json | python3 -c '
 import json,sys
 f=json.load(sys.stdin)["files"]
-print(" ".join(p for p in (f.get("seed"), f.get("baseline")) if p and p != "-"))')
-    [[ -n "$files" ]] || continue
+print(f.get("seed") or "-", f.get("baseline") or "-")')
+    read -r seed baseline <<<"$files"
+    [[ "$seed" != "-" ]] || continue
     echo "--- $op"
-    # shellcheck disable=SC2086
-    "$KHARNESS" check $files --operator "$op" --trials 1 --timeout 300 || rc=1
+    if [[ "$baseline" != "-" ]]; then
+      "$KHARNESS" check "$baseline" --operator "$op" --trials 1 --timeout 300 || rc=1
+    fi
+    "$KHARNESS" validate "$seed" --operator "$op" --trials 1 --timeout 600 --json \
+      >"$LOGS/validate-$op.json" || rc=1
   done
+  python3 - "$LOGS" <<'PY' | tee "$LOGS/operators-table.txt"
+import glob, json, os, sys
+def us(v): return f"{v*1e6:.1f}"
+print(f"{'operator':55s} {'wl':>3s} {'status':8s} {'seed us (min-max)':>22s} {'baseline us (min-max)':>24s} {'seed % SOL':>13s}")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "validate-*.json"))):
+    op = os.path.basename(f)[len("validate-"):-len(".json")]
+    try:
+        v = json.load(open(f))
+    except Exception:
+        print(f"{op:55s} (no verdict)"); continue
+    ws = v.get("workloads", [])
+    seed = [w["timing"]["candidate"]["latency"] for w in ws if "candidate" in w.get("timing", {})]
+    base = [w["timing"]["baseline"]["latency"] for w in ws if "baseline" in w.get("timing", {})]
+    sol = [100 * w["timing"]["sol"]["fraction"] for w in ws if "sol" in w.get("timing", {})]
+    rng = lambda xs, f: f"{f(min(xs))}-{f(max(xs))}" if xs else "-"
+    print(f"{op:55s} {len(ws):3d} {v.get('status','?'):8s} {rng(seed, us):>22s} {rng(base, us):>24s} "
+          f"{rng(sol, lambda x: f'{x:.1f}'):>13s}")
+PY
   return $rc
 }
 step operators need_binary check_operators
@@ -164,6 +187,7 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
     echo "compile bench: no figures (see $LOGS/bench-compile.log)"
   fi
   echo "check (s): ${CHECK_BENCH#BENCH }"
+  [[ -s "$LOGS/operators-table.txt" ]] && echo && cat "$LOGS/operators-table.txt"
   [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
