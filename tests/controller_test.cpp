@@ -5,10 +5,12 @@
 #include <string>
 
 #include "controller/answer.hpp"
+#include "controller/archive_recorder.hpp"
 #include "controller/prompt.hpp"
 #include "controller/search.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/text.hpp"
+#include "kharness/verdict.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -155,6 +157,31 @@ TEST(Prompt, SkillsMatchTheOperatorAndRotateOnDropout) {
   auto b = controller::order_skills(skills, "", 1);
   ASSERT_GT(a.size(), 1u);
   EXPECT_NE(a[0].heading, b[0].heading) << "a dropout restart leads with another direction";
+}
+
+// A run times each candidate against its incumbent; the archive ranks speedups over the operator's
+// baseline, so the run's estimate replaces the verdict's ratio (kept beside it).
+TEST(ArchiveRecord, SpeedupsAreOverTheOperatorsBaseline) {
+  Verdict v;
+  v.status = Status::kPassed;
+  v.solution = "c0001";
+  v.definition = "rmsnorm_h4096";
+  v.score = {{"mean_speedup", 1.004}, {"geomean_speedup", 1.002}};
+  controller::CandidateRecord c;
+  c.id = "c0001";
+  c.verdict = to_json(v);
+  c.score = 3.258;
+  c.speedup_vs_incumbent = 1.004;
+  archive::CandidateRecord a = controller::to_archive_record(c, "rmsnorm_h4096", "");
+  ASSERT_TRUE(a.verdict);
+  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup"].get<double>(), 3.258);
+  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup_vs_incumbent"].get<double>(), 1.004);
+  EXPECT_NEAR(a.verdict->score["geomean_speedup"].get<double>(), 1.002 * 3.258 / 1.004, 1e-12);
+  // The seed (no incumbent) keeps its verdict as it is.
+  controller::CandidateRecord seed = c;
+  seed.speedup_vs_incumbent = 0.0;
+  archive::CandidateRecord b = controller::to_archive_record(seed, "rmsnorm_h4096", "");
+  EXPECT_DOUBLE_EQ(b.verdict->score["mean_speedup"].get<double>(), 1.004);
 }
 
 TEST(Cascade, RepresentativesOfSizeBuckets) {

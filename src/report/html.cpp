@@ -361,10 +361,10 @@ std::string to_html(const HtmlReport& report) {
         "<th>mean speedup</th></tr>\n";
     for (const auto& b : report.best) {
       out += fmt::format(
-          "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"num\">{:.3f}x"
+          "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"num\">{}"
           "</td></tr>\n",
           esc(b.operator_name), esc(b.candidate_id), esc(b.name), esc(b.gpu.empty() ? "-" : b.gpu),
-          b.speedup);
+          b.speedup > 0 ? fmt::format("{:.3f}x", b.speedup) : "- (not timed)");
     }
     out += "</table>\n";
     for (const auto& b : report.best) {
