@@ -27,6 +27,7 @@
 #include "profile/range_profiler.hpp"
 #include "profile/sass.hpp"
 #include "verify/evaluate.hpp"
+#include "verify/load.hpp"
 
 namespace kharness {
 namespace {
@@ -38,15 +39,7 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The operator, the candidate and the reference, compiled (the worker's compiles are cache hits
-// of the harness's).
-struct Loaded {
-  Operator op;
-  Solution candidate;
-  Solution reference;
-  CompileResult candidate_compiled;
-  CompileResult reference_compiled;
-};
+using verify::Loaded;
 
 CompileOptions compile_options(const std::string& arch, bool use_cache) {
   CompileOptions o;
@@ -57,28 +50,8 @@ CompileOptions compile_options(const std::string& arch, bool use_cache) {
 }
 
 Loaded load_and_compile(const ProfileRequest& r) {
-  Solution candidate = load_solution(r.solution);
-  const std::string op_name = r.operator_name.empty() ? candidate.plan.definition : r.operator_name;
-  if (op_name.empty()) {
-    throw input_error(r.solution.string(),
-                      "no operator: give --operator or \"definition\" in the plan");
-  }
-  Operator op = OperatorRegistry::from_environment(r.operators_dirs).load(op_name);
-  if (!op.reference) {
-    throw input_error(op.definition_file.string(),
-                      fmt::format("no reference.cu for {} (nor for its family '{}')",
-                                  op.definition.name, op.definition.family()));
-  }
-  Solution reference = load_solution(*op.reference);
-  const CompileOptions options = compile_options(r.arch, r.use_cache);
-  CompileResult ref = compile_solution(reference, &op.definition, &op.workloads, options);
-  if (!ref.ok()) {
-    throw Error(ExitCode::kInternal, op.reference->string(),
-                fmt::format("the operator's reference does not compile for {}", options.arch));
-  }
-  CompileResult cand = compile_solution(candidate, &op.definition, &op.workloads, options);
-  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand),
-                std::move(ref)};
+  return verify::load_and_compile(r.solution, r.operator_name, r.operators_dirs,
+                                  compile_options(r.arch, r.use_cache));
 }
 
 const Workload& pick_workload(const Operator& op, const std::string& want) {

@@ -21,6 +21,7 @@
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
 #include "verify/compare.hpp"
+#include "verify/load.hpp"
 
 namespace kharness {
 namespace {
@@ -42,50 +43,9 @@ CompileOptions compile_options(const CheckRequest& request) {
   return o;
 }
 
-// Everything both sides load from a request: the operator, the candidate and the reference,
-// compiled (the worker's compiles are cache hits of the parent's).
-struct Loaded {
-  Operator op;
-  Solution candidate;
-  Solution reference;
-  CompileResult candidate_compiled;
-  CompileResult reference_compiled;
-};
-
-Loaded load_and_compile(const CheckRequest& request) {
-  Solution candidate = load_solution(request.solution);
-  std::string op_name =
-      request.operator_name.empty() ? candidate.plan.definition : request.operator_name;
-  if (op_name.empty()) {
-    throw input_error(request.solution.string(),
-                      "no operator: give --operator or \"definition\" in the plan");
-  }
-  Operator op = OperatorRegistry::from_environment(request.operators_dirs).load(op_name);
-  if (!op.reference) {
-    throw input_error(op.definition_file.string(),
-                      fmt::format("no reference.cu for {} (nor for its family '{}')",
-                                  op.definition.name, op.definition.family()));
-  }
-  if (!verify::find_comparator(op.definition.kharness.comparator)) {
-    throw input_error(
-        op.definition_file.string() + ": kharness.comparator",
-        fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
-                    join(verify::comparator_names(), ", ")));
-  }
-  Solution reference = load_solution(*op.reference);
-  CompileOptions options = compile_options(request);
-  CompileResult ref = compile_solution(reference, &op.definition, &op.workloads, options);
-  if (!ref.ok()) {
-    std::string why = !ref.violations.empty()    ? ref.violations[0].message
-                      : !ref.diagnostics.empty() ? ref.diagnostics[0].message
-                                                 : ref.log.substr(0, 300);
-    throw Error(
-        ExitCode::kInternal, op.reference->string(),
-        fmt::format("the operator's reference does not compile for {}: {}", options.arch, why));
-  }
-  CompileResult cand = compile_solution(candidate, &op.definition, &op.workloads, options);
-  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand),
-                std::move(ref)};
+verify::Loaded load_and_compile(const CheckRequest& request) {
+  return verify::load_and_compile(request.solution, request.operator_name, request.operators_dirs,
+                                  compile_options(request));
 }
 
 json request_json(const CheckRequest& r) {
@@ -118,7 +78,7 @@ CheckRequest request_from_json(const json& j) {
 }  // namespace
 
 Verdict check_solution(const CheckRequest& request) {
-  Loaded loaded = load_and_compile(request);
+  verify::Loaded loaded = load_and_compile(request);
   Verdict verdict;
   verdict.solution = loaded.candidate.name;
   verdict.source = request.solution.string();
@@ -263,7 +223,7 @@ int worker_main() {
     if (j.is_discarded()) throw Error(ExitCode::kInternal, "worker", "the request is not JSON");
     CheckRequest request = request_from_json(j);
     auto t0 = std::chrono::steady_clock::now();
-    Loaded loaded = load_and_compile(request);
+    verify::Loaded loaded = load_and_compile(request);
     if (!loaded.candidate_compiled.ok())
       throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
     auto t1 = std::chrono::steady_clock::now();
