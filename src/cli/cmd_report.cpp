@@ -49,7 +49,9 @@ std::string candidates_table(const std::vector<archive::CandidateSummary>& list)
     if (!c.failure_kind.empty()) note += (note.empty() ? "" : "; ") + c.failure_kind;
     t.add({"  " + std::to_string(c.seq), c.id, c.name, c.operator_name,
            c.status.empty() ? "-" : c.status, speedup_text(c.mean_speedup),
-           c.mean_sol_fraction > 0 ? fmt::format("{:.1f}%", 100 * c.mean_sol_fraction) : "-",
+           c.status == "PASSED" && c.mean_sol_fraction > 0
+               ? fmt::format("{:.1f}%", 100 * c.mean_sol_fraction)
+               : "-",
            note});
   }
   return t.render();
