@@ -91,7 +91,7 @@ TEST(TuneCompile, GemmSampleAndLargestValues) {
 TEST(TuneCompile, GemmFp8SampleAndLargestValues) {
   Operator op = load_operator("gemm_fp8");
   tune::TuneProblem p = tune::load_tune_problem(op);
-  EXPECT_EQ(p.valid.size(), 209u);
+  EXPECT_EQ(p.valid.size(), 233u);
   std::vector<Config> configs = sample_and_largest(p, 16);
   EXPECT_GE(configs.size(), 20u);
   expect_all_compile(op, p, configs);

@@ -401,6 +401,29 @@ TEST(TuneProvider, ConstructorContextIsOverriddenByTheRequests) {
   EXPECT_EQ(sa[0], R"({"THREADS":128,"UNROLL":1,"VEC":8})");
 }
 
+// When the controller has evaluated the seed (c0000), the defaults are not proposed again: their
+// score is the seed's, and the first answer is another configuration.
+TEST(TuneProvider, AnEvaluatedSeedIsNotProposedAgain) {
+  tune::TuneProvider provider;
+  llm::Request request;
+  request.context = {{"operator", "rmsnorm_h4096"},
+                     {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                     {"budget", 8},
+                     {"seed_score", 3.25}};
+  std::set<std::string> seen;
+  while (provider.has_more()) {
+    llm::Answer answer = provider.complete(request);
+    Solution sol = parse_single_file_solution(code_block(answer.text), "answer.cu");
+    EXPECT_EQ(sol.description.find("THREADS=256 VEC=8"), std::string::npos)
+        << "the defaults (the seed) were proposed again";
+    seen.insert(sol.description);
+    provider.observe({"", "PASSED", 1.0, nullptr, nullptr});
+  }
+  EXPECT_EQ(seen.size(), 18u);  // the 19 valid configurations but the defaults
+  ASSERT_TRUE(provider.search()->best());
+  EXPECT_DOUBLE_EQ(provider.search()->best()->second, 3.25);  // the seed stays the best
+}
+
 TEST(TuneProvider, NeedsTheOperatorInTheContext) {
   tune::TuneProvider provider;
   llm::Request request;

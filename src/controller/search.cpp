@@ -358,6 +358,7 @@ struct Search::Impl {
                    {"arch", options.arch},
                    {"best_id", best.id},
                    {"best_score", best.score},
+                   {"seed_score", seed_score},  // tune: the seed is evaluated, skip its defaults
                    {"parent_id", parent.id},
                    {"parent_file", parent.file.string()},
                    {"step", step},

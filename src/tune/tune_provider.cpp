@@ -54,6 +54,15 @@ void TuneProvider::start(const nlohmann::json& request_context) {
   problem_ = std::make_unique<TuneProblem>(load_tune_problem(
       op, context_string(context, "seed_path"), context_string(context, "tune_file")));
   search_ = std::make_unique<Search>(problem_->space, problem_->valid, options_);
+  // The controller evaluates the seed itself (its c0000); the defaults are the seed (the loader
+  // checked they launch exactly as its plan), so proposing them again would spend a candidate of
+  // the budget on a known result. Their score is taken as reported instead.
+  if (auto it = context.find("seed_score"); it != context.end() && it->is_number()) {
+    if (auto first = search_->next()) {
+      const double score = it->get<double>();
+      search_->report(*first, score > 0 ? std::optional<double>(score) : std::nullopt);
+    }
+  }
 }
 
 llm::Answer TuneProvider::complete(const llm::Request& request) {

@@ -10,6 +10,8 @@
 //   "tune_file"      (string, optional) the knob space instead of tune.json beside the seed
 //   "budget"         (integer, optional) evaluations planned; sizes the exploration phase
 //   "rng_seed"       (integer, optional) the search's random seed (default 0: deterministic)
+//   "seed_score"     (number, optional) the seed's score when the controller evaluated it: the
+//                    defaults (which are the seed) are then reported with it, not proposed
 // Outcomes are matched to proposals in order (one observe per complete, as the controller
 // does); an outcome with status PASSED steers by its score, any other status counts as a failed
 // configuration. has_more() is false once every valid configuration has been proposed.
