@@ -3,6 +3,7 @@
 // a local HTTP server — whose key must never reach the run folder, and whose 401 stops the run.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -253,6 +254,24 @@ TEST(Run, CtrlCStopsCleanlyAndCanResume) {
 
 namespace kharness {
 namespace {
+
+// Ctrl-C while a coding-agent CLI is thinking stops the agent too (its process group), instead of
+// waiting for it up to --command-timeout: the run ends within seconds with its summary.
+TEST(Run, CtrlCStopsARunningAgent) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto start = std::chrono::steady_clock::now();
+  auto r = testing::run_command(
+      "( '" + std::string(KHARNESS_BINARY) + "' " + archive_arg(tmp) +
+      "run --operator rmsnorm_h4096 --budget 5 --provider command --command 'sleep 60'"
+      " --command-timeout 120 --compile-only --arch sm_90a --run-dir '" +
+      run.string() + "' & pid=$!; sleep 1.5; kill -INT $pid; wait $pid ) 2>&1");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_LT(seconds, 10.0) << "the run waited for the agent: " << r.out;
+  json summary = json::parse(read_file((run / "summary.json").string()));
+  EXPECT_EQ(summary["stop_reason"], "interrupted");
+}
 
 TEST(Run, SamplesPerStepInParallel) {
   TempDir tmp;

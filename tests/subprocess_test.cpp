@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -116,6 +117,34 @@ TEST(Subprocess, TimeoutEndsAChildThatHonoursSigterm) {
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.signal, SIGTERM);
   EXPECT_LT(r.seconds, 1.5);  // no grace wait: SIGTERM sufficed
+}
+
+// Ctrl-C of a run waiting on a coding-agent CLI: the flag, set from another thread, stops the
+// child's group within the polling tick, long before its own timeout.
+TEST(Subprocess, CancelStopsTheChildGroup) {
+  std::atomic<bool> cancel{false};
+  SubprocessOptions o;
+  o.argv = {"sleep", "30"};
+  o.timeout_seconds = 20;
+  o.cancel = &cancel;
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel = true;
+  });
+  auto r = run_subprocess(o);
+  setter.join();
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_LT(r.seconds, 2.0);
+  // Never set: no effect.
+  std::atomic<bool> never{false};
+  SubprocessOptions quick;
+  quick.argv = {"true"};
+  quick.cancel = &never;
+  auto q = run_subprocess(quick);
+  EXPECT_FALSE(q.cancelled);
+  EXPECT_EQ(q.exit_code, 0);
 }
 
 TEST(Subprocess, StderrFloodIsBoundedHeadAndTailKept) {

@@ -19,6 +19,7 @@
 // Library code never prints; a spdlog::debug line records each run.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -40,12 +41,17 @@ struct SubprocessOptions {
   std::size_t stderr_limit = 64 << 10;
   std::vector<std::pair<std::string, std::string>> env;  // added/overridden variables
   double kill_grace_seconds = 2;  // SIGTERM to the group, then SIGKILL after this
+  // Checked every 100 ms while the child runs: once true, the group is stopped like at a timeout
+  // (SIGTERM, then SIGKILL after the grace) and the result says `cancelled` (Ctrl-C of a run
+  // waiting on a coding-agent CLI).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SubprocessResult {
   bool started = false;
   std::string start_error;        // why the child could not be started (exec failure, pipes, ...)
   bool timed_out = false;         // the wall-clock limit expired and the group was killed
+  bool cancelled = false;         // SubprocessOptions::cancel was set and the group was stopped
   bool stdout_overflow = false;   // the child wrote more than stdout_limit and was killed
   int exit_code = -1;             // when exited normally
   int signal = 0;                 // when killed by a signal (SIGSEGV, SIGABRT, SIGKILL ...)

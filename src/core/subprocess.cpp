@@ -398,6 +398,12 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
     }
     if (exited && ((!out_r.open() && !err_r.open()) || now >= drain_until)) break;
     if (!exited) {
+      if (!term_sent && !kill_sent && options.cancel && options.cancel->load()) {
+        result.cancelled = true;
+        term_sent = true;
+        kill_group(SIGTERM);
+        kill_at = after(now, std::max(0.0, options.kill_grace_seconds));
+      }
       if (!term_sent && !kill_sent && now >= deadline) {
         result.timed_out = true;
         term_sent = true;
@@ -432,6 +438,7 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
       wake = drain_until;
     } else {
       if (!term_sent) wake = deadline;
+      if (!term_sent && options.cancel) wake = std::min(wake, after(now, 0.1));
       if (term_sent && !kill_sent) wake = kill_at;
       if (!pidfd.open()) wake = std::min(wake, after(now, nfds == 0 ? 0.002 : 0.02));
     }

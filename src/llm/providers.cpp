@@ -135,7 +135,14 @@ class CommandProvider : public Provider {
     sub.argv = {"/bin/sh", "-c", options_.command};
     sub.stdin_data = request.system + "\n\n" + request.user;
     sub.timeout_seconds = options_.command_timeout_seconds;
+    sub.cancel = options_.cancel;  // Ctrl-C stops the agent too, not only the loop after it
     SubprocessResult r = run_subprocess(sub);
+    if (r.cancelled) {  // no answer, and no error: the run stops and records what it has
+      Answer a;
+      a.stop_reason = "interrupted";
+      a.latency_seconds = r.seconds;
+      return a;
+    }
     if (!r.started) {
       throw Error(ExitCode::kEnvironment, "--command",
                   fmt::format("cannot start '{}': {}", options_.command, r.start_error));
