@@ -124,6 +124,24 @@ TEST(Cli, OperatorsListShowAndCheck) {
   EXPECT_NE(check.out.find("baseline"), std::string::npos);
 }
 
+// Every shipped operator's reference, seed and baseline compile for Hopper and Blackwell (issue 5:
+// CI compiles them all for sm_90a and sm_100a).
+TEST(Cli, EveryShippedOperatorCompilesForHopperAndBlackwell) {
+  auto list = kharness("operators list --json");
+  ASSERT_EQ(list.exit_code, 0) << list.out;
+  const auto ops = nlohmann::json::parse(list.out);
+  ASSERT_GE(ops.size(), 17u);
+  for (const char* arch : {"sm_90a", "sm_100a"}) {
+    auto check = kharness(std::string("operators check --arch ") + arch);
+    EXPECT_EQ(check.exit_code, 0) << arch << "\n" << check.out;
+    for (const auto& op : ops) {
+      const std::string name = op["name"];
+      EXPECT_NE(check.out.find(name), std::string::npos) << arch << ": " << name << " not checked";
+    }
+    EXPECT_EQ(check.out.find("FAIL"), std::string::npos) << arch << "\n" << check.out;
+  }
+}
+
 TEST(Cli, OperatorsImportSaysWhatRunsAndWritesOperatorFolders) {
   testing::TempDir out;
   auto r = kharness("operators import " + fx("defs/fib_layout") + " --into '" +
