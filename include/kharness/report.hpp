@@ -99,6 +99,10 @@ struct HtmlReport {
 // Well-formed XML (XHTML syntax) so that tools and tests can parse it.
 std::string to_html(const HtmlReport& report);
 
+// XML (and XHTML) text or attribute value: markup characters escaped, invalid UTF-8 replaced, and
+// control characters XML 1.0 cannot hold written as a visible "\xNN".
+std::string xml_escape(const std::string& raw, bool attribute);
+
 // The current time as ISO-8601 UTC ("2025-01-31T12:00:00Z").
 std::string utc_now_iso8601();
 

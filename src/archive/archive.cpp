@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include "archive/sqlite.hpp"
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,8 +18,10 @@
 #include <regex>
 #include <sstream>
 
+#include "archive/sqlite.hpp"
 #include "kharness/error.hpp"
 #include "kharness/hash.hpp"
+#include "kharness/report.hpp"
 
 namespace kharness::archive {
 namespace fs = std::filesystem;
@@ -158,15 +159,6 @@ std::string random_hex(int digits) {
     out += fmt::format("{:016x}", v);
   }
   return out.substr(0, static_cast<std::size_t>(digits));
-}
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string run_id_now() {
@@ -427,7 +419,7 @@ std::string Archive::begin_run(const json& info) {
   Statement s(impl_->db,
               "INSERT INTO runs (id, started_at, state, command, operator, info) "
               "VALUES (?, ?, 'running', ?, ?, ?)");
-  s.bind(1, id).bind(2, utc_now());
+  s.bind(1, id).bind(2, report::utc_now_iso8601());
   s.bind_or_null(3, clean.is_object() ? clean.value("command", "") : "");
   s.bind_or_null(4, clean.is_object() ? clean.value("operator", "") : "");
   s.bind(5, clean.dump());
@@ -443,7 +435,7 @@ void Archive::set_run_state(const std::string& run_id, const std::string& state)
 
 void Archive::finish_run(const std::string& run_id, const std::string& state) {
   Statement s(impl_->db, "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?");
-  s.bind(1, state).bind(2, utc_now()).bind(3, run_id);
+  s.bind(1, state).bind(2, report::utc_now_iso8601()).bind(3, run_id);
   s.step();
 }
 
@@ -454,7 +446,7 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
     if (!s.step()) throw input_error("archive", fmt::format("no run '{}'", run_id));
   }
   std::string id = random_hex(12);
-  std::string created = utc_now();
+  std::string created = report::utc_now_iso8601();
   fs::path rel = fs::path("candidates") / id;
   fs::path final_dir = impl_->dir / rel;
   fs::path tmp_dir = impl_->dir / "candidates" / fmt::format(".{}.tmp.{}", id, ::getpid());

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <tuple>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
+#include "kharness/report.hpp"
 
 namespace kharness::bench {
 namespace {
@@ -46,15 +46,6 @@ double time_median(CUstream s, int warmup, int iterations, Work work) {
     if (span.seconds() > 0) seconds.push_back(span.seconds());
   }
   return median(seconds);
-}
-
-std::string now_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string file_safe(std::string s) {
@@ -94,7 +85,7 @@ MeasuredPeaks measure_peaks() {
   MeasuredPeaks m;
   m.gpu = env.gpus[0].name;
   m.driver = env.driver.nvidia_version;
-  m.measured_at = now_utc();
+  m.measured_at = report::utc_now_iso8601();
   device::PrimaryContext context(0);
   device::Stream stream;
   const Driver& d = Driver::instance();

@@ -14,36 +14,7 @@
 namespace kharness::report {
 namespace {
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        // Control characters are not allowed in XML 1.0.
-        if (c < 0x20 && c != '\n' && c != '\t') {
-          out += '?';
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
+std::string esc(const std::string& s) { return xml_escape(s, true); }
 
 std::string num(double v) { return fmt::format("{:.1f}", v); }
 

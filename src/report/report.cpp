@@ -164,49 +164,6 @@ std::string valid_utf8(const std::string& s) {
   return out;
 }
 
-// XML text or attribute value. Control characters other than tab/newline/return cannot appear
-// in XML 1.0 at all, not even as references: they are written as a visible "\xNN".
-std::string xml_escape(const std::string& raw, bool attribute) {
-  std::string s = valid_utf8(raw);
-  std::string out;
-  out.reserve(s.size() + 16);
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      case '\n':
-        out += attribute ? "&#10;" : "\n";
-        break;
-      case '\r':
-        out += "&#13;";
-        break;
-      case '\t':
-        out += attribute ? "&#9;" : "\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F)
-          out += fmt::format("\\x{:02X}", c);
-        else
-          out += ch;
-    }
-  }
-  return out;
-}
-
 std::string xml_attr(const std::string& s) { return xml_escape(s, true); }
 std::string xml_text(const std::string& s) { return xml_escape(s, false); }
 
@@ -408,6 +365,47 @@ std::vector<KnownWorkload> known_workloads(const std::vector<json>& given) {
 }
 
 }  // namespace
+
+std::string xml_escape(const std::string& raw, bool attribute) {
+  std::string s = valid_utf8(raw);
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '\n':
+        out += attribute ? "&#10;" : "\n";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      case '\t':
+        out += attribute ? "&#9;" : "\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F)
+          out += fmt::format("\\x{:02X}", c);
+        else
+          out += ch;
+    }
+  }
+  return out;
+}
 
 std::string utc_now_iso8601() {
   std::time_t now = std::time(nullptr);
