@@ -130,11 +130,56 @@ step operators need_binary check_operators
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
 step measure need_binary "$KHARNESS" doctor --measure
-# A real optimisation run with the built-in offline generator (tune), then the HTML report of it.
+# The command provider with a stand-in for a coding-agent CLI (tests/fixtures/agent/fake-claude.sh,
+# answering the recorded rmsnorm answers as `claude -p --output-format json` would): five
+# candidates, each with the verdict its answer must get.
+run_command() {
+  local state run="$LOGS/run-command"
+  state="$(mktemp -d)"
+  "$KHARNESS" run --operator rmsnorm_h4096 --budget 5 --provider command --run-dir "$run" \
+    --command "tests/fixtures/agent/fake-claude.sh tests/fixtures/replay/rmsnorm $state" \
+    --out "$LOGS/run-command-best.cu" || return 1
+  python3 - "$run/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+got = {c["id"]: c["status"] for c in s["candidates"]}
+want = {"c0001": "PASSED", "c0002": "PASSED", "c0003": "INCORRECT_NUMERICAL",
+        "c0004": "NO_CODE", "c0005": "COMPILE_ERROR"}
+bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+print(f"command provider: {len(got) - 1} candidates, best {s['best']} {s['best_score']:.3f}x, "
+      f"{s['tokens']} tokens; statuses {'as expected' if not bad else 'UNEXPECTED ' + str(bad)}")
+sys.exit(1 if bad or len(got) != 6 else 0)
+PY
+}
+step run-command need_binary run_command
+# Real optimisation runs with the built-in offline generator (tune) over TUNE_OPS (default
+# rmsnorm_h4096) at RUN_BUDGET candidates each, then the HTML report of everything. One line per
+# run goes to run-tune-table.txt: wall time, candidates, best over the seed, % SOL, configuration.
 run_tune() {
-  "$KHARNESS" run --operator rmsnorm_h4096 --budget "${RUN_BUDGET:-12}" --provider tune \
-    --run-dir "$LOGS/run-rmsnorm" --out "$LOGS/run-rmsnorm-best.cu" &&
-    "$KHARNESS" report --all --html "$LOGS/report.html"
+  local op rc=0
+  for op in ${TUNE_OPS:-rmsnorm_h4096}; do
+    "$KHARNESS" run --operator "$op" --budget "${RUN_BUDGET:-12}" --provider tune \
+      --max-time "${RUN_MAX_TIME:-590}" --run-dir "$LOGS/run-$op" --out "$LOGS/run-$op-best.cu" ||
+      rc=1
+  done
+  python3 - "$LOGS" ${TUNE_OPS:-rmsnorm_h4096} <<'PY' | tee "$LOGS/run-tune-table.txt"
+import json, os, sys
+print(f"{'tune run':55s} {'cands':>5s} {'wall s':>7s} {'stop':>7s} {'best':>6s} {'x seed':>7s} "
+      f"{'x base':>7s} {'% SOL':>6s}  configuration")
+for op in sys.argv[2:]:
+    try:
+        s = json.load(open(os.path.join(sys.argv[1], f"run-{op}", "summary.json")))
+    except Exception as e:
+        print(f"{op:55s} (no summary: {e})"); continue
+    sol = s.get("best_sol_fraction")
+    cfg = s.get("best_configuration")
+    print(f"{op:55s} {len(s['candidates']) - 1:5d} {s['seconds']:7.1f} {s['stop_reason']:>7s} "
+          f"{s['best']:>6s} {s.get('best_over_seed', 0):7.3f} {s['best_score']:7.3f} "
+          f"{100 * sol if sol is not None else float('nan'):6.1f}  "
+          f"{json.dumps(cfg) if cfg else 'seed defaults'}")
+PY
+  "$KHARNESS" report --all --html "$LOGS/report.html" || rc=1
+  return $rc
 }
 step run-tune need_binary run_tune
 if [[ -x scripts/bench-profile.sh ]]; then
@@ -188,6 +233,8 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   fi
   echo "check (s): ${CHECK_BENCH#BENCH }"
   [[ -s "$LOGS/operators-table.txt" ]] && echo && cat "$LOGS/operators-table.txt"
+  [[ -s "$LOGS/run-tune-table.txt" ]] && echo && cat "$LOGS/run-tune-table.txt"
+  [[ -s "$LOGS/run-command.log" ]] && grep -h '^command provider:' "$LOGS/run-command.log"
   [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"

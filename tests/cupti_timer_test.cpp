@@ -47,6 +47,7 @@ GpuRecord kernel(std::uint32_t corr, std::uint64_t start, std::uint64_t end, std
   r.start_ns = start;
   r.end_ns = end;
   r.name = std::move(name);
+  r.shared_memory_executed = 32768;
   return r;
 }
 
@@ -99,6 +100,12 @@ TEST(CuptiRecordJoin, SpansCountsAndSignatureFromAnyOrder) {
     EXPECT_EQ(spans[1].memsets, 1);
     EXPECT_EQ(spans[1].memcpys, 0);
     EXPECT_EQ(spans[1].signature, "a_kernel,b_kernel");
+    // Kernel records in launch (start) order, whatever order the records came in.
+    ASSERT_EQ(spans[1].kernel_records.size(), 2u);
+    EXPECT_EQ(spans[1].kernel_records[0].name, "b_kernel");
+    EXPECT_EQ(spans[1].kernel_records[0].start_ns, 1200u);
+    EXPECT_EQ(spans[1].kernel_records[1].name, "a_kernel");
+    EXPECT_EQ(spans[1].kernel_records[1].shared_memory_executed, 32768u);
     EXPECT_DOUBLE_EQ(spans[1].seconds(), 1000e-9);
     EXPECT_EQ(spans[2].start_ns, 3000u);
     EXPECT_EQ(spans[2].end_ns, 3050u);

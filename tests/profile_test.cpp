@@ -352,6 +352,29 @@ TEST(ProfileOccupancy, RegistersAndSharedMemoryLimitBlocks) {
   EXPECT_EQ(o.blocks_per_sm, 2);
 }
 
+// The carveouts recorded on the H200 (CUPTI sharedMemoryExecuted) for the profile fixtures, and
+// the limits ncu reported for them.
+TEST(ProfileOccupancy, SharedMemLimitFollowsTheDriversCarveout) {
+  profile::OccupancyFunction f;
+  f.registers = 29;  // copy.cu: 256 threads, no shared memory, the driver chose 32 KiB
+  profile::Occupancy o = profile::compute_occupancy(h200_device(), f, 256, 0, 32 * 1024);
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.limit_shared_mem, 32);  // 32 KiB / 1 KiB reserved, at the 32-block limit
+  f.registers = 255;  // spill.cu: one block by registers, the driver chose 8 KiB
+  o = profile::compute_occupancy(h200_device(), f, 256, 0, 8 * 1024);
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.limit_shared_mem, 8);
+  EXPECT_EQ(o.limit_registers, 1);
+  // Unknown carveout: the calculator's, capped at the block limit.
+  o = profile::compute_occupancy(h200_device(), f, 256, 0, 0);
+  EXPECT_EQ(o.limit_shared_mem, 32);
+  // With shared memory: 100 KiB of a 132 KiB carveout plus the reservation: one block.
+  f.registers = 32;
+  f.max_dynamic_shared = 200 * 1024;
+  o = profile::compute_occupancy(h200_device(), f, 128, 100 * 1024, 132 * 1024);
+  EXPECT_EQ(o.limit_shared_mem, 1);
+}
+
 TEST(ProfileSass, FindsTensorCoreInstructionsPerFunction) {
   const std::string cuobjdump =
       "\tcode for sm_90a\n"

@@ -1,9 +1,9 @@
 // The profile stage: hardware counters per kernel launch of a solution's plan (CUPTI range
-// profiler, kernel replay, one auto range per launch), static facts per kernel (registers, spills,
-// shared memory, tensor-core instructions in the SASS), and a short diagnosis — memory-bound,
-// compute-bound, latency-bound, occupancy-limited or at the roofline — with the few metric values
-// that show it, the fraction of speed-of-light and 1–3 directions from skills/ (the rules are
-// documented in skills/profiling.md). DESIGN §1, §8.
+// profiler, user replay with a clean L2 per pass, one auto range per launch), static facts per
+// kernel (registers, spills, shared memory, tensor-core instructions in the SASS), and a short
+// diagnosis — memory-bound, compute-bound, latency-bound, occupancy-limited or at the roofline —
+// with the few metric values that show it, the fraction of speed-of-light and 1–3 directions from
+// skills/ (the rules are documented in skills/profiling.md). DESIGN §1, §8.
 //
 // The counters are collected in a worker process (kharness re-executed), like `check`: a crash or
 // hang of the candidate ends the worker, not the harness. The diagnosis is a pure function of a
@@ -57,6 +57,9 @@ inline constexpr const char* kOccupancyLimitRegisters = "launch__occupancy_limit
 inline constexpr const char* kOccupancyLimitSharedMem = "launch__occupancy_limit_shared_mem";
 inline constexpr const char* kOccupancyLimitWarps = "launch__occupancy_limit_warps";
 inline constexpr const char* kOccupancyLimitBlocks = "launch__occupancy_limit_blocks";
+// The shared-memory carveout the driver chose for the launch (bytes per SM), from the CUPTI
+// activity record of the checked warm-up run; it bounds launch__occupancy_limit_shared_mem.
+inline constexpr const char* kSharedMemConfigSize = "launch__shared_mem_config_size";
 inline constexpr const char* kTheoreticalOccupancy = "sm__maximum_warps_per_active_cycle_pct";
 // Warp stall reasons: smsp__warps_issue_stalled_<reason>.sum over smsp__warps_active.sum.
 inline constexpr const char* kWarpsActiveSum = "smsp__warps_active.sum";
@@ -145,7 +148,9 @@ struct Profile {
   std::string chip;  // CUPTI chip name, "GH100"
   std::string arch;  // "sm_90a"
   int sm_count = 0;
-  int passes = 0;  // replay passes per kernel
+  int passes = 0;      // replay passes per kernel
+  std::string replay;  // "user" (kharness restores inputs and cleans L2 before each pass) or
+                       // "kernel" (CUPTI's save/restore; inflates dram__bytes_write)
   std::vector<KernelProfile> kernels;
   std::optional<SolSummary> sol;
   Diagnosis diagnosis;  // of the plan: its longest kernel's, with the plan's speed-of-light

@@ -78,6 +78,7 @@ std::map<std::uint64_t, IterationSpan> RecordJoin::join(
       case GpuRecord::Kind::kKernel:
         ++s.kernels;
         names[id].push_back(&r.name);
+        s.kernel_records.push_back({r.name, r.start_ns, r.end_ns, r.shared_memory_executed});
         break;
       case GpuRecord::Kind::kMemcpy:
         ++s.memcpys;
@@ -96,6 +97,11 @@ std::map<std::uint64_t, IterationSpan> RecordJoin::join(
       sig += *n;
     }
     spans[id].signature = std::move(sig);
+  }
+  for (auto& [id, span] : spans) {
+    std::stable_sort(
+        span.kernel_records.begin(), span.kernel_records.end(),
+        [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
   }
   spdlog::debug(
       "cupti: {} iteration(s) from {} correlation and {} GPU record(s); {} record(s) outside "
@@ -197,6 +203,7 @@ void read_buffer(std::uint8_t* buffer, std::size_t valid, detail::RecordJoin& ou
         g.start_ns = k->start;
         g.end_ns = k->end;
         g.name = k->name != nullptr ? k->name : "?";
+        g.shared_memory_executed = k->sharedMemoryExecuted;
         out.add_record(std::move(g));
         break;
       }

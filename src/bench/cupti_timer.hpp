@@ -27,6 +27,16 @@
 
 namespace kharness::bench {
 
+// One kernel of an iteration, as CUPTI's record gives it.
+struct KernelRecord {
+  std::string name;  // mangled
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+  // The shared-memory carveout the driver chose for the launch (bytes per SM; Nsight Compute's
+  // launch__shared_mem_config_size), which bounds the blocks that shared memory lets in.
+  std::uint32_t shared_memory_executed = 0;
+};
+
 struct IterationSpan {
   std::uint64_t start_ns = 0;  // first start over the iteration's records (CUPTI clock, ns)
   std::uint64_t end_ns = 0;    // last end
@@ -36,6 +46,7 @@ struct IterationSpan {
   // The iteration's kernel names (as CUPTI gives them, mangled), sorted, joined by ','.
   // Iterations of one solution must agree.
   std::string signature;
+  std::vector<KernelRecord> kernel_records;  // in start order
 
   // end - start in seconds; 0 for an iteration with no GPU work.
   double seconds() const;
@@ -85,7 +96,8 @@ struct GpuRecord {
   std::uint32_t correlation_id = 0;
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
-  std::string name;  // kernels only
+  std::string name;                          // kernels only
+  std::uint32_t shared_memory_executed = 0;  // kernels only
 };
 
 // The records gathered between two collects, joined into spans. Pure (no CUPTI): the order of

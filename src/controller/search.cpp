@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -642,9 +643,35 @@ struct Search::Impl {
         fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.arch,
                     options.compile_only ? "compile only" : "validated");
     text += table;
+    // The best kernel's record: its speed-of-light fraction (mean over its timed workloads) and,
+    // from the tune provider, the knob configuration it instantiates.
+    std::optional<double> best_sol;
+    json best_config;
+    for (const auto& r : records) {
+      if (r.id != best.id) continue;
+      if (r.verdict.is_object() && r.verdict.contains("score") && r.verdict["score"].is_object()) {
+        const json& sc = r.verdict["score"];
+        if (sc.contains("mean_sol_fraction") && sc["mean_sol_fraction"].is_number())
+          best_sol = sc["mean_sol_fraction"].get<double>();
+      }
+      if (r.provider == "tune" && !r.answer.raw.empty()) {
+        json c = json::parse(r.answer.raw, nullptr, false);
+        if (c.is_object()) best_config = std::move(c);
+      }
+    }
+    const double over_seed = seed_score > 0 && best.score > 0 ? best.score / seed_score : 0.0;
     text += fmt::format("\nBest: {} at {:.3f}x the operator's baseline (the seed: {:.3f}x){}\n",
                         best.id, best.score, seed_score,
                         options.compile_only ? " — compile-only: nothing was timed" : "");
+    if (!options.compile_only && over_seed > 0) {
+      text += fmt::format("Best over the seed: {:.3f}x; speed-of-light reached: {}\n", over_seed,
+                          best_sol ? fmt::format("{:.1f}% (mean over workloads)", 100 * *best_sol)
+                                   : std::string("unknown (no GPU spec for this device)"));
+    }
+    if (!best_config.is_null())
+      text += fmt::format("Best configuration: {}\n", best_config.dump());
+    else if (best.id == "c0000" && options.provider == "tune")
+      text += "Best configuration: the seed's defaults\n";
     text += fmt::format("Candidates: {} of a budget of {}; stopped: {}; dropout restarts: {}\n",
                         records.size() - 1, options.budget, result.stop_reason, dropouts);
     text +=
@@ -666,6 +693,9 @@ struct Search::Impl {
                       {"best", best.id},
                       {"best_score", best.score},
                       {"seed_score", seed_score},
+                      {"best_over_seed", over_seed},
+                      {"best_sol_fraction", best_sol ? json(*best_sol) : json(nullptr)},
+                      {"best_configuration", best_config},
                       {"stop_reason", result.stop_reason},
                       {"error", result.fatal ? result.fatal->message() : ""},
                       {"tokens", tokens},

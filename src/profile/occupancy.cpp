@@ -8,7 +8,7 @@
 namespace kharness::profile {
 
 Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f, int block_threads,
-                            std::size_t dynamic_shared) {
+                            std::size_t dynamic_shared, std::size_t carveout_bytes) {
   cudaOccDeviceProp prop;
   prop.computeMajor = d.cc_major;
   prop.computeMinor = d.cc_minor;
@@ -48,6 +48,13 @@ Occupancy compute_occupancy(const OccupancyDevice& d, const OccupancyFunction& f
   // Without shared memory the calculator's limit is the SM's whole carveout over the per-block
   // reservation (228 on an H200); ncu reports it capped at the SM's block limit (32), as here.
   out.limit_shared_mem = std::min(result.blockLimitSharedMem, result.blockLimitBlocks);
+  if (carveout_bytes > 0) {
+    const std::size_t per_block = f.static_shared + dynamic_shared + d.reserved_shared_per_block;
+    const std::size_t fit = per_block > 0 ? carveout_bytes / per_block
+                                          : static_cast<std::size_t>(result.blockLimitBlocks);
+    out.limit_shared_mem = static_cast<int>(
+        std::min<std::size_t>(fit, static_cast<std::size_t>(result.blockLimitBlocks)));
+  }
   out.limit_warps = result.blockLimitWarps;
   out.limit_blocks = result.blockLimitBlocks;
   const int warps_per_block = (block_threads + d.warp_size - 1) / d.warp_size;

@@ -41,7 +41,15 @@ struct Occupancy {
   double theoretical_percent = 0.0;  // active warps / max warps per SM, in %
 };
 
+// `carveout_bytes`: the shared-memory configuration the driver chose for the launch (CUPTI's
+// sharedMemoryExecuted, ncu's launch__shared_mem_config_size), 0 when unknown. The driver picks a
+// carveout just large enough for the blocks the other limits allow and gives the rest to L1, so
+// the shared-memory limit Nsight Compute reports is the carveout over each block's share (its
+// static and dynamic shared memory plus the per-block reservation), at most the SM's block limit
+// (an H200 copy kernel: 32 KiB / 1 KiB = 32; a kernel limited to one block by registers: 8 KiB /
+// 1 KiB = 8). Unknown: the calculator's limit with the largest carveout, capped the same way.
 Occupancy compute_occupancy(const OccupancyDevice& device, const OccupancyFunction& function,
-                            int block_threads, std::size_t dynamic_shared);
+                            int block_threads, std::size_t dynamic_shared,
+                            std::size_t carveout_bytes = 0);
 
 }  // namespace kharness::profile

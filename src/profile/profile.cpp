@@ -1,6 +1,7 @@
 // The profile stage: the harness side (compile, run the worker, static facts, speed-of-light,
 // diagnosis) and the worker side (inputs from the correctness stage's evaluator, one checked
-// warm-up run, then the plan once under CUPTI's range profiler with kernel replay).
+// warm-up run, then the plan under CUPTI's range profiler, user replay: once per pass, from
+// poisoned outputs and a clean, cold L2).
 #include "kharness/profile.hpp"
 
 #include <fmt/format.h>
@@ -13,8 +14,10 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
+#include "bench/cupti_timer.hpp"
 #include "bench/speed_of_light.hpp"
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
@@ -27,6 +30,7 @@
 #include "profile/range_profiler.hpp"
 #include "profile/sass.hpp"
 #include "verify/evaluate.hpp"
+#include "verify/harness_kernels.hpp"
 #include "verify/load.hpp"
 
 namespace kharness {
@@ -208,7 +212,7 @@ bool is_launch_fact(const std::string& name) {
 
 // The launch facts Nsight Compute reports as launch__* metrics, from the occupancy calculator.
 void add_launch_facts(KernelProfile& k, CUfunction f, const profile::OccupancyDevice& dev,
-                      std::size_t dynamic_shared) {
+                      std::size_t dynamic_shared, std::size_t carveout_bytes) {
   profile::OccupancyFunction fn;
   fn.registers = function_attribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS);
   fn.static_shared = static_cast<std::size_t>(
@@ -228,7 +232,12 @@ void add_launch_facts(KernelProfile& k, CUfunction f, const profile::OccupancyDe
       fn.registers >= 0 ? std::optional<double>(fn.registers) : std::nullopt,
       "cuFuncGetAttribute(NUM_REGS) failed");
   if (fn.registers < 0 || fn.max_threads_per_block < 0) return;
-  profile::Occupancy o = profile::compute_occupancy(dev, fn, threads, dynamic_shared);
+  put(metric::kSharedMemConfigSize,
+      carveout_bytes > 0 ? std::optional<double>(static_cast<double>(carveout_bytes))
+                         : std::nullopt,
+      "no CUPTI activity record of the warm-up launch");
+  profile::Occupancy o =
+      profile::compute_occupancy(dev, fn, threads, dynamic_shared, carveout_bytes);
   if (!o.ok) {
     for (const char* n : {metric::kOccupancyLimitRegisters, metric::kOccupancyLimitSharedMem,
                           metric::kOccupancyLimitWarps, metric::kOccupancyLimitBlocks,
@@ -274,7 +283,27 @@ Profile run_worker_profile(const ProfileRequest& request) {
   // loads the module's code so the profiled launches are not the first.
   t = Clock::now();
   io.poison(0, stream.get());
+  // Under CUPTI's activity API, for the shared-memory carveout the driver picks per launch (the
+  // timer is gone, CUPTI detached, before the range profiler starts).
+  std::vector<bench::KernelRecord> records;
+  std::optional<bench::CuptiTimer> timer;
+  try {
+    timer.emplace();
+    timer->begin(1);
+  } catch (const std::exception& e) {
+    timer.reset();
+    spdlog::warn("profile: no CUPTI activity records of the warm-up launch: {}", e.what());
+  }
   device::LaunchOutcome o = launcher.launch(io.env(0), stream.get(), true);
+  if (timer) {
+    try {
+      timer->end();
+      records = timer->collect()[1].kernel_records;
+    } catch (const std::exception& e) {
+      spdlog::warn("profile: no CUPTI activity records of the warm-up launch: {}", e.what());
+    }
+    timer.reset();
+  }
   if (!o.ok) {
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("launch {} ({}) failed: {}", o.launch_index, o.kernel, o.message));
@@ -327,16 +356,40 @@ Profile run_worker_profile(const ProfileRequest& request) {
     }
   }
 
+  // Before each replay pass, outside the profiled span: the outputs poisoned again (the plan's
+  // launches overwrite them, inputs are never written: the check stage rejects kernels that do),
+  // then L2 cleaned as the timing stage does it: 2x its size written, then read, so the pass
+  // starts cold and no dirty line from the poison or the flush is written back inside it.
+  t = Clock::now();
+  int l2_bytes = 0;
+  cu.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, context.device());
+  device::DeviceBuffer flush(2 * static_cast<std::size_t>(l2_bytes > 0 ? l2_bytes : (64 << 20)));
+  verify::HarnessKernelsOptions harness_options;
+  harness_options.use_cache = request.use_cache;
+  verify::HarnessKernels harness(harness_options);
+  unsigned flush_value = 0;
+  auto before_pass = [&] {
+    io.poison(0, stream.get());
+    cu.check(cu.cuMemsetD32Async(flush.ptr(), ++flush_value, flush.size() / 4, stream.get()),
+             "cuMemsetD32Async");
+    harness.read_through(flush.ptr(), flush.size(), stream.get());
+    cu.check(cu.cuStreamSynchronize(stream.get()), "cuStreamSynchronize");
+  };
+  phases["flush_setup"] = since(t);
+
   t = Clock::now();
   const std::size_t launches = l.candidate.plan.launches.size();
-  profile::Collection c = session.collect(cupti_metrics, launches, [&] {
-    device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
-    if (!r.ok) {
-      throw Error(ExitCode::kFailed, request.solution.string(),
-                  fmt::format("launch {} ({}) failed under the profiler: {}", r.launch_index,
-                              r.kernel, r.message));
-    }
-  });
+  profile::Collection c = session.collect(
+      cupti_metrics, launches,
+      [&] {
+        device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
+        if (!r.ok) {
+          throw Error(ExitCode::kFailed, request.solution.string(),
+                      fmt::format("launch {} ({}) failed under the profiler: {}", r.launch_index,
+                                  r.kernel, r.message));
+        }
+      },
+      before_pass);
   phases["counters"] = since(t);
 
   Profile p;
@@ -349,6 +402,11 @@ Profile run_worker_profile(const ProfileRequest& request) {
   p.chip = session.chip();
   p.arch = l.candidate_compiled.arch;
   p.passes = static_cast<int>(c.passes);
+  p.replay = c.replay;
+  if (c.replay == "kernel")
+    p.warnings.push_back(
+        "kernel replay (user replay refused): dram__bytes_write includes the "
+        "write-back of CUPTI's memory restore");
   char name[256] = {0};
   if (cu.cuDeviceGetName(name, sizeof name, context.device()) == CUDA_SUCCESS) p.gpu = name;
   const profile::OccupancyDevice dev = occupancy_device(context.device());
@@ -394,7 +452,12 @@ Profile run_worker_profile(const ProfileRequest& request) {
       k.metrics[n] = m;
     }
     const KernelInfo* info = l.candidate_compiled.find_kernel(launch.kernel);
-    if (info != nullptr) add_launch_facts(k, module.function(info->mangled), dev, dynamic_shared);
+    // Records pair with launches in order when each launch made one kernel, as a plan's do.
+    std::size_t carveout = 0;
+    if (records.size() == launches && info != nullptr && records[i].name == info->mangled)
+      carveout = records[i].shared_memory_executed;
+    if (info != nullptr)
+      add_launch_facts(k, module.function(info->mangled), dev, dynamic_shared, carveout);
     if (range != nullptr) {
       auto active = range->values.find(metric::kWarpsActiveSum);
       if (active != range->values.end() && active->second > 0) {

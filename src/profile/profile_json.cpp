@@ -35,6 +35,7 @@ const std::vector<std::string>& profile_metric_names() {
       metric::kOccupancyLimitSharedMem,
       metric::kOccupancyLimitWarps,
       metric::kOccupancyLimitBlocks,
+      metric::kSharedMemConfigSize,
       metric::kTheoreticalOccupancy,
   };
   return names;
@@ -145,15 +146,25 @@ json to_json(const Profile& p) {
                        {"static", statics_json(k.statics)},
                        {"diagnosis", diagnosis_json(k.diagnosis)}});
   }
-  json j = {{"schema", p.schema},     {"solution", p.solution},
-            {"source", p.source},     {"definition", p.definition},
-            {"family", p.family},     {"workload", p.workload},
-            {"axes", p.axes},         {"gpu", p.gpu},
-            {"chip", p.chip},         {"arch", p.arch},
-            {"sm_count", p.sm_count}, {"passes", p.passes},
-            {"kernels", kernels},     {"diagnosis", diagnosis_json(p.diagnosis)},
-            {"warnings", p.warnings}, {"gpu_seconds", p.gpu_seconds},
-            {"seconds", p.seconds},   {"phases", p.phases}};
+  json j = {{"schema", p.schema},
+            {"solution", p.solution},
+            {"source", p.source},
+            {"definition", p.definition},
+            {"family", p.family},
+            {"workload", p.workload},
+            {"axes", p.axes},
+            {"gpu", p.gpu},
+            {"chip", p.chip},
+            {"arch", p.arch},
+            {"sm_count", p.sm_count},
+            {"passes", p.passes},
+            {"replay", p.replay},
+            {"kernels", kernels},
+            {"diagnosis", diagnosis_json(p.diagnosis)},
+            {"warnings", p.warnings},
+            {"gpu_seconds", p.gpu_seconds},
+            {"seconds", p.seconds},
+            {"phases", p.phases}};
   if (p.sol) {
     j["sol"] = {{"sol_seconds", p.sol->sol_seconds},
                 {"measured_seconds", p.sol->measured_seconds},
@@ -187,6 +198,7 @@ Profile profile_from_json(const json& j) {
     p.arch = j.value("arch", "");
     p.sm_count = j.value("sm_count", 0);
     p.passes = j.value("passes", 0);
+    p.replay = j.value("replay", "");
     p.warnings = j.value("warnings", std::vector<std::string>{});
     p.gpu_seconds = j.value("gpu_seconds", 0.0);
     p.seconds = j.value("seconds", 0.0);

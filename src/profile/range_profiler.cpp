@@ -344,8 +344,28 @@ std::vector<std::string> CounterSession::base_metrics_with_prefix(const std::str
 }
 
 Collection CounterSession::collect(const std::vector<std::string>& requested,
-                                   std::size_t max_ranges, const std::function<void()>& launch) {
+                                   std::size_t max_ranges, const std::function<void()>& launch,
+                                   const std::function<void()>& before_pass) {
+  if (!before_pass) return collect_once(requested, max_ranges, launch, {});
+  try {
+    return collect_once(requested, max_ranges, launch, before_pass);
+  } catch (const CuptiError& e) {
+    // Only the configuration call is worth a second try: a failure while passes ran is the
+    // kernel's or the device's, and would fail the same way.
+    if (e.call() != "cuptiRangeProfilerSetConfig") throw;
+    spdlog::warn(
+        "profile: user replay refused ({}); kernel replay instead, whose memory restore "
+        "inflates dram__bytes_write",
+        e.what());
+    return collect_once(requested, max_ranges, launch, {});
+  }
+}
+
+Collection CounterSession::collect_once(const std::vector<std::string>& requested,
+                                        std::size_t max_ranges, const std::function<void()>& launch,
+                                        const std::function<void()>& before_pass) {
   Collection result;
+  result.replay = before_pass ? "user" : "kernel";
   if (max_ranges == 0) max_ranges = 1;
   std::vector<std::string> metrics = requested;
   std::vector<std::string> refused;
@@ -385,7 +405,7 @@ Collection CounterSession::collect(const std::vector<std::string>& requested,
   set.counterDataImageSize = counter_data.size();
   set.pCounterDataImage = counter_data.data();
   set.range = CUPTI_AutoRange;
-  set.replayMode = CUPTI_KernelReplay;
+  set.replayMode = before_pass ? CUPTI_UserReplay : CUPTI_KernelReplay;
   set.maxRangesPerPass = max_ranges;
   set.numNestingLevels = 1;
   set.minNestingLevel = 1;
@@ -393,16 +413,17 @@ Collection CounterSession::collect(const std::vector<std::string>& requested,
   set.targetNestingLevel = 1;
   KHARNESS_CUPTI(cuptiRangeProfilerSetConfig, set);
 
-  // Kernel replay runs every pass inside each launch, so one start/stop submits all passes; the
-  // loop only guards against a CUPTI that asks for the workload again.
+  // User replay: one round of the plan per pass. Kernel replay runs every pass inside each launch,
+  // so one round submits them all; the loop then only guards against a CUPTI that asks again.
   bool all_submitted = false;
   for (std::size_t round = 0; !all_submitted; ++round) {
     if (round > result.passes + 1) {
       throw CuptiError("cuptiRangeProfilerStop", 0,
                        fmt::format("not every pass was submitted after {} rounds of the plan "
-                                   "(kernel replay should need one)",
-                                   round));
+                                   "({} passes configured, {} replay)",
+                                   round, result.passes, result.replay));
     }
+    if (before_pass) before_pass();
     CUpti_RangeProfiler_Start_Params start{CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
     start.pRangeProfilerObject = profiler.get();
     KHARNESS_CUPTI(cuptiRangeProfilerStart, start);

@@ -1,7 +1,12 @@
 // Hardware counters through CUPTI's Range Profiler and Profiler Host APIs (CUDA 12.6+, the
-// non-deprecated profiling path of CUDA 13): one auto range per kernel launch, kernel replay (CUPTI
-// saves and restores device memory and replays each kernel once per pass), metrics evaluated on
-// the host. No ncu subprocess.
+// non-deprecated profiling path of CUDA 13): one auto range per kernel launch, metrics evaluated
+// on the host. No ncu subprocess.
+//
+// Replay: with a `before_pass` hook, user replay: the caller's launch runs once per pass, and the
+// hook runs before each (outside the profiled span) to restore state and leave L2 clean. Kernel
+// replay (CUPTI saves and restores device memory around each pass) is the fallback; its restore
+// leaves dirty lines in L2 whose write-back the next pass counts (an H200 copy kernel read
+// dram__bytes_write 6-380% above ncu's).
 //
 // The call sequence (each failure names the CUPTI call and its result):
 //   cuptiProfilerInitialize
@@ -15,8 +20,9 @@
 //     ...GetNumOfPasses
 //     cuptiRangeProfilerEnable(ctx)
 //     cuptiRangeProfilerGetCounterDataSize, cuptiRangeProfilerCounterDataImageInitialize
-//     cuptiRangeProfilerSetConfig(AutoRange, KernelReplay, maxRangesPerPass = launches)
-//     cuptiRangeProfilerStart; launch the plan; cuptiRangeProfilerStop (isAllPassSubmitted)
+//     cuptiRangeProfilerSetConfig(AutoRange, UserReplay or KernelReplay, maxRangesPerPass)
+//     per pass: before_pass(); cuptiRangeProfilerStart; launch the plan; cuptiRangeProfilerStop
+//     until isAllPassSubmitted (one round under kernel replay)
 //     cuptiRangeProfilerDecodeData
 //     cuptiRangeProfilerGetCounterDataInfo, then per range
 //     cuptiRangeProfilerCounterDataGetRangeInfo and cuptiProfilerHostEvaluateToGpuValues
@@ -69,6 +75,7 @@ struct Collection {
   std::size_t passes = 0;           // passes per kernel (from the config image)
   std::size_t dropped_ranges = 0;
   std::vector<std::string> not_evaluated;  // metrics CUPTI configured but could not evaluate
+  std::string replay;                      // "user" or "kernel"
 };
 
 class CounterSession {
@@ -88,9 +95,12 @@ class CounterSession {
 
   // Configures `metrics` (all supported), runs `launch` between start and stop with one range
   // per kernel it launches (at most `max_ranges`), and evaluates every range. `launch` must
-  // launch only the kernels to profile and wait for them.
+  // launch only the kernels to profile and wait for them. With `before_pass`, user replay:
+  // before_pass() then launch() once per pass (before_pass must make the launch repeatable and
+  // wait for its own work); if the driver refuses user replay, kernel replay without the hook.
   Collection collect(const std::vector<std::string>& metrics, std::size_t max_ranges,
-                     const std::function<void()>& launch);
+                     const std::function<void()>& launch,
+                     const std::function<void()>& before_pass = {});
 
  private:
   struct Host;
@@ -100,6 +110,9 @@ class CounterSession {
   std::vector<std::uint8_t> availability_;
   std::unique_ptr<Host> host_;
   std::map<std::string, bool> supported_;
+  Collection collect_once(const std::vector<std::string>& metrics, std::size_t max_ranges,
+                          const std::function<void()>& launch,
+                          const std::function<void()>& before_pass);
   bool initialized_ = false;
 };
 
