@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -283,27 +284,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   // loads the module's code so the profiled launches are not the first.
   t = Clock::now();
   io.poison(0, stream.get());
-  // Under CUPTI's activity API, for the shared-memory carveout the driver picks per launch (the
-  // timer is gone, CUPTI detached, before the range profiler starts).
-  std::vector<bench::KernelRecord> records;
-  std::optional<bench::CuptiTimer> timer;
-  try {
-    timer.emplace();
-    timer->begin(1);
-  } catch (const std::exception& e) {
-    timer.reset();
-    spdlog::warn("profile: no CUPTI activity records of the warm-up launch: {}", e.what());
-  }
   device::LaunchOutcome o = launcher.launch(io.env(0), stream.get(), true);
-  if (timer) {
-    try {
-      timer->end();
-      records = timer->collect()[1].kernel_records;
-    } catch (const std::exception& e) {
-      spdlog::warn("profile: no CUPTI activity records of the warm-up launch: {}", e.what());
-    }
-    timer.reset();
-  }
   if (!o.ok) {
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("launch {} ({}) failed: {}", o.launch_index, o.kernel, o.message));
@@ -316,7 +297,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   phases["warmup_check"] = since(t);
 
   t = Clock::now();
-  profile::CounterSession session(context.get(), 0);
+  auto session = std::make_unique<profile::CounterSession>(context.get(), 0);
   phases["cupti_setup"] = since(t);
 
   // Which names CUPTI has: each logical metric maps to its supported names (itself and its
@@ -335,7 +316,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
     std::vector<std::string> candidates = {name};
     for (auto& alt : profile_metric_alternatives(name)) candidates.push_back(alt);
     for (const std::string& c : candidates) {
-      if (session.supported(c)) {
+      if (session->supported(c)) {
         sources[name].push_back(c);
         want(c);
       }
@@ -343,14 +324,14 @@ Profile run_worker_profile(const ProfileRequest& request) {
   }
   std::vector<std::string> stall_metrics, stall_bases;
   try {
-    stall_bases = session.base_metrics_with_prefix(metric::kStallPrefix);
+    stall_bases = session->base_metrics_with_prefix(metric::kStallPrefix);
   } catch (const profile::CuptiError& e) {
     spdlog::warn("profile: no warp stall reasons: {}", e.what());
   }
   for (const std::string& base : stall_bases) {
     if (base.size() >= 11 && base.compare(base.size() - 11, 11, "_not_issued") == 0) continue;
     const std::string name = base + ".sum";
-    if (session.supported(name)) {
+    if (session->supported(name)) {
       stall_metrics.push_back(name);
       want(name);
     }
@@ -379,7 +360,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
 
   t = Clock::now();
   const std::size_t launches = l.candidate.plan.launches.size();
-  profile::Collection c = session.collect(
+  profile::Collection c = session->collect(
       cupti_metrics, launches,
       [&] {
         device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
@@ -391,6 +372,26 @@ Profile run_worker_profile(const ProfileRequest& request) {
       },
       before_pass);
   phases["counters"] = since(t);
+  const std::string chip = session->chip();
+  session.reset();  // CUPTI's profiler deinitialised: the activity API may attach now
+
+  // The plan once more under CUPTI's activity API, for the shared-memory carveout the driver
+  // picked per launch. Last, because the range profiler cannot start after the activity timer
+  // detached CUPTI (cuptiProfilerInitialize: CUPTI_ERROR_NOT_INITIALIZED on the H200).
+  t = Clock::now();
+  std::vector<bench::KernelRecord> records;
+  try {
+    before_pass();
+    bench::CuptiTimer timer;
+    timer.begin(1);
+    device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
+    timer.end();
+    if (r.ok) records = timer.collect()[1].kernel_records;
+  } catch (const std::exception& e) {
+    spdlog::warn("profile: no CUPTI activity records of the plan (no shared-memory carveout): {}",
+                 e.what());
+  }
+  phases["carveout"] = since(t);
 
   Profile p;
   p.solution = l.candidate.name;
@@ -399,7 +400,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   p.family = l.op.definition.family();
   p.workload = w.uuid;
   p.axes = w.axes;
-  p.chip = session.chip();
+  p.chip = chip;
   p.arch = l.candidate_compiled.arch;
   p.passes = static_cast<int>(c.passes);
   p.replay = c.replay;
