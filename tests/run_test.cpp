@@ -118,6 +118,41 @@ TEST(Run, CommandProviderWithAScript) {
   EXPECT_NE(prompt.find("# Task: rmsnorm_h4096"), std::string::npos);
 }
 
+// tests/fixtures/agent/fake-claude.sh, the stand-in for a coding-agent CLI that device-test.sh
+// runs on the GPU: five calls answer the five recorded answers in order, each prompt carries the
+// task, and the verdicts a compile-only run can give are the expected ones.
+TEST(Run, FakeAgentScriptAnswersTheRecordedAnswersInOrder) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto state = tmp.path() / "agent";
+  const std::string agent = testing::fixture("agent/fake-claude.sh").string();
+  auto r = kharness(archive_arg(tmp) +
+                    "run --operator rmsnorm_h4096 --budget 5 --provider command --command \"'" +
+                    agent + "' '" + replay_dir() + "' '" + state.string() +
+                    "'\" --compile-only --arch sm_90a --run-dir '" + run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(record(run, "c0001")["status"], "COMPILED");
+  EXPECT_EQ(record(run, "c0002")["status"], "COMPILED");
+  EXPECT_EQ(record(run, "c0003")["status"], "COMPILED");  // wrong numerics: only a GPU sees it
+  EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
+  EXPECT_EQ(record(run, "c0005")["status"], "COMPILE_ERROR");
+  EXPECT_GT(record(run, "c0001")["usage"]["input_tokens"].get<long>(), 1000);
+  EXPECT_EQ(read_file((state / "calls").string()), "5\n");
+  EXPECT_NE(read_file((state / "prompt-5.txt").string()).find("# Task: rmsnorm_h4096"),
+            std::string::npos);
+}
+
+// The script refuses a prompt without a kernel, as an agent with nothing to refine would: the
+// candidate fails with the script's message, the run goes on.
+TEST(Run, FakeAgentScriptRefusesAnEmptyPrompt) {
+  TempDir tmp;
+  auto r =
+      testing::run_command("echo hello | '" + testing::fixture("agent/fake-claude.sh").string() +
+                           "' '" + replay_dir() + "' '" + (tmp.path() / "s").string() + "' 2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("no kernel or no task definition"), std::string::npos) << r.out;
+}
+
 TEST(Run, FailingCommandIsAFailedCandidate) {
   TempDir tmp;
   auto run = tmp.path() / "run";
