@@ -6,6 +6,12 @@
 # when $OUT is set, the summary, an archive of all logs and the failed steps' logs go there too.
 #
 #   scripts/device-test.sh        BUILD_DIR (default build-device-test) and JOBS may be set.
+#
+# Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
+# gpu-tests operators bench-compile bench-check measure run-command run-tune bench-profile
+# bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
+# OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
+# default rmsnorm_h4096), RUN_BUDGET (default 12), RUN_MAX_TIME (seconds per run, default 590).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -407,8 +407,16 @@ struct Search::Impl {
       bool promising = v.passed() && c.complete && c.mean_ratio > 1.0 - std::max(0.01, 2 * c.noise);
       if (!promising) {
         r.gpu_seconds = seconds_since(t);
-        r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
         r.status = std::string(status_name(v.status));
+        if (v.status == Status::kCompileError) {
+          // Stopped by the compiler, not by the cascade: nothing saved, no GPU stage reached.
+          r.stage = "compile";
+          r.reason = v.failure ? v.failure->message : "";
+          r.verdict = to_json(v);
+          last = v;
+          return;
+        }
+        r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
         if (v.failure) r.reason = v.failure->message;
         r.speedup_vs_incumbent = c.mean_ratio;
         r.noise = c.noise;
@@ -427,7 +435,7 @@ struct Search::Impl {
     }
     Verdict v = evaluate(file, "validate", {}, best.file);
     r.gpu_seconds = seconds_since(t);
-    r.stage = "full";
+    r.stage = v.status == Status::kCompileError ? "compile" : "full";
     r.workloads_evaluated = static_cast<int>(v.workloads.size());
     r.status = std::string(status_name(v.status));
     if (v.failure) r.reason = v.failure->message;

@@ -354,9 +354,9 @@ Profile run_worker_profile(const ProfileRequest& request) {
     io.poison(0, stream.get());
     cu.check(cu.cuMemsetD32Async(flush.ptr(), ++flush_value, flush.size() / 4, stream.get()),
              "cuMemsetD32Async");
-    // Read twice: after one read of 2x L2 about 0.5-0.7 MB of dirty lines survived on the H200
-    // (dram__bytes_write of three fixtures, copy 378 MB, spill 67 MB, naive GEMM 6.1 MB, each
-    // that much above ncu's), and their write-back landed inside the profiled pass.
+    // Read twice: with one read, dram__bytes_write of three H200 fixtures (copy 378 MB, spill
+    // 67 MB, naive GEMM 6.1 MB) each came out 0.5-0.7 MB above ncu's, as if that many dirty
+    // lines survived one pass of reads and were written back inside the profiled pass.
     harness.read_through(flush.ptr(), flush.size(), stream.get());
     harness.read_through(flush.ptr(), flush.size(), stream.get());
     cu.check(cu.cuStreamSynchronize(stream.get()), "cuStreamSynchronize");

@@ -51,7 +51,10 @@ TEST(RunGpu, ReplayFiveCandidatesOnRmsnorm) {
   EXPECT_GT(broken["saved_seconds"].get<double>(), 0.0);
   EXPECT_FALSE(broken["promoted"].get<bool>());
   EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
-  EXPECT_EQ(record(run, "c0005")["status"], "COMPILE_ERROR");
+  json compile_error = record(run, "c0005");
+  EXPECT_EQ(compile_error["status"], "COMPILE_ERROR");
+  EXPECT_EQ(compile_error["stage"], "compile") << "stopped by the compiler, not the cascade";
+  EXPECT_EQ(compile_error["saved_seconds"].get<double>(), 0.0);
   json summary = json::parse(read_file((run / "summary.json").string()));
   EXPECT_EQ(summary["candidates"].size(), 6u);
   EXPECT_EQ(summary["stop_reason"], "budget");
