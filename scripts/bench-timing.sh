@@ -6,7 +6,8 @@
 # kharness medians over 5 separate processes; the copy's achieved bandwidth.
 # Targets (issue 4): kharness within 2% of ncu for kernels >= 10 us and within 0.5 us below; spread
 # <= 1% for kernels >= 20 us; copy bandwidth within 10% of the measured ceiling. Then the same
-# comparison net of the launch floor (ncu's fixed cost beyond CUPTI's activity span).
+# comparison net of the launch floor (ncu's fixed cost beyond CUPTI's activity span), and the
+# copy's timings against the arbiter: its blocks' own %globaltimer span (scripts/timer-probe.cu).
 #
 #   scripts/bench-timing.sh [KHARNESS_BINARY]    PROCESSES (default 5), NCU (default ncu),
 #                                                ONLY (regex over "operator {axes}": a subset),
@@ -18,7 +19,13 @@ KHARNESS="$(realpath "${1:-build/kharness}")"
 PROCESSES="${PROCESSES:-5}"
 NCU="${NCU:-ncu}"
 [[ -x "$KHARNESS" ]] || { echo "bench-timing: no kharness binary at '$KHARNESS'" >&2; exit 2; }
-export KHARNESS PROCESSES NCU
+# The arbiter (scripts/timer-probe.cu): the copy kernel's own %globaltimer span per size.
+PROBE=""
+if command -v nvcc >/dev/null 2>&1; then
+  PROBE="$(mktemp -d)/timer-probe"
+  nvcc -O3 -arch=sm_90 scripts/timer-probe.cu -o "$PROBE" || PROBE=""
+fi
+export KHARNESS PROCESSES NCU PROBE
 exec python3 - <<'PY'
 import csv, io, json, os, tempfile, statistics, subprocess, sys
 
@@ -135,6 +142,27 @@ if floor:
         print(f"{r['op'][:14]:14s} {json.dumps(r['axes'])[:22]:22s} {r['kh']*1e6:9.2f}u {net*1e6:9.2f}u "
               f"{r['kh']/net:7.3f} {'PASS' if good else 'FAIL'}")
     print(f"net of the floor: {'PASS' if net_ok else 'FAIL'} (kharness within 2% of ncu minus its fixed cost, 0.5 us below 10 us)")
+# The arbiter: how long the copy kernel's blocks ran by their own %globaltimer stamps (first
+# block start to last block end). A timer's excess over it is launch and drain work it counts.
+probe = {}
+if os.environ.get("PROBE"):
+    p = subprocess.run([os.environ["PROBE"], "50"], capture_output=True, text=True, timeout=300)
+    for line in p.stdout.splitlines():
+        if line.startswith("PROBE "):
+            f = dict(kv.split("=") for kv in line.split()[1:])
+            probe[int(f["n"])] = (float(f["span_us"]) * 1e-6, float(f["events_us"]) * 1e-6)
+    if not probe:
+        print(f"timer-probe gave nothing: {(p.stderr or p.stdout)[-300:]}")
+if probe:
+    print(f"{'copy vs block span':22s} {'span':>9s} {'kharness':>9s} {'ncu':>9s} {'events':>9s} {'kh-span':>8s} {'ncu-span':>9s}")
+    for r in rows:
+        if r["op"] != "copy_f32" or r["axes"]["n"] not in probe:
+            continue
+        sp, pev = probe[r["axes"]["n"]]
+        n = r["ncu"]
+        print(f"copy n={r['axes']['n']:<15d} {sp*1e6:8.2f}u {r['kh']*1e6:8.2f}u "
+              f"{(n or 0)*1e6:8.2f}u {pev*1e6:8.2f}u {(r['kh']-sp)*1e6:7.2f}u "
+              f"{((n - sp)*1e6 if n else float('nan')):8.2f}u")
 for r in rows:
     if r["op"] == "copy_f32" and r["axes"]["n"] > 1024:
         bw = 8 * r["axes"]["n"] / r["kh"]
