@@ -22,11 +22,13 @@ NCU="${NCU:-ncu}"
 # The arbiter (scripts/timer-probe.cu): the copy kernel's own %globaltimer span per size.
 PROBE=""
 if command -v nvcc >/dev/null 2>&1; then
-  PROBE="$(mktemp -d)/timer-probe"
+  PROBE_DIR="$(mktemp -d)"
+  trap 'rm -rf "$PROBE_DIR"' EXIT
+  PROBE="$PROBE_DIR/timer-probe"
   nvcc -O3 -arch=sm_90 scripts/timer-probe.cu -o "$PROBE" || PROBE=""
 fi
 export KHARNESS PROCESSES NCU PROBE
-exec python3 - <<'PY'
+python3 - <<'PY'
 import csv, io, json, os, tempfile, statistics, subprocess, sys
 
 import re
@@ -116,7 +118,9 @@ for op, (seed, wls) in cases.items():
         good = bool(n) and abs(kh - n) <= (0.02 * n if n >= 10e-6 else 0.5e-6)
         if r["spread"] is not None and kh >= 20e-6 and r["spread"] > 0.01:
             good = False
-        ok = ok and good
+        # The launch floor (copy n = 1024) is a reference point, not a kernel under test.
+        if not (op == "copy_f32" and axes.get("n") == 1024):
+            ok = ok and good
         print(f"{r['op']:14s} {json.dumps(r['axes']):22s} {kh*1e6:9.2f}u {(n or 0)*1e6:9.2f}u {ev*1e6:9.2f}u "
               f"{(kh/n if n else float('nan')):7.3f} {ev/kh:6.2f} "
               f"{('%.2f%%' % (100*r['spread'])) if r['spread'] is not None else '-':>7s} {r['samples']:7d} {'PASS' if good else 'FAIL'}",
@@ -146,7 +150,10 @@ if floor:
 # block start to last block end). A timer's excess over it is launch and drain work it counts.
 probe = {}
 if os.environ.get("PROBE"):
-    p = subprocess.run([os.environ["PROBE"], "50"], capture_output=True, text=True, timeout=300)
+    try:
+        p = subprocess.run([os.environ["PROBE"], "50"], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as e:
+        p = subprocess.CompletedProcess(e.cmd, 124, "", "timed out after 300 s")
     for line in p.stdout.splitlines():
         if line.startswith("PROBE "):
             f = dict(kv.split("=") for kv in line.split()[1:])

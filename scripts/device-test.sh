@@ -94,7 +94,7 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
 # GPU tests: those that only check correctness run GPU_JOBS (default 4) at a time; those that time
 # kernels, read counters or measure wall time run alone afterwards. GPU_TESTS=REGEX: only the GPU
 # tests whose names match, one at a time.
-SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|CuptiTimerGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]'
+SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
 gpu_tests() {
   local rc=0
   rm -f "$LOGS/gpu-tests.xml" "$LOGS/gpu-tests-parallel.xml"
@@ -161,6 +161,7 @@ step measure need_binary "$KHARNESS" doctor --measure
 run_command() {
   local state run="$LOGS/run-command"
   state="$(mktemp -d)"
+  rm -rf "$run"  # a run folder of an earlier invocation would be refused
   "$KHARNESS" run --operator rmsnorm_h4096 --budget 5 --provider command --run-dir "$run" \
     --command "tests/fixtures/agent/fake-claude.sh tests/fixtures/replay/rmsnorm $state" \
     --out "$LOGS/run-command-best.cu" || return 1
@@ -183,6 +184,7 @@ step run-command need_binary run_command
 run_tune() {
   local op rc=0
   for op in ${TUNE_OPS:-rmsnorm_h4096}; do
+    rm -rf "$LOGS/run-$op"  # no table line from an earlier invocation
     "$KHARNESS" run --operator "$op" --budget "${RUN_BUDGET:-12}" --provider tune \
       --max-time "${RUN_MAX_TIME:-590}" --run-dir "$LOGS/run-$op" --out "$LOGS/run-$op-best.cu" ||
       rc=1
@@ -201,7 +203,7 @@ for op in sys.argv[2:]:
     print(f"{op:55s} {len(s['candidates']) - 1:5d} {s['seconds']:7.1f} {s['stop_reason']:>7s} "
           f"{s['best']:>6s} {s.get('best_over_seed', 0):7.3f} {s['best_score']:7.3f} "
           f"{100 * sol if sol is not None else float('nan'):6.1f}  "
-          f"{json.dumps(cfg) if cfg else 'seed defaults'}")
+          f"{json.dumps(cfg) if cfg else ('seed defaults' if s['best'] == 'c0000' else '-')}")
 PY
   "$KHARNESS" report --all --html "$LOGS/report.html" || rc=1
   return $rc
@@ -235,6 +237,8 @@ if [[ -s "$LOGS/gpu-tests-parallel.xml" ]]; then
   read -r P2 F2 S2 < <(count_tests "$LOGS/gpu-tests-parallel.xml")
   if [[ "$GPU_P" =~ ^[0-9]+$ && "$P2" =~ ^[0-9]+$ ]]; then
     GPU_P=$((GPU_P + P2)); GPU_F=$((GPU_F + F2)); GPU_S=$((GPU_S + S2))
+  else  # one of the two runs left no readable results: say so rather than show half
+    GPU_P="$GPU_P+$P2"; GPU_F="$GPU_F+$F2"; GPU_S="$GPU_S+$S2"
   fi
 fi
 BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"

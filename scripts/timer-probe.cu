@@ -37,6 +37,7 @@ __global__ void copy_vec4_stamped(const float* __restrict__ x, float* __restrict
   for (long long i = vectors * 4 + static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += stride)
     y[i] = x[i];
+  __threadfence();  // the block's stores completed, not only issued, before its end stamp
   __syncthreads();
   if (threadIdx.x == 0) {
     atomicMin(&stamps[0], start);
@@ -72,6 +73,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
+  if (iterations < 1) {
+    std::fprintf(stderr, "timer-probe: ITERATIONS must be a positive number\n");
+    return 2;
+  }
   int device = 0, l2 = 0, sms = 0;
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));

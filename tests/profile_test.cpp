@@ -160,6 +160,26 @@ TEST(ProfileDiagnosis, NaiveGemmIsComputeBoundWithAnIdleTensorPipe) {
   EXPECT_TRUE(any_contains(d.notes, "HGMMA/QGMMA"));
 }
 
+// The driver sizes the shared-memory carveout to fit the blocks the other limits allow, so the
+// shared-memory limit ties with the real limiter: shared memory is named only when strictly least.
+TEST(ProfileDiagnosis, SharedMemoryIsTheLimiterOnlyWhenStrictlyLeast) {
+  auto limiter_note = [](double regs, double smem, double warps) {
+    KernelProfile k = spill_kernel();
+    k.metrics[metric::kOccupancyLimitRegisters].value = regs;
+    k.metrics[metric::kOccupancyLimitSharedMem].value = smem;
+    k.metrics[metric::kOccupancyLimitWarps].value = warps;
+    k.metrics[metric::kOccupancyLimitBlocks].value = 32;
+    Diagnosis d = diagnose(k, h200("copy"));
+    for (const auto& n : d.notes)
+      if (contains(n, "limited by")) return n;
+    return std::string("(no occupancy note)");
+  };
+  EXPECT_TRUE(contains(limiter_note(8, 2, 2), "limited by warps per block"))
+      << limiter_note(8, 2, 2);
+  EXPECT_TRUE(contains(limiter_note(2, 2, 8), "limited by registers")) << limiter_note(2, 2, 8);
+  EXPECT_TRUE(contains(limiter_note(8, 1, 8), "limited by shared memory")) << limiter_note(8, 1, 8);
+}
+
 TEST(ProfileDiagnosis, NothingBusyWithGoodOccupancyIsLatencyBound) {
   KernelProfile k = naive_gemm_kernel();
   k.metrics[metric::kSmThroughput].value = 41.0;
@@ -360,7 +380,7 @@ TEST(ProfileOccupancy, SharedMemLimitFollowsTheDriversCarveout) {
   profile::Occupancy o = profile::compute_occupancy(h200_device(), f, 256, 0, 32 * 1024);
   ASSERT_TRUE(o.ok) << o.error;
   EXPECT_EQ(o.limit_shared_mem, 32);  // 32 KiB / 1 KiB reserved, at the 32-block limit
-  f.registers = 255;  // spill.cu: one block by registers, the driver chose 8 KiB
+  f.registers = 255;                  // spill.cu: one block by registers, the driver chose 8 KiB
   o = profile::compute_occupancy(h200_device(), f, 256, 0, 8 * 1024);
   ASSERT_TRUE(o.ok) << o.error;
   EXPECT_EQ(o.limit_shared_mem, 8);

@@ -58,7 +58,8 @@ inline constexpr const char* kOccupancyLimitSharedMem = "launch__occupancy_limit
 inline constexpr const char* kOccupancyLimitWarps = "launch__occupancy_limit_warps";
 inline constexpr const char* kOccupancyLimitBlocks = "launch__occupancy_limit_blocks";
 // The shared-memory carveout the driver chose for the launch (bytes per SM), from the CUPTI
-// activity record of the checked warm-up run; it bounds launch__occupancy_limit_shared_mem.
+// activity record of one more launch of the plan after the counters (source "driver": the
+// driver's choice); it bounds launch__occupancy_limit_shared_mem.
 inline constexpr const char* kSharedMemConfigSize = "launch__shared_mem_config_size";
 inline constexpr const char* kTheoreticalOccupancy = "sm__maximum_warps_per_active_cycle_pct";
 // Warp stall reasons: smsp__warps_issue_stalled_<reason>.sum over smsp__warps_active.sum.

@@ -408,8 +408,9 @@ struct Search::Impl {
       if (!promising) {
         r.gpu_seconds = seconds_since(t);
         r.status = std::string(status_name(v.status));
-        if (v.status == Status::kCompileError) {
-          // Stopped by the compiler, not by the cascade: nothing saved, no GPU stage reached.
+        if (v.status == Status::kCompileError || v.status == Status::kRejected) {
+          // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
+          // stage reached.
           r.stage = "compile";
           r.reason = v.failure ? v.failure->message : "";
           r.verdict = to_json(v);
@@ -435,7 +436,8 @@ struct Search::Impl {
     }
     Verdict v = evaluate(file, "validate", {}, best.file);
     r.gpu_seconds = seconds_since(t);
-    r.stage = v.status == Status::kCompileError ? "compile" : "full";
+    r.stage =
+        v.status == Status::kCompileError || v.status == Status::kRejected ? "compile" : "full";
     r.workloads_evaluated = static_cast<int>(v.workloads.size());
     r.status = std::string(status_name(v.status));
     if (v.failure) r.reason = v.failure->message;
@@ -674,7 +676,7 @@ struct Search::Impl {
     if (!options.compile_only && over_seed > 0) {
       text += fmt::format("Best over the seed: {:.3f}x; speed-of-light reached: {}\n", over_seed,
                           best_sol ? fmt::format("{:.1f}% (mean over workloads)", 100 * *best_sol)
-                                   : std::string("unknown (no GPU spec for this device)"));
+                                   : std::string("unknown"));
     }
     if (!best_config.is_null())
       text += fmt::format("Best configuration: {}\n", best_config.dump());

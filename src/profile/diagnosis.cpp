@@ -99,13 +99,15 @@ std::optional<std::pair<double, std::string>> busiest(
 }
 
 // What limits the blocks per SM, by the launch's occupancy limits: "registers", "shared memory",
-// "warps per block", "blocks per SM", or "" when unknown.
+// "warps per block", "blocks per SM", or "" when unknown. Shared memory is named only when it is
+// strictly the least: the driver sizes the carveout to fit the blocks the other limits allow, so
+// its limit often ties with the real one.
 std::string occupancy_limiter(const Counters& c) {
   std::optional<std::pair<double, std::string>> least;
   for (const auto& [v, name] :
-       {std::make_pair(c.limit_regs, "registers"), std::make_pair(c.limit_smem, "shared memory"),
-        std::make_pair(c.limit_warps, "warps per block"),
-        std::make_pair(c.limit_blocks, "blocks per SM")}) {
+       {std::make_pair(c.limit_regs, "registers"), std::make_pair(c.limit_warps, "warps per block"),
+        std::make_pair(c.limit_blocks, "blocks per SM"),
+        std::make_pair(c.limit_smem, "shared memory")}) {
     if (v && (!least || *v < least->first)) least = std::make_pair(*v, std::string(name));
   }
   return least ? least->second : "";

@@ -236,7 +236,7 @@ void add_launch_facts(KernelProfile& k, CUfunction f, const profile::OccupancyDe
   put(metric::kSharedMemConfigSize,
       carveout_bytes > 0 ? std::optional<double>(static_cast<double>(carveout_bytes))
                          : std::nullopt,
-      "no CUPTI activity record of the warm-up launch");
+      "no CUPTI activity record of the plan's launch");
   profile::Occupancy o =
       profile::compute_occupancy(dev, fn, threads, dynamic_shared, carveout_bytes);
   if (!o.ok) {

@@ -75,6 +75,10 @@ TEST(ProfileGpu, CopyIsMemoryBoundAtEightyPercentOfDram) {
   EXPECT_GT(metric(k, "gpu__time_duration.sum"), 0.0);
   EXPECT_EQ(k["static"]["spill_store_bytes"], 0);
   EXPECT_TRUE(p["sol"].is_object()) << "no speed-of-light for copy_f32 on this GPU";
+  // User replay, not the kernel-replay fallback (whose memory restore inflates DRAM writes), and
+  // the carveout the driver chose, from CUPTI's activity record.
+  EXPECT_EQ(p["replay"], "user") << p["warnings"].dump();
+  EXPECT_GT(metric(k, "launch__shared_mem_config_size"), 0.0);
   std::cout << p["diagnosis_text"].get<std::string>();
 }
 
