@@ -11,7 +11,9 @@
 # gpu-tests operators bench-compile bench-check measure run-command run-tune bench-profile
 # bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
-# default rmsnorm_h4096), RUN_BUDGET (default 12), RUN_MAX_TIME (seconds per run, default 590).
+# default rmsnorm_h4096), RUN_BUDGET (default 12), RUN_MAX_TIME (seconds per run, default 590),
+# DEADLINE (seconds: steps still running then are killed, later ones skipped, the summary printed:
+# use it under a per-call time limit, e.g. DEADLINE=560).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +33,9 @@ fi
 export KHARNESS_ARCHIVE="$(mktemp -d)"
 STEPS=()    # "name|status|seconds"
 FAILED=0
+T0=$(date +%s)
+# What the steps' functions read, for the `bash -c` that DEADLINE runs them in.
+export ROOT BUILD_DIR JOBS LOGS KHARNESS
 
 # step NAME COMMAND... : runs COMMAND, output to the terminal and $LOGS/NAME.log.
 step() {
@@ -40,14 +45,30 @@ step() {
     STEPS+=("$name|skipped|0")
     return 0
   fi
+  # DEADLINE=SECONDS: every step ends by then (killed at the deadline), so the summary and the
+  # logs always come back from a device machine that limits a call's time.
+  local limit=()
+  if [[ -n "${DEADLINE:-}" ]]; then
+    local left=$((DEADLINE - ($(date +%s) - T0)))
+    if ((left < 10)); then
+      STEPS+=("$name|skipped (deadline)|0")
+      return 0
+    fi
+    export -f $(declare -F | awk '{print $3}')
+    limit=(timeout -k 5 "$left" bash -c '"$@"' "$name")
+  fi
   echo
   echo "=== $name: $*"
   start=$(date +%s)
-  "$@" 2>&1 | tee "$log"
+  "${limit[@]}" "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   end=$(date +%s)
   if ((rc == 0)); then
     STEPS+=("$name|ok|$((end - start))")
+  elif [[ -n "${DEADLINE:-}" ]] && ((rc == 124 || rc == 137)); then
+    STEPS+=("$name|KILLED (deadline)|$((end - start))")
+    FAILED=1
+    echo "=== $name killed at the deadline (DEADLINE=$DEADLINE s)"
   else
     STEPS+=("$name|FAILED (exit $rc)|$((end - start))")
     FAILED=1
@@ -94,7 +115,7 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
 # GPU tests: those that only check correctness run GPU_JOBS (default 4) at a time; those that time
 # kernels, read counters or measure wall time run alone afterwards. GPU_TESTS=REGEX: only the GPU
 # tests whose names match, one at a time.
-SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
+export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
 gpu_tests() {
   local rc=0
   rm -f "$LOGS/gpu-tests.xml" "$LOGS/gpu-tests-parallel.xml"
