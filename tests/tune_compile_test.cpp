@@ -56,6 +56,13 @@ TEST(TuneCompile, EveryGqaDecodeConfiguration) {
   expect_all_compile(op, p, p.valid);
 }
 
+TEST(TuneCompile, EveryMlaDecodeConfiguration) {
+  Operator op = load_operator("mla_paged_decode_h16_ckv512_kpe64_ps1");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  ASSERT_EQ(p.valid.size(), 9u);  // GROUP x WARPS within 48 KiB of static shared memory
+  expect_all_compile(op, p, p.valid);
+}
+
 // The first `n` configurations the provider proposes (the defaults, a space-filling sample, then
 // neighbours), and for each knob the first and last valid configurations with its largest value
 // (the largest tiles, warp tiles and stages: the most registers and shared memory).

@@ -20,15 +20,26 @@
 // reduced in one interleaved butterfly, and each head keeps a base-2 online softmax (logits
 // pre-multiplied by sm_scale * log2(e)). The 4 warp states are merged through shared memory.
 // A request with no tokens writes 0 and lse = -inf.
+//
+// Knobs (tune.json, for the offline tune provider; the defaults are the plan above): GROUP query
+// heads per block (the grid has num_qo_heads / GROUP blocks per request: fewer heads per block
+// read each latent row more often but give more blocks to a small batch) and WARPS per block.
 #include <cuda_bf16.h>
+
+#ifndef GROUP
+#define GROUP 4
+#endif
+#ifndef WARPS
+#define WARPS 4
+#endif
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
 constexpr int kHeads = 16;
 constexpr int kCkv = 512;
 constexpr int kKpe = 64;
-constexpr int kGroup = 4;  // query heads per block
-constexpr int kWarps = 4;
+constexpr int kGroup = GROUP;  // query heads per block
+constexpr int kWarps = WARPS;
 constexpr int kVec = 8;  // bf16 per 128-bit load
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -53,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(kWarps * 32) mla_decode_kernel(
     const __nv_bfloat16* __restrict__ ckv_cache, const __nv_bfloat16* __restrict__ kpe_cache,
     const int* __restrict__ kv_indptr, const int* __restrict__ kv_indices, float sm_scale,
     __nv_bfloat16* __restrict__ output, float* __restrict__ lse, int batch_size) {
-  __shared__ float s_acc[kWarps][kGroup][kCkv];  // 32 KiB
+  __shared__ float s_acc[kWarps][kGroup][kCkv];  // 32 KiB at the defaults
   __shared__ float s_m[kWarps][kGroup];
   __shared__ float s_l[kWarps][kGroup];
 

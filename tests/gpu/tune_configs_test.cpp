@@ -1,6 +1,6 @@
 // Every knob configuration a tune.json declares valid must be correct, not only compile: the
 // configurations `kharness tune-space` lists are written out and checked with `kharness check`
-// (the built binary) on the GPU. rmsnorm and gqa decode: every valid configuration on every
+// (the built binary) on the GPU. rmsnorm, gqa decode and MLA decode: every valid configuration on every
 // workload; the GEMM family: the first 12 configurations the tune provider proposes on the
 // gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample);
 // gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Skips
@@ -57,6 +57,11 @@ TEST(TuneConfigurations, EveryRmsnormConfigurationPasses) {
 TEST(TuneConfigurations, EveryGqaDecodeConfigurationPasses) {
   SKIP_WITHOUT_GPU();
   expect_configurations_pass("gqa_paged_decode_h32_kv8_d128_ps1", "--all", "--trials 2");
+}
+
+TEST(TuneConfigurations, EveryMlaDecodeConfigurationPasses) {
+  SKIP_WITHOUT_GPU();
+  expect_configurations_pass("mla_paged_decode_h16_ckv512_kpe64_ps1", "--all", "--trials 2");
 }
 
 TEST(TuneConfigurations, GemmSamplePasses) {
