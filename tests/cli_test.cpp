@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "kharness/text.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -179,6 +180,64 @@ TEST(Cli, OperatorsImportOfTheFlashInferBenchSnapshot) {
                   name.rfind("fused_add_rmsnorm_", 0) == 0;
     if (family && d["reason"] != "no workloads")
       EXPECT_TRUE(runnable) << name << ": " << d["reason"];
+  }
+}
+
+// Bad input found by feeding the CLI what a careless user or a broken model would; each one was
+// a crash or exit 4 (or exit 3 before the bad number was noticed).
+TEST(Cli, HostileInputIsOneLineAndExitTwo) {
+  testing::TempDir tmp;
+  const std::string good = fx("good/rmsnorm_simple.cu");
+  // A plan expression nested 100000 deep: the recursive parser overflowed the stack (SIGSEGV).
+  std::string text = read_file(fixture("good/rmsnorm_simple.cu").string());
+  std::string deep = std::string(100000, '(') + "batch_size" + std::string(100000, ')');
+  auto grid = text.find("\"batch_size\"");
+  ASSERT_NE(grid, std::string::npos);
+  text.replace(grid, 12, "\"" + deep + "\"");
+  std::filesystem::path deep_file = tmp.path() / "deep.cu";
+  write_file_atomic(deep_file.string(), text);
+  expect_usage_error("compile '" + deep_file.string() + "' --operator rmsnorm_h4096",
+                     "launches[0].grid[0]");
+  // score makes it that submission's REJECTED (exit 1), and goes on.
+  auto score =
+      kharness("score '" + deep_file.string() + "' --compile-only --operator rmsnorm_h4096");
+  EXPECT_EQ(score.exit_code, 1) << score.out;
+  EXPECT_NE(score.out.find("REJECTED"), std::string::npos) << score.out;
+  // Bytes that are not UTF-8 and a NUL, quoted back by the message: escaped, not raw (the NUL
+  // cut the line short).
+  std::filesystem::path bytes_file = tmp.path() / "bytes.cu";
+  write_file_atomic(
+      bytes_file.string(),
+      std::string("/* kharness {\"launches\": [{\"kernel\": \"k\", \"grid\": [\"1\\u0000") +
+          "\"], \"block\": [1], \"args\": []}]} */\n__global__ void k() {}\n");
+  auto nul = kharness("compile '" + bytes_file.string() + "'");
+  EXPECT_EQ(nul.exit_code, 2) << nul.out;
+  EXPECT_NE(nul.out.find("in expression \"1\\x00\" at column 2"), std::string::npos) << nul.out;
+  write_file_atomic(bytes_file.string(),
+                    "/* kharness {\"launches\": [{\"kernel\": \"\xff\xfe\", \"grid\": [1]}]} */\n");
+  auto raw = kharness("compile '" + bytes_file.string() + "'");
+  EXPECT_EQ(raw.exit_code, 2) << raw.out;
+  EXPECT_EQ(raw.out.find('\xff'), std::string::npos) << raw.out;
+  EXPECT_NE(raw.out.find("\\xff"), std::string::npos) << raw.out;
+  EXPECT_EQ(std::count(raw.out.begin(), raw.out.end(), '\n'), 1) << raw.out;
+  // A device is not a solution (/dev/zero was read until memory ran out).
+  expect_usage_error("compile /dev/zero --operator rmsnorm_h4096", "/dev/zero: is a device");
+  // Output paths that cannot be written: exit 2 naming the option, not "internal error" (4).
+  expect_usage_error("compile " + good + " --arch sm_90a --out " + good, "--out");
+  expect_usage_error("score " + good + " --compile-only --json '" + tmp.path().string() + "'",
+                     "--json: '" + tmp.path().string() + "' is a folder");
+  expect_usage_error("tune-space rmsnorm_h4096 --sample 1 --out " + good, "--out");
+  expect_usage_error("tune-space rmsnorm_h4096 --sample 0", "--sample");
+  // Numbers no evaluation can use are bad usage before the GPU is looked for (they were exit 3).
+  for (const char* flags : {"--timeout -1", "--timeout 0", "--atol -0.5", "--rtol nan",
+                            "--required-matched-ratio 2", "--required-matched-ratio 0"}) {
+    std::string flag(flags, std::string(flags).find(' '));
+    expect_usage_error("check " + good + " --operator rmsnorm_h4096 " + flags, flag);
+  }
+  for (const char* flags :
+       {"--max-time 0", "--warmup-runs -1", "--iterations 0", "--num-trials 0"}) {
+    std::string flag(flags, std::string(flags).find(' '));
+    expect_usage_error("bench " + good + " --operator rmsnorm_h4096 " + flags, flag);
   }
 }
 

@@ -177,6 +177,15 @@ TEST(Workloads, ErrorsNameFileLineAndField) {
                        rms, "w:1");
       },
       "inputs.weight.type", "unknown input type 'zeros'");
+  // 2^64 - 1 is not "-1" ("must be >= 0"): it does not fit.
+  expect_input_error(
+      [&] {
+        parse_workload(nlohmann::json::parse(
+                           R"J({"uuid": "x", "axes": {"batch_size": 18446744073709551615},
+            "inputs": {"eps": {"type": "scalar", "value": 1}}})J"),
+                       rms, "w:1");
+      },
+      "w:1: axes.batch_size", "does not fit in a 64-bit signed integer");
 }
 
 TEST(Operators, BuiltinRmsnormLoadsWithItsFiles) {

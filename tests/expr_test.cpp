@@ -57,6 +57,36 @@ TEST(Expr, SyntaxErrorsNameTheColumn) {
   expect_syntax("99999999999999999999", "too large");
 }
 
+// A hostile or broken expression (a model's answer, a fuzzed plan) is a syntax error, not a stack
+// overflow in the recursive parser, evaluator or destructor.
+TEST(Expr, DeepNestingIsASyntaxErrorNotACrash) {
+  const std::size_t n = 100000;
+  for (const std::string& text :
+       {std::string(n, '(') + "1" + std::string(n, ')'), std::string(n, '-') + "1",
+        std::string(n, '!') + "1", "1" + std::string(n, '+') + "1",
+        [&] {
+          std::string chain = "1";
+          for (std::size_t i = 0; i < n; ++i) chain += "+1";
+          return chain;
+        }(),
+        [&] {
+          std::string calls;
+          for (std::size_t i = 0; i < n; ++i) calls += "max(1,";
+          return calls + "1" + std::string(n, ')');
+        }()}) {
+    try {
+      Expr::parse(text);
+      FAIL() << "parsed " << text.size() << " characters";
+    } catch (const ExprError& e) {
+      EXPECT_EQ(e.kind(), ExprError::Kind::kSyntax);
+      std::string what = e.what();
+      EXPECT_LT(what.size(), 300u) << "the message quotes a short prefix, not the whole text";
+    }
+  }
+  // Real formulas are far from the limit.
+  EXPECT_EQ(eval("((((((((((1))))))))))+cdiv(-(-7), 2)*max(1, min(2, 3))"), 9);
+}
+
 TEST(Expr, EvaluationErrors) {
   Bindings b{{"n", 0}};
   try {

@@ -11,6 +11,7 @@
 #include "controller/answer.hpp"
 #include "http_server.hpp"
 #include "kharness/error.hpp"
+#include "kharness/text.hpp"
 #include "llm/http.hpp"
 #include "llm/providers.hpp"
 #include "test_util.hpp"
@@ -19,6 +20,7 @@ namespace kharness {
 namespace {
 
 using nlohmann::json;
+using testing::expect_input_error;
 using testing::HttpServer;
 using testing::ScriptedResponse;
 
@@ -296,6 +298,35 @@ TEST(Providers, CommandOutputForms) {
   // plain text
   a = llm::parse_command_output("just text\n```cuda\nx\n```\n");
   EXPECT_EQ(a.text, "just text\n```cuda\nx\n```\n");
+}
+
+// A providers.json with a wrong type was a json::type_error in the middle of a run (exit 4).
+TEST(Providers, ConfigWithWrongTypesIsBadInputNamingTheField) {
+  testing::TempDir dir;
+  auto config_with = [&](const std::string& text) {
+    std::filesystem::path file = dir.path() / "providers.json";
+    write_file_atomic(file.string(), text);
+    return file;
+  };
+  expect_input_error([&] { llm::load_config(config_with(R"({"providers": []})")); },
+                     "providers.json: providers", "expected an object");
+  expect_input_error([&] { llm::load_config(config_with(R"({"providers": {"replay": "x"}})")); },
+                     "providers.json: providers.replay", "expected an object");
+  expect_input_error(
+      [&] { llm::load_config(config_with(R"({"providers": {"openai": {"default_model": 5}}})")); },
+      "providers.openai.default_model", "expected a string");
+  expect_input_error(
+      [&] {
+        llm::load_config(config_with(
+            R"({"providers": {"openai": {"models": {"m": {"input_per_mtok": "3"}}}}})"));
+      },
+      "providers.openai.models.m.input_per_mtok", "expected a number");
+  expect_input_error(
+      [&] {
+        llm::load_config(config_with(
+            R"({"providers": {"openai": {"models": {"m": {"output_per_mtok": -1}}}}})"));
+      },
+      "providers.openai.models.m.output_per_mtok", ">= 0");
 }
 
 TEST(Providers, CostFromTheConfig) {

@@ -3,6 +3,7 @@
 // a local HTTP server — whose key must never reach the run folder, and whose 401 stops the run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -229,6 +230,59 @@ TEST(Run, UsageErrors) {
                "--compile-only --arch sm_90a --run-dir /tmp/kharness-never-created-run");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("/nonexistent"), std::string::npos) << r.out;
+}
+
+// Numbers no run can use, checked before anything starts: one line naming the flag, exit 2, and
+// no run folder left behind.
+TEST(Run, BadNumbersAreUsageErrorsBeforeTheRunStarts) {
+  TempDir tmp;
+  std::string base = archive_arg(tmp) +
+                     "run --operator rmsnorm_h4096 --provider replay --responses '" + replay_dir() +
+                     "' --compile-only --arch sm_90a --run-dir '" + (tmp.path() / "run").string() +
+                     "' ";
+  for (const char* flags : {"--timeout -1", "--elites 0", "--patience -1", "--max-cost -1",
+                            "--max-time -5", "--max-tokens -1", "--max-output-tokens 0",
+                            "--command-timeout 0", "--request-timeout -1"}) {
+    std::string flag(flags, std::string(flags).find(' '));
+    auto r = kharness(base + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.out;
+    EXPECT_NE(r.out.find("kharness: error: " + flag + ": must be"), std::string::npos)
+        << flags << "\n"
+        << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "run"));
+  // --out where a file cannot go fails at the start, not after the whole run (exit 4).
+  auto r = kharness(base + "--budget 1 --out '" + tmp.path().string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--out: '" + tmp.path().string() + "' is a folder"), std::string::npos)
+      << r.out;
+}
+
+// A run.json or record.json edited by hand with a wrong type: --resume said "internal error"
+// (a json::type_error, exit 4).
+TEST(Run, ResumeOfADamagedRunNamesTheFileAndField) {
+  TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = kharness(
+      archive_arg(tmp) + "run --operator rmsnorm_h4096 --budget 1 --provider replay --responses '" +
+      replay_dir() + "' --compile-only --arch sm_90a --seed 1 --run-dir '" + run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::string run_json = read_file((run / "run.json").string());
+  json settings = json::parse(run_json);
+  settings["budget"] = "ten";
+  write_file_atomic((run / "run.json").string(), settings.dump(2));
+  r = kharness(archive_arg(tmp) + "run --resume '" + run.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("run.json: budget"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+
+  write_file_atomic((run / "run.json").string(), run_json);
+  json rec = record(run, "c0001");
+  rec["score"] = "fast";
+  write_file_atomic((run / "candidates" / "c0001" / "record.json").string(), rec.dump(2));
+  r = kharness(archive_arg(tmp) + "run --resume '" + run.string() + "' --budget 2");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("c0001/record.json"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -122,6 +122,45 @@ TEST(Plan, BadPlansNameTheField) {
   expect_input_error([&] { parse(R"J({})J"); }, "k.cu:2: launches", "missing required field");
 }
 
+// Integers of 2^63 and above are unsigned to the JSON parser; they must not wrap to negatives
+// ("grid [18446744073709551615]" was "-1", "{int64: 2^64-1}" passed as -1).
+TEST(Plan, IntegersBeyondInt64AreErrorsNotWrapped) {
+  auto parse = [](const std::string& plan) {
+    parse_single_file_solution(solution_text(plan), "k.cu");
+  };
+  expect_input_error(
+      [&] {
+        parse(
+            R"J({"launches": [{"kernel": "k", "grid": [18446744073709551615], "block": [1],
+                 "args": []}]})J");
+      },
+      "launches[0].grid[0]", "does not fit in a 64-bit signed integer");
+  expect_input_error(
+      [&] {
+        parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1],
+                 "args": [{"int64": 18446744073709551615}]}]})J");
+      },
+      "launches[0].args[0].int64", "does not fit");
+  // 2^63 - 1 itself is a valid int64.
+  LaunchPlan p = parse_single_file_solution(
+                     solution_text(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1],
+                                        "args": [{"int64": 9223372036854775807}]}]})J"),
+                     "k.cu")
+                     .plan;
+  EXPECT_EQ(p.launches[0].args[0].literal->int_value, 9223372036854775807LL);
+}
+
+TEST(Plan, DeeplyNestedExpressionIsAnErrorNamingTheField) {
+  std::string deep = std::string(50000, '(') + "1" + std::string(50000, ')');
+  expect_input_error(
+      [&] {
+        parse_single_file_solution(solution_text(R"J({"launches": [{"kernel": "k", "grid": [")J" +
+                                                 deep + R"J("], "block": [1], "args": []}]})J"),
+                                   "k.cu");
+      },
+      "k.cu:2: launches[0].grid[0]", "nested more than 200 levels deep");
+}
+
 TEST(SingleFile, CommentErrors) {
   expect_input_error([] { load_solution(fixture("bad/no_kharness_comment.cu")); },
                      "no_kharness_comment.cu", "kharness");

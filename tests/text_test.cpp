@@ -63,5 +63,17 @@ TEST(Text, ReadFileErrorsNameThePath) {
   }
 }
 
+// `kharness compile /dev/zero` read until memory ran out; a device is bad input at once.
+TEST(Text, ReadFileRefusesDevices) {
+  try {
+    read_file("/dev/zero");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_EQ(e.where(), "/dev/zero");
+    EXPECT_NE(std::string(e.what()).find("device"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kharness

@@ -93,6 +93,39 @@ TEST(TuneSpace, RefusesMalformedSpacesNamingTheField) {
                      "launches": [{"grd": [1, 1, 1]}]})");
       },
       "launches[0].grd", "unknown field");
+  // A launch size's syntax error names tune.json, not the seed it would be written into.
+  expect_input_error(
+      [] {
+        space_of(R"({"knobs": {"A": {"values": [1], "default": 1}},
+                     "launches": [{"block": ["A +", 1, 1]}]})");
+      },
+      "t/tune.json: launches[0].block[0]", "expected");
+  expect_input_error(
+      [] {
+        space_of(R"({"knobs": {"A": {"values": [1], "default": 1}}, "workspace_bytes": "cdiv(A"})");
+      },
+      "t/tune.json: workspace_bytes", "expected");
+}
+
+// Ranges that end at (or span) the int64 limits: the enumeration overflowed and ran until
+// memory was gone (std::bad_alloc, exit 4).
+TEST(TuneSpace, RangesNearTheInt64LimitsEndOrAreRefused) {
+  TuneSpace pow2 =
+      space_of(R"({"knobs": {"A": {"pow2": [1, 9223372036854775807], "default": 1}}})");
+  EXPECT_EQ(pow2.knobs[0].values.size(), 63u);
+  EXPECT_EQ(pow2.knobs[0].values.back(), std::int64_t{1} << 62);
+  TuneSpace top = space_of(
+      R"({"knobs": {"A": {"range": [9223372036854775800, 9223372036854775807], "step": 3,
+                          "default": 9223372036854775800}}})");
+  EXPECT_EQ(
+      top.knobs[0].values,
+      (std::vector<std::int64_t>{9223372036854775800, 9223372036854775803, 9223372036854775806}));
+  expect_input_error(
+      [] {
+        space_of(R"({"knobs": {"A": {"range": [-9223372036854775808, 9223372036854775807],
+                                     "default": 0}}})");
+      },
+      "knobs.A.range", "more than 4096 values");
 }
 
 TEST(TuneSpace, ValidityHoldsForEveryWorkload) {

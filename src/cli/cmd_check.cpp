@@ -150,11 +150,28 @@ std::uint64_t resolve_seed(const std::string& text) {
   }
 }
 
-void validate_args(const CheckArgs& args) {
+// Before anything else (the driver included): a bad number is bad usage (2) on any machine.
+// Comparisons are written !(x > 0) so that NaN is refused too.
+void validate_args(const CheckArgs& args, const CLI::App& app) {
   if (args.trials < 1) throw input_error("--trials", "must be at least 1");
   if (args.input_sets < 2)
     throw input_error("--input-sets", "must be at least 2 (inputs rotate during timing)");
-  if (args.max_noise <= 0) throw input_error("--max-noise", "must be > 0");
+  if (!(args.max_noise > 0)) throw input_error("--max-noise", "must be > 0");
+  if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  if (!(args.max_time > 0)) throw input_error("--max-time", "must be > 0 seconds");
+  if (args.warmup < 0) throw input_error("--warmup-runs", "must be >= 0");
+  if (args.iterations < 1) throw input_error("--iterations", "must be at least 1");
+  if (args.num_trials < 1) throw input_error("--num-trials", "must be at least 1");
+  // The tolerances default to the definition's (-1 below means "not given"); bench has none.
+  auto given = [&](const char* name) {
+    const CLI::Option* option = app.get_option_no_throw(name);
+    return option != nullptr && option->count() > 0;
+  };
+  if (given("--atol") && !(args.atol >= 0)) throw input_error("--atol", "must be >= 0");
+  if (given("--rtol") && !(args.rtol >= 0)) throw input_error("--rtol", "must be >= 0");
+  if (given("--required-matched-ratio") && !(args.matched_ratio > 0 && args.matched_ratio <= 1)) {
+    throw input_error("--required-matched-ratio", "must be in (0, 1]");
+  }
 }
 
 // One CLI invocation's evaluations: each goes through the verdict cache, then (on a miss) the
@@ -257,15 +274,19 @@ class Evaluator {
   }
 
   nlohmann::json bench_json() const {
-    return {{"protocol", args_.timing},      {"timer", args_.timer},
-            {"warmup", args_.warmup},        {"iterations", args_.iterations},
-            {"trials", args_.num_trials},    {"max_noise", args_.max_noise},
-            {"max_seconds", args_.max_time}, {"input_sets", args_.input_sets},
-            {"baseline", !args_.no_baseline}, {"sol", args_.sol},
-            {"baseline_solution",
-             args_.baseline.empty() || args_.baseline == "cublaslt"
-                 ? args_.baseline
-                 : std::filesystem::absolute(args_.baseline).string()}};
+    return {{"protocol", args_.timing},
+            {"timer", args_.timer},
+            {"warmup", args_.warmup},
+            {"iterations", args_.iterations},
+            {"trials", args_.num_trials},
+            {"max_noise", args_.max_noise},
+            {"max_seconds", args_.max_time},
+            {"input_sets", args_.input_sets},
+            {"baseline", !args_.no_baseline},
+            {"sol", args_.sol},
+            {"baseline_solution", args_.baseline.empty() || args_.baseline == "cublaslt"
+                                      ? args_.baseline
+                                      : std::filesystem::absolute(args_.baseline).string()}};
   }
 
   // What changes a verdict, besides the candidate, the operator and the machine. The seed counts
@@ -371,8 +392,8 @@ std::string cached_note(const Evaluator::Result& r) {
                                : fmt::format(" (cached: verdict of candidate {})", r.cached_from);
 }
 
-ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
-  validate_args(args);
+ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
+  validate_args(args, app);
   std::uint64_t seed = resolve_seed(args.seed);
   std::string arch = resolve_arch(args.arch);
   Evaluator evaluator(args, global, seed, arch, args.mode);
@@ -480,12 +501,20 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
-void write_report(const std::string& file, const std::string& text) {
-  if (!file.empty()) write_file_atomic(file, text);
+void write_report(const char* option, const std::string& file, const std::string& text) {
+  if (!file.empty()) write_output(option, file, text);
 }
 
-ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
-  validate_args(args);
+ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
+  validate_args(args, app);
+  // A report path that cannot be written fails now, not after every solution has been scored.
+  for (const auto& [option, file] :
+       {std::pair<const char*, const std::string&>{"--json", args.json_file},
+        {"--junit", args.junit_file},
+        {"--markdown", args.markdown_file},
+        {"--traces", args.traces_file}}) {
+    if (!file.empty()) check_output_file(option, file);
+  }
   std::vector<std::string> solutions = expand_solutions(args.solutions);
   std::uint64_t seed = resolve_seed(args.seed);
   std::string arch = resolve_arch(args.arch);
@@ -513,9 +542,9 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
     verdicts.push_back(std::move(v));
   }
   evaluator.finish();
-  write_report(args.json_file, report::to_report_json(verdicts).dump(2) + "\n");
-  write_report(args.junit_file, report::to_junit(verdicts, "kharness"));
-  write_report(args.markdown_file, report::to_markdown(verdicts));
+  write_report("--json", args.json_file, report::to_report_json(verdicts).dump(2) + "\n");
+  write_report("--junit", args.junit_file, report::to_junit(verdicts, "kharness"));
+  write_report("--markdown", args.markdown_file, report::to_markdown(verdicts));
   if (!args.traces_file.empty()) {
     // The workloads of every operator scored, so a solution that failed before running any still
     // gets trace lines (a Trace needs a workload).
@@ -536,7 +565,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
         // an operator that does not load: its failed solutions get no trace lines
       }
     }
-    write_report(args.traces_file, report::to_traces_jsonl(verdicts, traces));
+    write_report("--traces", args.traces_file, report::to_traces_jsonl(verdicts, traces));
   }
   std::fputs(report::to_markdown(verdicts).c_str(), stdout);
   bool all_passed =
@@ -624,9 +653,10 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                    "`kharness doctor --measure`) (default datasheet)")
         ->check(CLI::IsMember({"datasheet", "measured"}));
   }
+  CLI::App* self = &app;
   if (mode == "score")
-    return [args](const GlobalOptions& global) { return run_score(*args, global); };
-  return [args](const GlobalOptions& global) { return run_check(*args, global); };
+    return [args, self](const GlobalOptions& global) { return run_score(*args, global, *self); };
+  return [args, self](const GlobalOptions& global) { return run_check(*args, global, *self); };
 }
 
 }  // namespace

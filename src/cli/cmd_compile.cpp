@@ -24,11 +24,11 @@ struct CompileArgs {
 };
 
 void write_artifacts(const std::filesystem::path& dir, const CompileResult& r) {
-  std::filesystem::create_directories(dir);
-  write_file_atomic((dir / "compile.log").string(), r.log);
-  if (!r.ptx.empty()) write_file_atomic((dir / "kernel.ptx").string(), r.ptx);
-  if (!r.cubin.empty()) write_file_atomic((dir / "kernel.cubin").string(), r.cubin);
-  write_file_atomic((dir / "compile.json").string(), to_json(r).dump(2) + "\n");
+  make_output_dir("--out", dir);
+  write_output("--out", dir / "compile.log", r.log);
+  if (!r.ptx.empty()) write_output("--out", dir / "kernel.ptx", r.ptx);
+  if (!r.cubin.empty()) write_output("--out", dir / "kernel.cubin", r.cubin);
+  write_output("--out", dir / "compile.json", to_json(r).dump(2) + "\n");
 }
 
 ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {

@@ -256,10 +256,10 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
         ++runnable;
         if (!args.into.empty()) {
           fs::path out = fs::path(args.into) / name;
-          write_file_atomic((out / "definition.json").string(), read_file(file.string()));
+          write_output("--into", out / "definition.json", read_file(file.string()));
           std::string lines;
           for (const auto& w : op->workloads) lines += to_json(w).dump() + "\n";
-          write_file_atomic((out / "workloads.jsonl").string(), lines);
+          write_output("--into", out / "workloads.jsonl", lines);
         }
       }
       table.add({name, op_type, workloads, r.runnable ? "yes" : "no", r.reason});

@@ -397,8 +397,8 @@ Runner setup_report_impl(CLI::App& app) {
     if (runs.empty()) out += fmt::format("no runs in {}\n", a.dir().string());
     out += "\nbest per operator:\n" + best_table(best_list);
     if (!args->html.empty()) {
-      write_file_atomic(
-          args->html, report::to_html(html_data(a, runs, best_list, args->operator_name, global)));
+      write_output("--html", args->html,
+                   report::to_html(html_data(a, runs, best_list, args->operator_name, global)));
       out += fmt::format("wrote {}\n", args->html);
     }
     std::fputs(out.c_str(), stdout);

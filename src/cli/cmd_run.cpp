@@ -125,10 +125,16 @@ json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
 }
 
 // --resume: the stored settings, except what this command line gives explicitly.
-void apply_stored(RunArgs& a, const json& s, const CLI::App& app) {
+void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::string& source) {
   auto take = [&](const char* flag, const char* key, auto& field) {
-    if (app.count(flag) == 0 && s.contains(key))
-      field = s[key].get<std::decay_t<decltype(field)>>();
+    if (app.count(flag) == 0 && s.contains(key)) {
+      try {
+        field = s[key].get<std::decay_t<decltype(field)>>();
+      } catch (const json::exception&) {  // an edited or damaged run.json
+        throw input_error(source + ": " + key,
+                          fmt::format("has the wrong type ({}) for {}", s[key].type_name(), flag));
+      }
+    }
   };
   take("--operator", "operator", a.operator_name);
   take("--provider", "provider", a.provider);
@@ -150,10 +156,14 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app) {
   take("--diagnosis", "diagnosis", a.diagnosis);
   take("--compile-only", "compile_only", a.compile_only);
   take("--arch", "arch", a.arch);
-  if (app.count("--no-cascade") == 0 && s.contains("cascade"))
-    a.no_cascade = !s["cascade"].get<bool>();
-  if (app.count("--seed") == 0 && s.contains("seed"))
-    a.seed = std::to_string(s["seed"].get<std::uint64_t>());
+  bool cascade = !a.no_cascade;
+  take("--no-cascade", "cascade", cascade);
+  a.no_cascade = !cascade;
+  std::uint64_t seed = 0;
+  if (app.count("--seed") == 0 && s.contains("seed")) {
+    take("--seed", "seed", seed);
+    a.seed = std::to_string(seed);
+  }
 }
 
 class ProgressLine {
@@ -180,6 +190,23 @@ class ProgressLine {
   bool tty_;
 };
 
+// Numbers no run can use are bad usage before anything starts (also those a --resume reads back).
+void validate_args(const RunArgs& args) {
+  if (args.budget < 0) throw input_error("--budget", "must be >= 0");
+  if (args.samples < 1) throw input_error("--samples", "must be at least 1");
+  if (args.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
+  if (args.elites < 1) throw input_error("--elites", "must be at least 1");
+  if (args.patience < 0) throw input_error("--patience", "must be >= 0 (0: never restart)");
+  if (args.max_output_tokens < 1) throw input_error("--max-output-tokens", "must be at least 1");
+  if (args.max_tokens < 0) throw input_error("--max-tokens", "must be >= 0 (0: no limit)");
+  // !(x >= 0) also refuses NaN.
+  if (!(args.max_cost >= 0)) throw input_error("--max-cost", "must be >= 0 (0: no limit)");
+  if (!(args.max_time >= 0)) throw input_error("--max-time", "must be >= 0 (0: no limit)");
+  if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  if (!(args.command_timeout > 0)) throw input_error("--command-timeout", "must be > 0 seconds");
+  if (!(args.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
+}
+
 ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app) {
   namespace fs = std::filesystem;
   fs::path run_dir;
@@ -188,7 +215,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   if (!args.resume.empty()) {
     run_dir = args.resume;
     files = std::make_unique<controller::FileRecorder>(run_dir);
-    apply_stored(args, files->load_run(), app);
+    apply_stored(args, files->load_run(), app, (run_dir / "run.json").string());
     earlier = files->load_candidates();
   } else {
     if (args.operator_name.empty()) throw input_error("--operator", "required (or --resume RUN)");
@@ -201,6 +228,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
                         "already holds a run: --resume it, or give another --run-dir");
     files = std::make_unique<controller::FileRecorder>(run_dir);
   }
+  validate_args(args);
+  if (args.resume.empty()) make_output_dir("--run-dir", run_dir);
+  if (!args.out.empty()) check_output_file("--out", args.out);
   // Every candidate also goes to the archive (a run of its own there); an archive that cannot be
   // opened costs the archive record only, not the run: a warning.
   std::optional<archive::Archive> store;
@@ -220,9 +250,6 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
       store.reset();
     }
   }
-  if (args.budget < 0) throw input_error("--budget", "must be >= 0");
-  if (args.samples < 1) throw input_error("--samples", "must be at least 1");
-  if (args.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
   std::string arch = resolve_arch(args.arch);
   std::uint64_t seed = 0;
   if (args.seed.empty()) {

@@ -99,7 +99,7 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
   tune::Search search(problem.space, problem.valid, options);
   std::string arch = args.compile_only ? resolve_arch(args.arch) : "";
   CompileOptions compile_options = make_compile_options(arch, !args.no_cache);
-  if (!args.out.empty()) fs::create_directories(args.out);
+  if (!args.out.empty()) make_output_dir("--out", args.out);
 
   nlohmann::json rows = nlohmann::json::array();
   Table table(args.compile_only ? std::vector<std::string>{"#", "configuration", "status",
@@ -116,7 +116,7 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
     nlohmann::json row = {{"config", tune::config_json(problem.space, config)}};
     if (!args.out.empty()) {
       fs::path file = fs::path(args.out) / name;
-      write_file_atomic(file.string(), text);
+      write_output("--out", file, text);
       row["file"] = file.string();
     }
     std::vector<std::string> cells = {std::to_string(n + 1),
@@ -179,7 +179,8 @@ Runner setup_tune_space(CLI::App& app) {
       ->type_name("FILE");
   auto* sample = app.add_option("--sample", args->sample,
                                 "List the first N configurations the tune provider proposes")
-                     ->type_name("N");
+                     ->type_name("N")
+                     ->check(CLI::PositiveNumber);
   app.add_flag("--all", args->all, "Every valid configuration, in proposal order")
       ->excludes(sample);
   app.add_flag("--compile-only", args->compile_only,

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
 #include "cli/table.hpp"
 #include "kharness/device.hpp"
 #include "kharness/text.hpp"
@@ -26,13 +30,50 @@ CompileOptions make_compile_options(const std::string& arch, bool use_cache) {
   return options;
 }
 
+void make_output_dir(const std::string& option, const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw input_error(option,
+                      fmt::format("cannot create the folder '{}': {}", dir.string(), ec.message()));
+  }
+}
+
+void write_output(const std::string& option, const std::filesystem::path& file,
+                  std::string_view content) {
+  if (file.has_parent_path()) make_output_dir(option, file.parent_path());
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw input_error(option, fmt::format("'{}' is a folder, not a file", file.string()));
+  try {
+    write_file_atomic(file.string(), content);
+  } catch (const std::exception& e) {
+    throw input_error(option, fmt::format("cannot write '{}': {}", file.string(), e.what()));
+  }
+}
+
+void check_output_file(const std::string& option, const std::filesystem::path& file) {
+  if (file.has_parent_path()) make_output_dir(option, file.parent_path());
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw input_error(option, fmt::format("'{}' is a folder, not a file", file.string()));
+  // Opening for append creates the file if needed and leaves an existing one as it is.
+  bool existed = std::filesystem::exists(file, ec);
+  std::ofstream probe(file, std::ios::app);
+  if (!probe) {
+    throw input_error(option,
+                      fmt::format("cannot write '{}': {}", file.string(), std::strerror(errno)));
+  }
+  probe.close();
+  if (!existed) std::filesystem::remove(file, ec);
+}
+
 namespace {
 
 std::string location(const std::string& file, int line) {
   if (file.empty()) return "";
   return line > 0 ? fmt::format("{}:{}: ", file, line) : file + ": ";
 }
-
 
 std::string param_summary(const KernelInfo& k) {
   std::vector<std::string> parts;
@@ -81,6 +122,5 @@ std::string render_compile_text(const std::string& what, const CompileResult& r)
   }
   return out;
 }
-
 
 }  // namespace kharness::cli

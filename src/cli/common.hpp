@@ -1,8 +1,10 @@
 // Helpers shared by subcommands: operator lookup, compile options, rendering compile results.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "cli/cli.hpp"
 #include "kharness/compile.hpp"
@@ -14,6 +16,15 @@ OperatorRegistry make_registry(const GlobalOptions& global);
 // --arch as given (normalised), else this machine's GPU's target, else sm_90a.
 std::string resolve_arch(const std::string& flag);
 CompileOptions make_compile_options(const std::string& arch, bool use_cache);
+
+// Files and folders the user named (--out DIR, --json FILE, --html FILE, ...). One that cannot be
+// created or written (a file where a folder is wanted, no permission) is bad usage naming the
+// option, not an internal error.
+void make_output_dir(const std::string& option, const std::filesystem::path& dir);
+void write_output(const std::string& option, const std::filesystem::path& file,
+                  std::string_view content);
+// Before a long evaluation: fails now, as write_output would later, if `file` cannot be written.
+void check_output_file(const std::string& option, const std::filesystem::path& file);
 
 // Diagnostics, violations and the per-kernel resource table, for a terminal (JSON: to_json).
 std::string render_compile_text(const std::string& what, const CompileResult& result);

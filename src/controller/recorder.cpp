@@ -124,7 +124,14 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
   for (const auto& d : dirs) {
     json j = json::parse(read_file((d / "record.json").string()), nullptr, false);
     if (j.is_discarded()) continue;
-    CandidateRecord r = record_from_json(j);
+    CandidateRecord r;
+    try {
+      r = record_from_json(j);
+    } catch (const json::exception& e) {  // an edited or damaged record: a field of a wrong type
+      std::string what = e.what();
+      throw input_error((d / "record.json").string(),
+                        "a field has the wrong type: " + what.substr(what.find(']') + 2));
+    }
     auto opt = [&](const char* name) {
       std::error_code e2;
       return std::filesystem::exists(d / name, e2) ? read_file((d / name).string()) : std::string();

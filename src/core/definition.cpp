@@ -99,7 +99,7 @@ std::vector<TensorSpec> parse_tensors(const OJson& j, const char* key, const std
 Expr parse_formula(const OJson& j, const std::string& source, const std::string& path,
                    const Definition& d) {
   Expr e;
-  if (j.is_number_integer()) return Expr::constant(j.get<std::int64_t>());
+  if (j.is_number_integer()) return Expr::constant(ju::as_int(j, source, path));
   std::string text = ju::as_string(j, source, path);
   try {
     e = Expr::parse(text);

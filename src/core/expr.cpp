@@ -45,6 +45,7 @@ struct Expr::Node {
     kOr
   };
   Kind kind = Kind::kConst;
+  int depth = 1;  // levels of nesting below and including this node
   std::int64_t value = 0;
   std::string name;
   std::vector<std::shared_ptr<const Node>> kids;
@@ -55,6 +56,23 @@ namespace {
 using Node = Expr::Node;
 using NodePtr = std::shared_ptr<const Node>;
 
+// Parsing, evaluating and freeing a tree are recursive: a deeper expression (a model's answer of
+// ten thousand '(' or "1+1+...+1") would overflow the stack. No real size formula comes close.
+constexpr int kMaxDepth = 200;
+
+// The expression as messages quote it: long ones are cut and control characters escaped (a NUL
+// would end the message early), so an error stays one readable line.
+std::string shown(std::string_view text) {
+  constexpr std::size_t kShown = 80;
+  std::string out;
+  for (char c : text.substr(0, kShown)) {
+    auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u) : std::string(1, c);
+  }
+  if (text.size() > kShown) out += fmt::format("... ({} characters)", text.size());
+  return out;
+}
+
 class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
@@ -63,14 +81,14 @@ class Parser {
     if (text_.find_first_not_of(" \t\r\n") == std::string_view::npos) fail("empty expression");
     NodePtr root = parse_or();
     skip_space();
-    if (pos_ != text_.size()) fail(fmt::format("unexpected '{}'", text_[pos_]));
+    if (pos_ != text_.size()) fail(fmt::format("unexpected '{}'", shown(text_.substr(pos_, 1))));
     return root;
   }
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw ExprError(ExprError::Kind::kSyntax,
-                    fmt::format("in expression \"{}\" at column {}: {}", text_, pos_ + 1, what));
+    throw ExprError(ExprError::Kind::kSyntax, fmt::format("in expression \"{}\" at column {}: {}",
+                                                          shown(text_), pos_ + 1, what));
   }
 
   void skip_space() {
@@ -108,11 +126,17 @@ class Parser {
     return false;
   }
 
-  static NodePtr make(Node::Kind kind, std::vector<NodePtr> kids) {
+  NodePtr make(Node::Kind kind, std::vector<NodePtr> kids) const {
     auto node = std::make_shared<Node>();
     node->kind = kind;
+    for (const auto& kid : kids) node->depth = std::max(node->depth, kid->depth + 1);
+    if (node->depth > kMaxDepth) fail(too_deep());
     node->kids = std::move(kids);
     return node;
+  }
+
+  static std::string too_deep() {
+    return fmt::format("nested more than {} levels deep", kMaxDepth);
   }
 
   NodePtr parse_or() {
@@ -185,11 +209,21 @@ class Parser {
     }
   }
 
+  // Every level of nesting ('(', a call, a unary operator) passes through here.
   NodePtr parse_unary() {
-    if (accept('-')) return make(Node::Kind::kNeg, {parse_unary()});
-    if (accept('+')) return parse_unary();
-    if (accept_alone('!', '=')) return make(Node::Kind::kNot, {parse_unary()});
-    return parse_primary();
+    if (++nesting_ > kMaxDepth) fail(too_deep());
+    NodePtr out;
+    if (accept('-')) {
+      out = make(Node::Kind::kNeg, {parse_unary()});
+    } else if (accept('+')) {
+      out = parse_unary();
+    } else if (accept_alone('!', '=')) {
+      out = make(Node::Kind::kNot, {parse_unary()});
+    } else {
+      out = parse_primary();
+    }
+    --nesting_;
+    return out;
   }
 
   NodePtr parse_primary() {
@@ -233,7 +267,7 @@ class Parser {
       node->name = std::move(name);
       return node;
     }
-    fail(fmt::format("unexpected '{}'", c));
+    fail(fmt::format("unexpected '{}'", shown(text_.substr(pos_, 1))));
   }
 
   NodePtr parse_call(const std::string& name, std::size_t start) {
@@ -263,10 +297,12 @@ class Parser {
 
   std::string_view text_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 [[noreturn]] void overflow(const std::string& text) {
-  throw ExprError(ExprError::Kind::kOverflow, fmt::format("in expression \"{}\": overflow", text));
+  throw ExprError(ExprError::Kind::kOverflow,
+                  fmt::format("in expression \"{}\": overflow", shown(text)));
 }
 
 std::int64_t eval_node(const Node& node, const Bindings& bindings, const std::string& text) {
@@ -275,7 +311,7 @@ std::int64_t eval_node(const Node& node, const Bindings& bindings, const std::st
     std::int64_t d = arg(i);
     if (d == 0) {
       throw ExprError(ExprError::Kind::kDivisionByZero,
-                      fmt::format("in expression \"{}\": division by zero", text));
+                      fmt::format("in expression \"{}\": division by zero", shown(text)));
     }
     return d;
   };
@@ -286,8 +322,9 @@ std::int64_t eval_node(const Node& node, const Bindings& bindings, const std::st
     case Node::Kind::kName: {
       auto it = bindings.find(node.name);
       if (it == bindings.end()) {
-        throw ExprError(ExprError::Kind::kUnknownName,
-                        fmt::format("in expression \"{}\": unknown name '{}'", text, node.name));
+        throw ExprError(
+            ExprError::Kind::kUnknownName,
+            fmt::format("in expression \"{}\": unknown name '{}'", shown(text), node.name));
       }
       return it->second;
     }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -83,6 +85,13 @@ std::string as_string(const J& j, const std::string& source, const std::string& 
 
 template <class J>
 std::int64_t as_int(const J& j, const std::string& source, const std::string& path) {
+  // nlohmann keeps 2^63 .. 2^64-1 as unsigned; read as int64 they would wrap to negatives.
+  if (j.is_number_unsigned() &&
+      j.template get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    throw input_error(field(source, path), fmt::format("{} does not fit in a 64-bit signed integer",
+                                                       j.template get<std::uint64_t>()));
+  }
   if (j.is_number_float()) {
     double v = j.template get<double>();
     if (v == static_cast<double>(static_cast<std::int64_t>(v))) return static_cast<std::int64_t>(v);

@@ -114,7 +114,7 @@ Literal parse_literal(const json& j, const std::string& source, const std::strin
 }
 
 Expr parse_size_expr(const json& j, const std::string& source, const std::string& path) {
-  if (j.is_number_integer()) return Expr::constant(j.get<std::int64_t>());
+  if (j.is_number_integer()) return Expr::constant(ju::as_int(j, source, path));
   ju::expect_type(j, j.is_string(), "an integer or an expression string", source, path);
   try {
     return Expr::parse(j.get<std::string>());

@@ -71,6 +71,9 @@ std::string read_file(const std::string& path) {
   if (!std::filesystem::exists(path, ec)) throw input_error(path, "no such file");
   if (std::filesystem::is_directory(path, ec))
     throw input_error(path, "is a directory, not a file");
+  // /dev/zero or /dev/urandom would be read until memory runs out. (Pipes end, and are read.)
+  if (std::filesystem::is_character_file(path, ec) || std::filesystem::is_block_file(path, ec))
+    throw input_error(path, "is a device, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
   std::ostringstream ss;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/subprocess.hpp"
@@ -294,6 +295,39 @@ std::filesystem::path default_config_file() {
   return OperatorRegistry::builtin_dir().parent_path() / "configs" / "providers.json";
 }
 
+namespace {
+
+// The shapes the lookups below rely on; a wrong type is the file's error (exit 2), not a
+// json::type_error deep inside a run.
+void validate_config(const json& j, const std::string& source) {
+  namespace ju = json_util;
+  auto providers = j.find("providers");
+  if (providers == j.end()) return;
+  ju::expect_type(*providers, providers->is_object(), "an object of providers", source,
+                  "providers");
+  for (auto p = providers->begin(); p != providers->end(); ++p) {
+    std::string path = "providers." + p.key();
+    ju::require_object(p.value(), source, path);
+    for (const char* key : {"base_url", "default_model"}) {
+      if (auto it = p->find(key); it != p->end()) ju::as_string(*it, source, path + "." + key);
+    }
+    auto models = p->find("models");
+    if (models == p->end()) continue;
+    ju::expect_type(*models, models->is_object(), "an object of models", source, path + ".models");
+    for (auto m = models->begin(); m != models->end(); ++m) {
+      std::string mpath = path + ".models." + m.key();
+      ju::require_object(m.value(), source, mpath);
+      for (auto price = m->begin(); price != m->end(); ++price) {
+        double v = ju::as_number(price.value(), source, mpath + "." + price.key());
+        if (!(v >= 0))
+          throw input_error(ju::field(source, mpath + "." + price.key()), "must be >= 0");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 json load_config(const std::filesystem::path& file) {
   std::filesystem::path path = file.empty() ? default_config_file() : file;
   std::error_code ec;
@@ -303,6 +337,7 @@ json load_config(const std::filesystem::path& file) {
   }
   json j = json::parse(read_file(path.string()), nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw input_error(path.string(), "not a JSON object");
+  validate_config(j, path.string());
   return j;
 }
 

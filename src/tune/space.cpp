@@ -70,6 +70,31 @@ ordered_json substitute_dim(const ordered_json& value, const Bindings& knobs) {
   return out;
 }
 
+// A launch size of tune.json (an integer or an expression; a dimension may be a list of 1 to 3):
+// its syntax is checked here, so an error names tune.json and not the instantiated seed.
+void check_size(const ordered_json& value, bool dim, const std::string& source,
+                const std::string& path) {
+  if (dim && value.is_array()) {
+    if (value.empty() || value.size() > 3) {
+      throw input_error(ju::field(source, path),
+                        fmt::format("expected 1 to 3 values, got {}", value.size()));
+    }
+    for (std::size_t i = 0; i < value.size(); ++i)
+      check_size(value[i], false, source, ju::index_path(path, i));
+    return;
+  }
+  if (value.is_number_integer()) {
+    ju::as_int(value, source, path);
+    return;
+  }
+  ju::expect_type(value, value.is_string(), "an integer or an expression string", source, path);
+  try {
+    Expr::parse(value.get<std::string>());
+  } catch (const ExprError& e) {
+    throw input_error(ju::field(source, path), e.what());
+  }
+}
+
 std::vector<std::int64_t> parse_values(const ordered_json& k, const std::string& source,
                                        const std::string& path) {
   std::vector<std::int64_t> values;
@@ -98,15 +123,24 @@ std::vector<std::int64_t> parse_values(const ordered_json& k, const std::string&
       std::int64_t step = 1;
       if (auto s = k.find("step"); s != k.end()) step = ju::as_int(*s, source, path + ".step");
       if (step <= 0) throw input_error(ju::field(source, path + ".step"), "must be positive");
-      if ((hi - lo) / step >= 4096) {
+      // In unsigned arithmetic: hi - lo of int64 bounds can exceed INT64_MAX.
+      std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+      if (span / static_cast<std::uint64_t>(step) >= 4096) {
         throw input_error(ju::field(source, rpath), "more than 4096 values");
       }
-      for (std::int64_t v = lo; v <= hi; v += step) values.push_back(v);
+      // Stops before v + step would overflow (a range ending at INT64_MAX).
+      for (std::int64_t v = lo;;) {
+        values.push_back(v);
+        if (__builtin_add_overflow(v, step, &v) || v > hi) break;
+      }
     } else {
       if (lo <= 0 || (lo & (lo - 1)) != 0) {
         throw input_error(ju::field(source, rpath + "[0]"), "not a positive power of two");
       }
-      for (std::int64_t v = lo; v <= hi; v *= 2) values.push_back(v);
+      for (std::int64_t v = lo;;) {
+        values.push_back(v);
+        if (__builtin_mul_overflow(v, 2, &v) || v > hi) break;
+      }
     }
   }
   std::vector<std::int64_t> sorted = values;
@@ -170,10 +204,15 @@ TuneSpace parse_tune_space(const ordered_json& j, const std::string& source) {
       std::string path = ju::index_path("launches", i);
       ju::require_object((*it)[i], source, path);
       ju::reject_unknown_keys((*it)[i], {"grid", "block", "cluster", "shared_bytes"}, source, path);
+      for (auto field = (*it)[i].begin(); field != (*it)[i].end(); ++field) {
+        check_size(field.value(), field.key() != "shared_bytes", source,
+                   ju::join_path(path, field.key()));
+      }
     }
     space.launches = nlohmann::json::parse(it->dump());
   }
   if (auto it = j.find("workspace_bytes"); it != j.end()) {
+    check_size(*it, false, source, "workspace_bytes");
     space.workspace_bytes = nlohmann::json::parse(it->dump());
   }
   return space;
