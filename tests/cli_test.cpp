@@ -58,6 +58,21 @@ TEST(Cli, BadUsageIsOneLineAndExitTwo) {
   expect_usage_error("--operators-dir /nonexistent operators list", "--operators-dir");
 }
 
+// Seeds are unsigned 64-bit integers written without a sign: stoull would wrap "-5" and stop at
+// "5abc"; every command that takes one says so, exit 2, before looking for a GPU.
+TEST(Cli, SeedFlagsRefuseSignsTrailingCharactersAndOverflow) {
+  const std::string seed = "operators/rmsnorm_h4096/seed.cu --operator rmsnorm_h4096 ";
+  const std::string src = (testing::source_dir() / seed).string();
+  expect_usage_error("check " + src + "--seed -5", "--seed: '-5' is not an unsigned");
+  expect_usage_error("validate " + src + "--seed 0x", "--seed: '0x'");
+  expect_usage_error("profile " + src + "--seed 18446744073709551616", "--seed");
+  expect_usage_error("run --operator rmsnorm_h4096 --compile-only --arch sm_90a --seed 5abc",
+                     "--seed: '5abc'");
+  expect_usage_error("tune-space rmsnorm_h4096 --sample 2 --rng-seed -1", "--rng-seed: '-1'");
+  auto ok = testing::kharness("tune-space rmsnorm_h4096 --sample 2 --rng-seed 0x10");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+}
+
 TEST(Cli, CompilePrintsResourcesForSm100a) {
   auto r =
       kharness("compile '" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +

@@ -135,20 +135,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
 }
 
 // The base seed: --seed, or a fresh random one (printed in every verdict, to replay it).
-std::uint64_t resolve_seed(const std::string& text) {
-  if (text.empty()) {
-    std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }
-  try {
-    std::size_t used = 0;
-    std::uint64_t seed = std::stoull(text, &used, 0);
-    if (used != text.size()) throw std::invalid_argument("trailing characters");
-    return seed;
-  } catch (const std::exception&) {
-    throw input_error("--seed", fmt::format("'{}' is not an unsigned integer", text));
-  }
-}
+std::uint64_t resolve_seed(const std::string& text) { return parse_seed_flag("--seed", text); }
 
 // Before anything else (the driver included): a bad number is bad usage (2) on any machine.
 // Comparisons are written !(x > 0) so that NaN is refused too.

@@ -27,19 +27,7 @@ struct ProfileArgs {
   bool json = false;
 };
 
-std::uint64_t parse_seed(const std::string& text) {
-  if (text.empty()) {
-    std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }
-  try {
-    std::size_t used = 0;
-    const std::uint64_t seed = std::stoull(text, &used, 0);
-    if (used == text.size()) return seed;
-  } catch (const std::exception&) {
-  }
-  throw input_error("--seed", fmt::format("'{}' is not an unsigned integer", text));
-}
+std::uint64_t parse_seed(const std::string& text) { return parse_seed_flag("--seed", text); }
 
 // diagnosis_text, then every counter of every kernel with where it came from.
 std::string render_profile(const Profile& p) {

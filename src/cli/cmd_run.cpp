@@ -252,16 +252,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   }
   std::string arch = resolve_arch(args.arch);
   std::uint64_t seed = 0;
-  if (args.seed.empty()) {
-    std::random_device rd;
-    seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  } else {
-    try {
-      seed = std::stoull(args.seed, nullptr, 0);
-    } catch (const std::exception&) {
-      throw input_error("--seed", fmt::format("'{}' is not an unsigned integer", args.seed));
-    }
-  }
+  seed = parse_seed_flag("--seed", args.seed);
   if (args.provider.empty()) args.provider = llm::default_provider_name();
   std::vector<std::string> hints;
   for (const auto& h : args.hints) hints.push_back(text_or_file(h, "--hint"));

@@ -30,7 +30,7 @@ struct TuneSpaceArgs {
   bool compile_only = false;
   std::string arch;
   std::string out;
-  std::uint64_t rng_seed = 0;
+  std::string rng_seed;  // empty: 0
   bool json = false;
   bool no_cache = false;
 };
@@ -94,7 +94,7 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
   }
 
   tune::SearchOptions options;
-  options.seed = args.rng_seed;
+  options.seed = args.rng_seed.empty() ? 0 : parse_seed_flag("--rng-seed", args.rng_seed);
   options.budget = static_cast<std::int64_t>(count);
   tune::Search search(problem.space, problem.valid, options);
   std::string arch = args.compile_only ? resolve_arch(args.arch) : "";

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "cli/table.hpp"
 #include "kharness/device.hpp"
@@ -121,6 +123,23 @@ std::string render_compile_text(const std::string& what, const CompileResult& r)
     out += indented;
   }
   return out;
+}
+
+std::uint64_t parse_seed_flag(const std::string& option, const std::string& text) {
+  if (text.empty()) {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+  // stoull accepts a sign (and wraps "-5"); a seed is written without one.
+  if (std::isdigit(static_cast<unsigned char>(text[0]))) {
+    try {
+      std::size_t used = 0;
+      const std::uint64_t seed = std::stoull(text, &used, 0);
+      if (used == text.size()) return seed;
+    } catch (const std::exception&) {  // out of range, or no digits after 0x
+    }
+  }
+  throw input_error(option, fmt::format("'{}' is not an unsigned 64-bit integer", text));
 }
 
 }  // namespace kharness::cli

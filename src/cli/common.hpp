@@ -1,6 +1,7 @@
 // Helpers shared by subcommands: operator lookup, compile options, rendering compile results.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +16,9 @@ namespace kharness::cli {
 OperatorRegistry make_registry(const GlobalOptions& global);
 // --arch as given (normalised), else this machine's GPU's target, else sm_90a.
 std::string resolve_arch(const std::string& flag);
+// A seed flag's value: decimal or 0x-hex, 0 to 2^64-1, nothing else (no sign, no trailing
+// characters); empty gives a random seed. Throws input_error naming `option`.
+std::uint64_t parse_seed_flag(const std::string& option, const std::string& text);
 CompileOptions make_compile_options(const std::string& arch, bool use_cache);
 
 // Files and folders the user named (--out DIR, --json FILE, --html FILE, ...). One that cannot be
