@@ -49,6 +49,8 @@ TEST(Cli, BadUsageIsOneLineAndExitTwo) {
   expect_usage_error("compile " + fx("bad/no_kharness_comment.cu"), "no_kharness_comment.cu");
   expect_usage_error("compile " + fx("bad/broken_plan_json.cu"), "broken_plan_json.cu:11:");
   expect_usage_error("compile " + fx("bad/empty.cu"), "empty source");
+  expect_usage_error("compile " + fx("bad/duplicate_key_plan.cu"),
+                     "duplicate_key_plan.cu: launches[0].block: given twice");
   expect_usage_error("operators show nope_h1", "unknown operator");
   expect_usage_error("operators show " + fx("defs/not_json.json"), "not_json.json:1:");
   expect_usage_error("operators show " + fx("defs/wrong_type.json"), "wrong_type.json: axes");

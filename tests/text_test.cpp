@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/hash.hpp"
 #include "test_util.hpp"
@@ -30,6 +31,31 @@ TEST(Text, CloseMatches) {
   EXPECT_EQ(m[0], "rmsnorm_h4096");
   EXPECT_TRUE(close_matches("completely_different_thing", names).empty());
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+// A key given twice in one object is an input error naming its path; the same key in two
+// different objects, or twice in an array of values, is fine.
+TEST(JsonUtil, DuplicateKeysAreErrorsNamedByTheirPath) {
+  namespace ju = json_util;
+  auto where = [](const std::string& text) -> std::string {
+    try {
+      ju::parse_text(text, "f.json");
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return "(parsed)";
+  };
+  EXPECT_EQ(where(R"({"a": [{"x": 1}, {"x": 2}], "b": {"x": 3}, "c": ["x", "x"]})"), "(parsed)");
+  EXPECT_NE(where(R"({"a": 1, "a": 2})").find("f.json: a: given twice"), std::string::npos);
+  EXPECT_NE(where(R"({"a": [{"x": 1}, {"y": 1, "y": 2}]})").find("f.json: a[1].y: given twice"),
+            std::string::npos)
+      << where(R"({"a": [{"x": 1}, {"y": 1, "y": 2}]})");
+  EXPECT_NE(where(R"({"k": {"t": {"atol": 1, "rtol": 2, "atol": 3}}})").find("k.t.atol"),
+            std::string::npos);
+  EXPECT_NE(where(R"([[0, {"q": 1}], [{"z": 0, "z": 1}]])").find("[1][0].z"), std::string::npos)
+      << where(R"([[0, {"q": 1}], [{"z": 0, "z": 1}]])");
+  // The ordered flavour too.
+  EXPECT_THROW(ju::parse_text<nlohmann::ordered_json>(R"({"a": 1, "a": 1})", "g.json"), Error);
 }
 
 TEST(Text, LineColumn) {

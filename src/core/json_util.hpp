@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
@@ -34,11 +36,71 @@ inline std::string index_path(const std::string& path, std::size_t i) {
   return fmt::format("{}[{}]", path, i);
 }
 
-// Parses JSON text; a syntax error names the file, line and column.
+// A key given twice in one object: JSON parsers keep one of the two silently (nlohmann the last),
+// so a plan with two "launches" or a definition with two "tolerance"s would run something other
+// than what its author reads first. Thrown from the parser callback below.
+struct DuplicateKey {
+  std::string path;
+};
+
+// Parses JSON text; a syntax error names the file, line and column, a duplicate key its path.
 template <class J = nlohmann::json>
 J parse_text(const std::string& text, const std::string& source, int first_line = 1) {
+  struct Frame {
+    bool object = true;
+    std::vector<std::string> keys;  // seen in this object
+    std::size_t index = 0;          // next element of this array
+  };
+  std::vector<Frame> frames;
+  auto path = [&frames](const std::string& last) {
+    std::string p;
+    for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
+      const Frame& f = frames[i];
+      if (f.object) {
+        p = join_path(p, f.keys.empty() ? std::string("?") : f.keys.back());
+      } else {
+        p = index_path(p, f.index == 0 ? 0 : f.index - 1);
+      }
+    }
+    return join_path(p, last);
+  };
+  using Event = typename J::parse_event_t;
+  typename J::parser_callback_t check_keys = [&](int, Event event, J& parsed) {
+    auto element = [&frames] {
+      if (!frames.empty() && !frames.back().object) ++frames.back().index;
+    };
+    switch (event) {
+      case Event::object_start:
+        element();
+        frames.push_back({true, {}, 0});
+        break;
+      case Event::array_start:
+        element();
+        frames.push_back({false, {}, 0});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case Event::key:
+        if (!frames.empty() && frames.back().object && parsed.is_string()) {
+          const std::string key = parsed.template get<std::string>();
+          auto& keys = frames.back().keys;
+          if (std::find(keys.begin(), keys.end(), key) != keys.end()) throw DuplicateKey{path(key)};
+          keys.push_back(key);
+        }
+        break;
+      case Event::value:
+        element();
+        break;
+    }
+    return true;
+  };
   try {
-    return J::parse(text);
+    return J::parse(text, check_keys);
+  } catch (const DuplicateKey& d) {
+    throw input_error(field(source, d.path),
+                      "given twice in one object (which one counts would be a guess)");
   } catch (const nlohmann::json::parse_error& e) {
     auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
     std::string what = e.what();
