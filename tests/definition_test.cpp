@@ -87,6 +87,15 @@ TEST(Definition, FieldErrorsNameFileAndField) {
         parse_definition_text(with("\"constants\"", "\"comparator\": 3, \"constants\""), "d.json");
       },
       "kharness.comparator", "expected a string");
+  for (const char* family : {"../../etc", "a/b", ".."}) {
+    expect_input_error(
+        [&] {
+          parse_definition_text(
+              with("\"constants\"", std::string("\"family\": \"") + family + "\", \"constants\""),
+              "d.json");
+        },
+        "d.json: kharness.family", "is not a family name");
+  }
   expect_input_error(
       [&] {
         parse_definition_text(with("\"distribution\": \"uniform\", \"low\": 0.5, \"high\": 1.5",
@@ -170,6 +179,12 @@ TEST(Workloads, ErrorsNameFileLineAndField) {
             "w:1");
       },
       "w:1: axes.seq", "unknown axis 'seq'");
+  expect_input_error(
+      [&] {
+        parse_workload(nlohmann::json::parse(R"J({"uuid": " ", "axes": {"batch_size": 1}})J"), rms,
+                       "w:1");
+      },
+      "w:1: uuid", "empty");
   expect_input_error(
       [&] {
         parse_workload(nlohmann::json::parse(R"J({"uuid": "x", "axes": {"batch_size": 1},

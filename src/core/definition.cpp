@@ -126,6 +126,17 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
   KharnessSpec& spec = d.kharness;
   spec.present = true;
   spec.family = ju::string_or(k, "family", "", source, root);
+  // A family names a folder under operators/_families/: one plain name, never a path.
+  if (!spec.family.empty() &&
+      (spec.family.find_first_not_of(
+           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+           std::string::npos ||
+       spec.family.find_first_not_of('.') == std::string::npos)) {
+    throw input_error(ju::field(source, root + ".family"),
+                      fmt::format("'{}' is not a family name (letters, digits, '_', '-', '.'; "
+                                  "a folder under operators/_families/)",
+                                  spec.family));
+  }
   spec.baseline = ju::string_or(k, "baseline", "", source, root);
   spec.comparator = ju::string_or(k, "comparator", "elementwise", source, root);
   if (auto t = k.find("tolerance"); t != k.end()) {
@@ -352,6 +363,9 @@ Workload parse_workload(const nlohmann::json& line, const Definition& d,
   Workload out;
   out.uuid =
       ju::as_string(ju::require(*w, "uuid", source, root), source, ju::join_path(root, "uuid"));
+  // Workloads are selected, cached and reported by uuid (prefix): an empty one matches anything.
+  if (out.uuid.find_first_not_of(" \t") == std::string::npos)
+    throw input_error(ju::field(source, ju::join_path(root, "uuid")), "empty");
   std::string axes_path = ju::join_path(root, "axes");
   const auto& axes = ju::require_object(ju::require(*w, "axes", source, root), source, axes_path);
   for (auto it = axes.begin(); it != axes.end(); ++it) {
