@@ -20,15 +20,18 @@ constexpr const char* kCopyLarge = "5ca5a020";   // copy_f32, n = 1e8
 constexpr const char* kCopyMedium = "aa7138b5";  // copy_f32, n = 1e7
 constexpr const char* kGemmM256 = "9b6b5bfc";    // gemm_n6144_k4096, M = 256
 
-// Runs `kharness profile ... --json`; exit 3 (counters not permitted) skips the test with the
+// Runs `kharness profile ... --json` on tests/fixtures/profile/FIXTURE (or tests/fixtures/FIXTURE
+// when it names a folder); exit 3 (counters not permitted) skips the test with the
 // message, since that is the machine's setting, not a failure of kharness.
 json profile(const std::string& fixture, const std::string& workload, double* seconds = nullptr,
              const std::string& extra = "") {
   const auto start = std::chrono::steady_clock::now();
-  auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' profile '" +
-                                testing::fixture("profile/" + fixture).string() + "' --workload " +
-                                workload + " --seed 7 --json " + extra +
-                                " 2>/tmp/kharness-profile-test.stderr");
+  auto r = testing::run_command(
+      std::string("'") + KHARNESS_BINARY + "' profile '" +
+      testing::fixture(fixture.find('/') == std::string::npos ? "profile/" + fixture : fixture)
+          .string() +
+      "' --workload " + workload + " --seed 7 --json " + extra +
+      " 2>/tmp/kharness-profile-test.stderr");
   if (seconds)
     *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (r.exit_code == 3) {
@@ -116,6 +119,25 @@ TEST(ProfileGpu, OneSolutionOneWorkloadInFiveSeconds) {
   if (p.contains("skip")) GTEST_SKIP() << p["skip"].get<std::string>();
   EXPECT_LE(seconds, 5.0) << p["phases"].dump();
   std::cout << "profile wall: " << seconds << " s; phases " << p["phases"].dump() << "\n";
+}
+
+// A plan of two launches: user replay runs the whole plan once per pass, so each launch gets its
+// own range with its own counters (the rmsnorm kernel reads its rows; the one-warp spin kernel
+// reads no DRAM and runs ~200 us), and the carveout record pairs with each.
+TEST(ProfileGpu, TwoLaunchPlanGetsARangePerLaunch) {
+  SKIP_WITHOUT_GPU();
+  PROFILE_OR_SKIP(p, "bench/two_kernels.cu", "99179b18");
+  EXPECT_EQ(p["replay"], "user") << p["warnings"].dump();
+  ASSERT_EQ(p["kernels"].size(), 2u);
+  const json& norm = p["kernels"][0];
+  const json& spin = p["kernels"][1];
+  EXPECT_EQ(norm["kernel"], "rmsnorm_kernel");
+  EXPECT_EQ(spin["kernel"], "spin_kernel");
+  EXPECT_GT(metric(spin, "gpu__time_duration.sum"), 100e3);  // ns
+  EXPECT_LT(metric(norm, "gpu__time_duration.sum"), metric(spin, "gpu__time_duration.sum"));
+  EXPECT_GT(metric(norm, "dram__bytes_read.sum"), 0.0);
+  EXPECT_GT(metric(norm, "launch__shared_mem_config_size"), 0.0);
+  EXPECT_GT(metric(spin, "launch__shared_mem_config_size"), 0.0);
 }
 
 TEST(ProfileGpu, UnknownMetricIsMissingNotZero) {
