@@ -155,6 +155,8 @@ if os.environ.get("PROBE"):
     except subprocess.TimeoutExpired as e:
         p = subprocess.CompletedProcess(e.cmd, 124, "", "timed out after 300 s")
     for line in p.stdout.splitlines():
+        if line.startswith("PROBE_RESOLUTION "):
+            print(f"%globaltimer step on this GPU: {line.split('=')[1]} ns")
         if line.startswith("PROBE "):
             f = dict(kv.split("=") for kv in line.split()[1:])
             probe[int(f["n"])] = (float(f["span_us"]) * 1e-6, float(f["events_us"]) * 1e-6)

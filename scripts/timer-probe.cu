@@ -6,7 +6,8 @@
 // kharness: L2 written then read through (2x its size) before every iteration.
 //
 //   nvcc -O3 -arch=sm_90 scripts/timer-probe.cu -o timer-probe && ./timer-probe [ITERATIONS]
-// prints, per copy size: PROBE n=N span_us=MEDIAN events_us=MEDIAN samples=K
+// prints the timer's step (PROBE_RESOLUTION ns=STEP), then per copy size:
+// PROBE n=N span_us=MEDIAN events_us=MEDIAN samples=K
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +44,18 @@ __global__ void copy_vec4_stamped(const float* __restrict__ x, float* __restrict
     atomicMin(&stamps[0], start);
     atomicMax(&stamps[1], global_timer());
   }
+}
+
+// The timer's granularity: one thread reads %globaltimer back to back and keeps the smallest
+// non-zero step (on some GPUs it advances in 1 us steps, on others in tens of ns).
+__global__ void timer_step(unsigned long long* out) {
+  unsigned long long smallest = ~0ull, last = global_timer();
+  for (int i = 0; i < 100000; ++i) {
+    const unsigned long long now = global_timer();
+    if (now != last && now - last < smallest) smallest = now - last;
+    last = now;
+  }
+  *out = smallest;
 }
 
 // Reads every word (the result is kept only so the loads are not removed).
@@ -98,6 +111,12 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
+  timer_step<<<1, 1, 0, s>>>(stamps);
+  unsigned long long step = 0;
+  CHECK(cudaMemcpyAsync(&step, stamps, sizeof step, cudaMemcpyDeviceToHost, s));
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaGetLastError());
+  std::printf("PROBE_RESOLUTION ns=%llu\n", step);
   const unsigned long long init[2] = {~0ull, 0ull};
   for (long long n : sizes) {
     const long long blocks = std::min<long long>((n + 1023) / 1024, 132LL * 16);
