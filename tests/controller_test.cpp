@@ -2,6 +2,7 @@
 // skills and the shape cascade's representatives.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "controller/answer.hpp"
@@ -182,6 +183,33 @@ TEST(ArchiveRecord, SpeedupsAreOverTheOperatorsBaseline) {
   seed.speedup_vs_incumbent = 0.0;
   archive::CandidateRecord b = controller::to_archive_record(seed, "rmsnorm_h4096", "");
   EXPECT_DOUBLE_EQ(b.verdict->score["mean_speedup"].get<double>(), 1.004);
+}
+
+// Promotion judges by the definition score (the mean speedup over the baseline), not by the plain
+// mean of the ratios over the incumbent: faster by 20% where the incumbent is 1x the baseline but
+// slower by 5% where it is 10x lowers the score though the ratios average 1.075.
+TEST(Promotion, ScoreRatioWeightsEachWorkloadByTheIncumbentsSpeedup) {
+  auto workload = [](const std::string& uuid, double ratio, double noise) {
+    WorkloadVerdict w;
+    w.uuid = uuid;
+    w.timing = {
+        {"speedup", ratio}, {"candidate", {{"noise", noise}}}, {"baseline", {{"noise", noise}}}};
+    return w;
+  };
+  Verdict v;
+  v.workloads = {workload("a", 0.95, 0.003), workload("b", 1.20, 0.004)};
+  controller::Comparison c = controller::compare_with_incumbent(v, {{"a", 10.0}, {"b", 1.0}});
+  EXPECT_NEAR(c.score_ratio, (10 * 0.95 + 1 * 1.20) / 11.0, 1e-12);
+  EXPECT_LT(c.score_ratio, 1.0);
+  EXPECT_NEAR(c.noise, (10 * 0.003 * std::sqrt(2.0) + 0.004 * std::sqrt(2.0)) / 11.0, 1e-12);
+  EXPECT_TRUE(c.complete);
+  EXPECT_DOUBLE_EQ(c.ratio.at("b"), 1.20);
+  // Unknown weights count 1: the plain mean.
+  c = controller::compare_with_incumbent(v, {});
+  EXPECT_NEAR(c.score_ratio, 1.075, 1e-12);
+  // A workload without a ratio (failed, or not timed) leaves the comparison incomplete.
+  v.workloads.push_back(WorkloadVerdict{});
+  EXPECT_FALSE(controller::compare_with_incumbent(v, {}).complete);
 }
 
 TEST(Cascade, RepresentativesOfSizeBuckets) {

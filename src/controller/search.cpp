@@ -54,40 +54,34 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// What an interleaved timing against the incumbent says: per-workload speedups over it and the
-// combined relative noise of the two latencies.
-struct Comparison {
-  std::map<std::string, double> ratio;  // uuid -> incumbent latency / candidate latency
-  double mean_ratio = 0.0;
-  double noise = 0.0;
-  bool complete = false;  // every evaluated workload has a ratio
-};
+}  // namespace
 
-Comparison compare(const Verdict& v) {
+Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, double>& weight) {
   Comparison c;
-  double sum = 0, noise = 0;
+  double sum = 0, noise = 0, weights = 0;
   std::size_t timed = 0;
   for (const auto& w : v.workloads) {
     if (!w.timing.contains("speedup") || !w.timing["speedup"].is_number()) continue;
-    double r = w.timing["speedup"].get<double>();
+    const double r = w.timing["speedup"].get<double>();
+    auto it = weight.find(w.uuid);
+    const double s = it != weight.end() && it->second > 0 ? it->second : 1.0;
     c.ratio[w.uuid] = r;
-    sum += r;
+    sum += s * r;
+    weights += s;
     auto rel = [&](const char* side) {
-      const json& s = w.timing.value(side, json::object());
-      return s.contains("noise") && s["noise"].is_number() ? s["noise"].get<double>() : 0.01;
+      const json& t = w.timing.value(side, json::object());
+      return t.contains("noise") && t["noise"].is_number() ? t["noise"].get<double>() : 0.01;
     };
-    noise += std::sqrt(rel("candidate") * rel("candidate") + rel("baseline") * rel("baseline"));
+    noise += s * std::sqrt(rel("candidate") * rel("candidate") + rel("baseline") * rel("baseline"));
     ++timed;
   }
-  if (timed > 0) {
-    c.mean_ratio = sum / static_cast<double>(timed);
-    c.noise = noise / static_cast<double>(timed);
+  if (timed > 0 && weights > 0) {
+    c.score_ratio = sum / weights;
+    c.noise = noise / weights;
   }
   c.complete = timed > 0 && timed == v.workloads.size();
   return c;
 }
-
-}  // namespace
 
 struct Search::Impl {
   struct Kernel {
@@ -403,8 +397,9 @@ struct Search::Impl {
       Verdict v = evaluate(file, "validate", reps, best.file);
       r.stage = "representatives";
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
-      Comparison c = compare(v);
-      bool promising = v.passed() && c.complete && c.mean_ratio > 1.0 - std::max(0.01, 2 * c.noise);
+      Comparison c = compare_with_incumbent(v, best.speedup);
+      bool promising =
+          v.passed() && c.complete && c.score_ratio > 1.0 - std::max(0.01, 2 * c.noise);
       if (!promising) {
         r.gpu_seconds = seconds_since(t);
         r.status = std::string(status_name(v.status));
@@ -419,16 +414,17 @@ struct Search::Impl {
         }
         r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
         if (v.failure) r.reason = v.failure->message;
-        r.speedup_vs_incumbent = c.mean_ratio;
+        r.speedup_vs_incumbent = c.score_ratio;
         r.noise = c.noise;
         // An estimate from the representatives, so a provider that steers by score (tune) sees
         // how far behind it is.
-        if (v.passed()) r.score = best.score * c.mean_ratio;
+        if (v.passed()) r.score = best.score * c.score_ratio;
         if (v.passed())
           r.note = fmt::format(
-              "correct on the {} representative shapes but {:.3f}x the incumbent {} there: not "
+              "correct on the {} representative shapes but scores {:.3f}x the incumbent {} there: "
+              "not "
               "promising, full validation skipped",
-              reps.size(), c.mean_ratio, best.id);
+              reps.size(), c.score_ratio, best.id);
         r.verdict = to_json(v);
         last = v;
         return;
@@ -444,8 +440,8 @@ struct Search::Impl {
     r.verdict = to_json(v);
     last = v;
     if (!v.passed()) return;
-    Comparison c = compare(v);
-    r.speedup_vs_incumbent = c.mean_ratio;
+    Comparison c = compare_with_incumbent(v, best.speedup);
+    r.speedup_vs_incumbent = c.score_ratio;
     r.noise = c.noise;
     // The speedup over the operator's baseline, through the incumbent's.
     json display = r.verdict;
@@ -461,19 +457,19 @@ struct Search::Impl {
     r.score = n ? sum / static_cast<double>(display["workloads"].size()) : 0.0;
     display["score"]["mean_speedup"] = r.score;
     bool all = v.workloads.size() == n && c.complete;
-    if (all && c.mean_ratio > 1.0 + c.noise) {
+    if (all && c.score_ratio > 1.0 + c.noise) {
       r.promoted = true;
-      r.note = fmt::format("promoted: {:.3f}x the incumbent {} (noise {:.2f}%)", c.mean_ratio,
-                           best.id, 100 * c.noise);
+      r.note = fmt::format("promoted: scores {:.3f}x the incumbent {} (noise {:.2f}%)",
+                           c.score_ratio, best.id, 100 * c.noise);
       r.best_verdict = display;
       r.parent = r.parent.empty() ? best.id : r.parent;
       best = kernel_from(r, display);
       add_elite(best);
       r.diagnosis = profile_diagnosis = diagnose(best.file);
     } else {
-      r.note =
-          fmt::format("not promoted: {:.3f}x the incumbent {}, within the noise {:.2f}% or slower",
-                      c.mean_ratio, best.id, 100 * c.noise);
+      r.note = fmt::format(
+          "not promoted: scores {:.3f}x the incumbent {}, within the noise {:.2f}% or lower",
+          c.score_ratio, best.id, 100 * c.noise);
       add_elite(kernel_from(r, display));
     }
   }

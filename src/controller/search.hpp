@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "controller/recorder.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/verdict.hpp"
 #include "llm/provider.hpp"
 
 namespace kharness::controller {
@@ -102,5 +104,26 @@ class Search {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+// What an interleaved timing against the incumbent says: per-workload speedups over it, the
+// change they make to the definition score, and the combined relative noise of the latencies.
+//
+// The score is the mean over workloads of the speedup over the operator's baseline, so a candidate
+// changes it by the per-workload ratios weighted by the incumbent's speedups there:
+// score_ratio = sum(s_w * r_w) / sum(s_w). Promotion and the cascade judge by it. An unweighted
+// mean of the ratios could promote a candidate that lowers the score (an H200 GEMM run promoted
+// one at 1.032x the incumbent whose score was 0.994x its: faster where the baseline is fast,
+// slower where it is slow).
+struct Comparison {
+  std::map<std::string, double> ratio;  // uuid -> incumbent latency / candidate latency
+  double score_ratio = 0.0;             // the candidate's definition score over the incumbent's
+  double noise = 0.0;                   // relative, weighted the same way
+  bool complete = false;                // every evaluated workload has a ratio
+};
+
+// `v`: a validation timed against the incumbent (each workload's timing.speedup is the ratio);
+// `weight`: the incumbent's speedup over the operator's baseline per workload uuid (1 where
+// unknown).
+Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, double>& weight);
 
 }  // namespace kharness::controller
