@@ -58,6 +58,23 @@ TEST(JsonUtil, DuplicateKeysAreErrorsNamedByTheirPath) {
   EXPECT_THROW(ju::parse_text<nlohmann::ordered_json>(R"({"a": 1, "a": 1})", "g.json"), Error);
 }
 
+// One UTF-8 check serves the CLI's error lines and the reports' XML: well-formed sequences pass,
+// everything a strict decoder refuses is 0.
+TEST(Text, Utf8SequenceLengthIsStrict) {
+  EXPECT_EQ(utf8_sequence_length("a", 0), 1u);
+  EXPECT_EQ(utf8_sequence_length("\xc3\xa9", 0), 2u);          // é
+  EXPECT_EQ(utf8_sequence_length("\xe2\x82\xac", 0), 3u);      // €
+  EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x98\x80", 0), 4u);  // an emoji
+  EXPECT_EQ(utf8_sequence_length("\x80", 0), 0u);              // stray continuation
+  EXPECT_EQ(utf8_sequence_length("\xc3", 0), 0u);              // truncated
+  EXPECT_EQ(utf8_sequence_length("\xc0\xaf", 0), 0u);          // overlong '/'
+  EXPECT_EQ(utf8_sequence_length("\xe0\x80\xaf", 0), 0u);      // overlong, 3 bytes
+  EXPECT_EQ(utf8_sequence_length("\xed\xa0\x80", 0), 0u);      // a surrogate
+  EXPECT_EQ(utf8_sequence_length("\xf4\x90\x80\x80", 0), 0u);  // above U+10FFFF
+  EXPECT_EQ(printable_line("k\nx\xff\xc3\xa9"), "k\\nx\\xff\xc3\xa9");
+  EXPECT_EQ(printable_line(std::string("a\0b", 3)), "a\\x00b");
+}
+
 TEST(Text, LineColumn) {
   std::string text = "ab\ncd\nef";
   EXPECT_EQ(line_column(text, 0), std::make_pair(1, 1));

@@ -20,4 +20,12 @@ std::string read_file(const std::string& path);  // throws Error (exit 2) if unr
 void write_file_atomic(const std::string& path, std::string_view content);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
+// The length of the well-formed UTF-8 sequence at s[i] (1-4), or 0 when the bytes there are not
+// one (a stray continuation byte, a truncated sequence, an overlong form, a surrogate, > U+10FFFF).
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i);
+// `text` as one line of readable text, for messages that quote what a user gave (a kernel name, a
+// JSON excerpt): control characters (a newline, a NUL) and bytes that are not UTF-8 become \n or
+// \xHH.
+std::string printable_line(std::string_view text);
+
 }  // namespace kharness

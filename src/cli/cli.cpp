@@ -14,42 +14,8 @@
 namespace kharness::cli {
 namespace {
 
-// The length of the valid UTF-8 sequence at `s[i]`, or 0.
-std::size_t utf8_length(const std::string& s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  std::size_t n = c < 0x80           ? 1
-                  : (c >> 5) == 0x6  ? 2
-                  : (c >> 4) == 0xe  ? 3
-                  : (c >> 3) == 0x1e ? 4
-                                     : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-  }
-  return n;
-}
-
-// Messages quote what the user gave (a kernel name, a JSON excerpt): a newline, a NUL or bytes
-// that are not UTF-8 are escaped, so the error stays one line of readable text.
-std::string printable(const std::string& message) {
-  std::string out;
-  for (std::size_t i = 0; i < message.size();) {
-    unsigned char c = static_cast<unsigned char>(message[i]);
-    std::size_t n = utf8_length(message, i);
-    if (n == 0 || c < 0x20 || c == 0x7f) {
-      out += c == '\n' ? std::string("\\n") : fmt::format("\\x{:02x}", c);
-      ++i;
-    } else {
-      out.append(message, i, n);
-      i += n;
-    }
-  }
-  return out;
-}
-
 void print_error(const std::string& message) {
-  std::fprintf(stderr, "kharness: error: %s\n", printable(message).c_str());
+  std::fprintf(stderr, "kharness: error: %s\n", printable_line(message).c_str());
 }
 
 void setup_logging(const GlobalOptions& options) {

@@ -90,7 +90,8 @@ std::string num_or_unknown(long long v) { return v < 0 ? "?" : std::to_string(v)
 std::string render_violations(const std::vector<RuleViolation>& violations) {
   std::string out;
   for (const auto& v : violations) {
-    out += fmt::format("  REJECTED [{}] {}{}\n", v.rule, location(v.file, v.line), v.message);
+    out += fmt::format("  REJECTED [{}] {}{}\n", v.rule, location(v.file, v.line),
+                       printable_line(v.message));
   }
   return out;
 }

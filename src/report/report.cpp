@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "kharness/status.hpp"
+#include "kharness/text.hpp"
 
 namespace kharness::report {
 namespace {
@@ -134,26 +135,8 @@ std::string dump(const json& j, int indent = -1) {
 std::string valid_utf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  std::size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80           ? 1
-                      : (c >> 5) == 0x6  ? 2
-                      : (c >> 4) == 0xE  ? 3
-                      : (c >> 3) == 0x1E ? 4
-                                         : 0;
-    bool ok = len > 0 && i + len <= s.size() && !(len == 2 && c < 0xC2) && !(len == 4 && c > 0xF4);
-    for (std::size_t k = 1; ok && k < len; ++k)
-      ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && len == 3) {  // no overlong forms, no surrogates
-      unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
-    }
-    if (ok && len == 4) {
-      unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-    }
-    if (ok) {
+  for (std::size_t i = 0; i < s.size();) {
+    if (std::size_t len = utf8_sequence_length(s, i)) {
       out.append(s, i, len);
       i += len;
     } else {
