@@ -163,7 +163,8 @@ if os.environ.get("PROBE"):
     if not probe:
         print(f"timer-probe gave nothing: {(p.stderr or p.stdout)[-300:]}")
 if probe:
-    print(f"{'copy vs block span':22s} {'span':>9s} {'kharness':>9s} {'ncu':>9s} {'events':>9s} {'kh-span':>8s} {'ncu-span':>9s}")
+    # probe ev: CUDA events around the probe's own launch (launch overhead included).
+    print(f"{'copy vs block span':22s} {'span':>9s} {'kharness':>9s} {'ncu':>9s} {'probe ev':>9s} {'kh-span':>8s} {'ncu-span':>9s}")
     for r in rows:
         if r["op"] != "copy_f32" or r["axes"]["n"] not in probe:
             continue
