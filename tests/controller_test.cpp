@@ -212,6 +212,34 @@ TEST(Promotion, ScoreRatioWeightsEachWorkloadByTheIncumbentsSpeedup) {
   EXPECT_FALSE(controller::compare_with_incumbent(v, {}).complete);
 }
 
+// A run folder read back for --resume keeps what the summary needs: a tune candidate's
+// configuration (its raw answer), the verdicts, the source.
+TEST(RunFolder, ResumedTuneCandidatesKeepTheirConfiguration) {
+  testing::TempDir tmp;
+  controller::FileRecorder rec(tmp.path());
+  controller::CandidateRecord r;
+  r.id = "c0007";
+  r.provider = "tune";
+  r.status = "PASSED";
+  r.source = "// kernel\n";
+  r.answer.text = "tune: configuration 3 of 19";
+  r.answer.raw = R"({"THREADS":128,"VEC":8})";
+  r.verdict = {{"status", "PASSED"}};
+  rec.record(r);
+  controller::CandidateRecord other = r;
+  other.id = "c0008";
+  other.provider = "anthropic";
+  other.answer.raw = R"({"content": "a large HTTP body"})";
+  rec.record(other);
+  auto back = rec.load_candidates();
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].id, "c0007");
+  EXPECT_EQ(back[0].answer.raw, r.answer.raw);
+  EXPECT_EQ(back[0].source, r.source);
+  EXPECT_EQ(back[0].verdict["status"], "PASSED");
+  EXPECT_TRUE(back[1].answer.raw.empty()) << "only the tune provider's raw answers are read back";
+}
+
 TEST(Cascade, RepresentativesOfSizeBuckets) {
   Operator op = rmsnorm();
   auto reps = controller::bucket_representatives(op);

@@ -138,6 +138,8 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
     };
     r.source = opt("solution.cu");
     r.answer.text = opt("answer.md");
+    // The tune provider's raw answer is the configuration (the run summary names the best's).
+    if (r.provider == "tune") r.answer.raw = opt("response.raw");
     std::string v = opt("verdict.json");
     if (!v.empty()) r.verdict = json::parse(v, nullptr, false);
     std::string b = opt("best_verdict.json");
