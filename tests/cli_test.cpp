@@ -58,6 +58,12 @@ TEST(Cli, BadUsageIsOneLineAndExitTwo) {
   expect_usage_error("operators show " + fx("defs/unknown_axis_in_shape.json"),
                      "outputs.output.shape");
   expect_usage_error("--operators-dir /nonexistent operators list", "--operators-dir");
+  // An empty value is a mistake (a variable that expanded to nothing), not the option left out.
+  expect_usage_error("compile " + fx("good/rmsnorm_simple.cu") + " --operator ''",
+                     "--operator: empty value");
+  expect_usage_error("compile ''", "empty value");
+  expect_usage_error("run --operator rmsnorm_h4096 --compile-only --arch ''",
+                     "--arch: empty value");
 }
 
 // Seeds are unsigned 64-bit integers written without a sign: stoull would wrap "-5" and stop at

@@ -118,6 +118,23 @@ int run(int argc, char** argv) {
     return static_cast<int>(ExitCode::kUsage);
   }
 
+  // An option given an empty value ("--operator ''", a variable that expanded to nothing) is a
+  // mistake, not the option left out: the commands read empty as "not given".
+  std::vector<const CLI::App*> parsed = {&app};
+  for (const auto& [sub, runner] : runners)
+    if (sub->parsed()) parsed.push_back(sub);
+  for (const CLI::App* one : parsed) {
+    for (const CLI::Option* opt : one->get_options()) {
+      if (opt->count() == 0 || opt->get_type_size() == 0) continue;  // not given, or a flag
+      for (const std::string& value : opt->results()) {
+        if (value.empty()) {
+          print_error(fmt::format("{}: empty value", opt->get_name()));
+          return static_cast<int>(ExitCode::kUsage);
+        }
+      }
+    }
+  }
+
   setup_logging(global);
   try {
     for (auto& [sub, runner] : runners) {
