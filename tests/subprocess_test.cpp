@@ -50,6 +50,17 @@ bool process_gone(pid_t pid, double seconds) {
   return false;
 }
 
+// A worker is kharness itself; KHARNESS_WORKER_WRAPPER puts a tool in front of it, word by word.
+TEST(Subprocess, WorkerArgvRunsKharnessUnderTheWrapper) {
+  ::unsetenv("KHARNESS_WORKER_WRAPPER");
+  EXPECT_EQ(worker_argv("__worker"), (std::vector<std::string>{self_executable(), "__worker"}));
+  ::setenv("KHARNESS_WORKER_WRAPPER", "  compute-sanitizer --tool  memcheck ", 1);
+  EXPECT_EQ(worker_argv("__profile_worker"),
+            (std::vector<std::string>{"compute-sanitizer", "--tool", "memcheck", self_executable(),
+                                      "__profile_worker"}));
+  ::unsetenv("KHARNESS_WORKER_WRAPPER");
+}
+
 TEST(Subprocess, EchoRoundTripOf5MiB) {
   auto o = child({"echo"});
   o.stdin_data.resize(5 << 20);

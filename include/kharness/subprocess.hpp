@@ -74,6 +74,10 @@ SubprocessResult run_subprocess(const SubprocessOptions& options);
 // The path of the running executable (/proc/self/exe), to re-execute kharness as a worker.
 std::string self_executable();
 
+// The command line of a kharness worker: self_executable() and `subcommand`, run under the tool
+// that KHARNESS_WORKER_WRAPPER names, split at spaces ("compute-sanitizer --tool memcheck").
+std::vector<std::string> worker_argv(const std::string& subcommand);
+
 // "SIGSEGV" for 11, ...; "signal N" for one without a name.
 std::string signal_name(int signal);
 

@@ -19,6 +19,8 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
+#include <sstream>
 #include <string_view>
 #include <system_error>
 
@@ -287,6 +289,17 @@ std::string self_executable() {
   }
   path.resize(static_cast<std::size_t>(n));
   return path;
+}
+
+std::vector<std::string> worker_argv(const std::string& subcommand) {
+  std::vector<std::string> argv;
+  if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper) {
+    std::istringstream words(wrapper);
+    for (std::string word; words >> word;) argv.push_back(word);
+  }
+  argv.push_back(self_executable());
+  argv.push_back(subcommand);
+  return argv;
 }
 
 SubprocessResult run_subprocess(const SubprocessOptions& options) {

@@ -528,12 +528,7 @@ Profile profile_solution(const ProfileRequest& request) {
   }
 
   SubprocessOptions sub;
-  if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper) {
-    std::istringstream words(wrapper);
-    for (std::string word; words >> word;) sub.argv.push_back(word);
-  }
-  sub.argv.push_back(self_executable());
-  sub.argv.push_back("__profile_worker");
+  sub.argv = worker_argv("__profile_worker");
   sub.stdin_data = request_json(request, w.uuid).dump();
   sub.timeout_seconds = request.timeout_seconds;
   const auto worker_start = Clock::now();

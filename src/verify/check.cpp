@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -116,12 +115,7 @@ Verdict check_solution(const CheckRequest& request) {
 
   SubprocessOptions sub;
   // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
-  if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper) {
-    std::istringstream words(wrapper);
-    for (std::string w; words >> w;) sub.argv.push_back(w);
-  }
-  sub.argv.push_back(self_executable());
-  sub.argv.push_back("__worker");
+  sub.argv = worker_argv("__worker");
   sub.stdin_data = request_json(request).dump();
   sub.timeout_seconds = request.timeout_seconds;
   SubprocessResult r = run_subprocess(sub);
