@@ -4,12 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <string_view>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kharness/definition.hpp"
 #include "kharness/rules.hpp"
@@ -88,6 +87,9 @@ std::string nvrtc_version();
 std::filesystem::path default_cuda_include_dir();
 std::filesystem::path
 default_cache_dir();  // $KHARNESS_CACHE, else $XDG_CACHE_HOME/kharness, else ~/.cache/kharness
+// The options every command compiles with: `arch`, and the default cache unless `use_cache` is
+// false.
+CompileOptions make_compile_options(const std::string& arch, bool use_cache);
 
 // Parsers, exposed for tests.
 std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);

@@ -24,14 +24,6 @@ std::string resolve_arch(const std::string& flag) {
   return arch.empty() ? std::string("sm_90a") : normalize_arch(arch);
 }
 
-CompileOptions make_compile_options(const std::string& arch, bool use_cache) {
-  CompileOptions options;
-  options.arch = arch;
-  options.use_cache = use_cache;
-  options.cache_dir = default_cache_dir();
-  return options;
-}
-
 void make_output_dir(const std::string& option, const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

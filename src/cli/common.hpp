@@ -19,7 +19,6 @@ std::string resolve_arch(const std::string& flag);
 // A seed flag's value: decimal or 0x-hex, 0 to 2^64-1, nothing else (no sign, no trailing
 // characters); empty gives a random seed. Throws input_error naming `option`.
 std::uint64_t parse_seed_flag(const std::string& option, const std::string& text);
-CompileOptions make_compile_options(const std::string& arch, bool use_cache);
 
 // Files and folders the user named (--out DIR, --json FILE, --html FILE, ...). One that cannot be
 // created or written (a file where a folder is wanted, no permission) is bad usage naming the

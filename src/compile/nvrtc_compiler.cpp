@@ -406,6 +406,14 @@ fs::path default_cuda_include_dir() {
   return candidates.front();
 }
 
+CompileOptions make_compile_options(const std::string& arch, bool use_cache) {
+  CompileOptions options;
+  options.arch = arch;
+  options.use_cache = use_cache;
+  options.cache_dir = default_cache_dir();
+  return options;
+}
+
 fs::path default_cache_dir() {
   if (const char* v = std::getenv("KHARNESS_CACHE"); v != nullptr && *v != '\0') {
     return v;

@@ -46,17 +46,9 @@ double since(Clock::time_point t) {
 
 using verify::Loaded;
 
-CompileOptions compile_options(const std::string& arch, bool use_cache) {
-  CompileOptions o;
-  o.arch = arch;
-  o.use_cache = use_cache;
-  o.cache_dir = default_cache_dir();
-  return o;
-}
-
 Loaded load_and_compile(const ProfileRequest& r) {
   return verify::load_and_compile(r.solution, r.operator_name, r.operators_dirs,
-                                  compile_options(r.arch, r.use_cache));
+                                  make_compile_options(r.arch, r.use_cache));
 }
 
 const Workload& pick_workload(const Operator& op, const std::string& want) {

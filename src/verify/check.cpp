@@ -35,11 +35,7 @@ nlohmann::json compile_summary(const CompileResult& r) {
 }
 
 CompileOptions compile_options(const CheckRequest& request) {
-  CompileOptions o;
-  o.arch = request.arch;
-  o.use_cache = request.use_cache;
-  o.cache_dir = default_cache_dir();
-  return o;
+  return make_compile_options(request.arch, request.use_cache);
 }
 
 verify::Loaded load_and_compile(const CheckRequest& request) {
