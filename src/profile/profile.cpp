@@ -338,9 +338,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   int l2_bytes = 0;
   cu.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, context.device());
   device::DeviceBuffer flush(2 * static_cast<std::size_t>(l2_bytes > 0 ? l2_bytes : (64 << 20)));
-  verify::HarnessKernelsOptions harness_options;
-  harness_options.use_cache = request.use_cache;
-  verify::HarnessKernels harness(harness_options);
+  const verify::HarnessKernels& harness = io.kernels();
   unsigned flush_value = 0;
   auto before_pass = [&] {
     io.poison(0, stream.get());

@@ -676,6 +676,8 @@ int TimedOutputs::sets() const { return static_cast<int>(impl_->sets.size()); }
 
 const device::LaunchEnv& TimedOutputs::env(int set) const { return impl_->sets.at(set)->env; }
 
+const HarnessKernels& TimedOutputs::kernels() const { return impl_->evaluator.kernels_; }
+
 void TimedOutputs::poison(int set, CUstream stream) const {
   impl_->evaluator.repoison(*impl_->sets.at(set), stream);
 }

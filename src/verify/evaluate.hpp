@@ -21,6 +21,8 @@
 
 namespace kharness::verify {
 
+class HarnessKernels;
+
 struct CheckOptions {
   std::vector<std::string> workloads;  // uuids or uuid prefixes; empty: every workload
   int trials = 3;
@@ -70,6 +72,8 @@ class TimedOutputs {
   const device::LaunchEnv& env(int set) const;
   // Poisons the set's outputs and workspace (enqueued on `stream`).
   void poison(int set, CUstream stream) const;
+  // The harness kernels (fill, poison, checksum, read-through) these buffers were made with.
+  const HarnessKernels& kernels() const;
   // Guards, inputs and outputs of the set against the reference: nullopt, or a stale_output failure
   // whose evidence names the underlying cause (output_not_written, tolerance, ...).
   std::optional<Failure> verify(int set);
