@@ -93,6 +93,9 @@ def compare(name, kh, nc):
     return f"{d:+.2f}%", "ok" if abs(d) <= 5.0 else "OFF"
 
 bad = 0
+if not any(ONLY.search(f) for f, _, _ in CASES):  # a filter that leaves nothing is not a pass
+    print(f"bench-profile: ONLY={ONLY.pattern!r} matches none of {[f for f, _, _ in CASES]}")
+    raise SystemExit(2)
 for fixture, uuid, kernel in CASES:
     if not ONLY.search(fixture):
         continue

@@ -87,6 +87,9 @@ for entry in ops:
         if ONLY.search(f"{name} {json.dumps(w['axes'])}"):
             cases.setdefault(name, (seed, []))[1].append((w["uuid"], w["axes"]))
 
+if not cases:  # a filter that leaves nothing is not a pass
+    print(f"bench-timing: ONLY={ONLY.pattern!r} matches no operator workload")
+    sys.exit(2)
 rows, failures = [], []
 ok = True
 print(f"{'operator':14s} {'axes':22s} {'kharness':>10s} {'ncu':>10s} {'events':>10s} {'kh/ncu':>7s} {'ev/kh':>6s} {'spread':>7s} {'samples':>7s} target", flush=True)

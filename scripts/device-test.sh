@@ -10,6 +10,7 @@
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
 # gpu-tests operators bench-compile bench-check measure run-command run-tune bench-profile
 # bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
+# TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
 # default rmsnorm_h4096), RUN_BUDGET (default 12), RUN_MAX_TIME (seconds per run, default 590),
 # DEADLINE (seconds: steps still running then are killed, later ones skipped, the summary printed:
@@ -113,21 +114,26 @@ step doctor need_binary "$KHARNESS" doctor
 step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOBS" \
   --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
 # GPU tests: those that only check correctness run GPU_JOBS (default 4) at a time; those that time
-# kernels, read counters or measure wall time run alone afterwards. GPU_TESTS=REGEX: only the GPU
-# tests whose names match, one at a time.
+# kernels, read counters or measure wall time run alone afterwards.
 export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
 gpu_tests() {
   local rc=0
   rm -f "$LOGS/gpu-tests.xml" "$LOGS/gpu-tests-parallel.xml"
-  if [[ -n "${GPU_TESTS:-}" ]]; then
-    ctest --test-dir "$BUILD_DIR" -L gpu -R "$GPU_TESTS" --output-on-failure --no-tests=ignore \
-      --output-junit "$PWD/$LOGS/gpu-tests.xml"
-    return
+  local parallel="" serial="" name
+  # GPU_TESTS=REGEX: only the GPU tests whose names match, split the same way.
+  while read -r name; do
+    [[ -z "${GPU_TESTS:-}" || "$name" =~ ${GPU_TESTS} ]] || continue
+    if [[ "$name" =~ ${SERIAL_GPU} ]]; then serial+="|${name//./[.]}"; else parallel+="|${name//./[.]}"; fi
+  done < <(ctest --test-dir "$BUILD_DIR" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p')
+  if [[ -n "$parallel" ]]; then
+    ctest --test-dir "$BUILD_DIR" -L gpu -R "^(${parallel#|})\$" -j "${GPU_JOBS:-4}" \
+      --output-on-failure --output-junit "$PWD/$LOGS/gpu-tests-parallel.xml" || rc=1
   fi
-  ctest --test-dir "$BUILD_DIR" -L gpu -E "$SERIAL_GPU" -j "${GPU_JOBS:-4}" --output-on-failure \
-    --no-tests=ignore --output-junit "$PWD/$LOGS/gpu-tests-parallel.xml" || rc=1
-  ctest --test-dir "$BUILD_DIR" -L gpu -R "$SERIAL_GPU" --output-on-failure --no-tests=ignore \
-    --output-junit "$PWD/$LOGS/gpu-tests.xml" || rc=1
+  if [[ -n "$serial" ]]; then
+    ctest --test-dir "$BUILD_DIR" -L gpu -R "^(${serial#|})\$" --output-on-failure \
+      --output-junit "$PWD/$LOGS/gpu-tests.xml" || rc=1
+  fi
+  [[ -n "$parallel$serial" ]] || { echo "no GPU test matches GPU_TESTS='${GPU_TESTS:-}'"; return 1; }
   return $rc
 }
 step gpu-tests gpu_tests
@@ -231,10 +237,12 @@ PY
 }
 step run-tune need_binary run_tune
 if [[ -x scripts/bench-profile.sh ]]; then
-  step bench-profile need_binary timeout "${PROFILE_TIMEOUT:-240}" scripts/bench-profile.sh "$KHARNESS"
+  step bench-profile need_binary env ONLY="${PROFILE_ONLY:-}" \
+    timeout "${PROFILE_TIMEOUT:-240}" scripts/bench-profile.sh "$KHARNESS"
 fi
 if [[ -z "${SKIP_TIMING:-}" ]]; then  # SKIP_TIMING=1: the ncu comparison takes minutes
-  step bench-timing need_binary timeout "${TIMING_TIMEOUT:-300}" scripts/bench-timing.sh "$KHARNESS"
+  step bench-timing need_binary env ONLY="${TIMING_ONLY:-}" \
+    timeout "${TIMING_TIMEOUT:-300}" scripts/bench-timing.sh "$KHARNESS"
 fi
 # The worker under compute-sanitizer on the good fixtures: any memcheck error fails the worker
 # (exit 9), which fails the verdict.

@@ -236,6 +236,34 @@ TEST(ProfileDiagnosis, SmallGridIsNoted) {
   EXPECT_TRUE(any_contains(d.directions, "Too few blocks"));
 }
 
+// Recorded on the H200 (tests/fixtures/bench/two_kernels.cu, rmsnorm batch 1): one 256-thread
+// block; 12.4% achieved occupancy is the grid's doing, not registers' (theoretical 100%).
+TEST(ProfileDiagnosis, LowAchievedOccupancyOfATinyGridIsTooFewBlocks) {
+  KernelProfile k = kernel("rmsnorm_kernel", {{metric::kDuration, 9060},
+                                              {metric::kSmThroughput, 6.7},
+                                              {metric::kMemThroughput, 0.2},
+                                              {metric::kAchievedOccupancy, 12.4},
+                                              {metric::kTheoreticalOccupancy, 100.0},
+                                              {metric::kRegistersPerThread, 27},
+                                              {metric::kOccupancyLimitRegisters, 9},
+                                              {metric::kOccupancyLimitBlocks, 32}});
+  k.grid = {1, 1, 1};
+  k.block = {256, 1, 1};
+  k.stalls = {{"long_scoreboard", 78.6}, {"wait", 5.7}};
+  Diagnosis d = diagnose(k, h200("rmsnorm"));
+  EXPECT_EQ(d.kind, "latency_bound");
+  EXPECT_TRUE(any_contains(d.notes, "grid of 1 blocks leaves 131 of 132 SMs idle"));
+  EXPECT_TRUE(any_contains(d.directions, "Too few blocks"));
+  EXPECT_FALSE(any_contains(d.directions, "Fewer registers"));
+  // The same kernel on a full grid with that occupancy is occupancy-limited, with no resource
+  // named: none caps blocks per SM below the block limit's 100%.
+  k.grid = {4096, 1, 1};
+  Diagnosis full = diagnose(k, h200("rmsnorm"));
+  EXPECT_EQ(full.kind, "occupancy_limited");
+  EXPECT_EQ(full.limiter, "");
+  EXPECT_FALSE(contains(full.summary, "limited by")) << full.summary;
+}
+
 Profile two_kernel_profile() {
   Profile p;
   p.solution = "spill";

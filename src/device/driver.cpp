@@ -307,16 +307,22 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::upload(const void* src, std::size_t bytes, std::size_t offset) const {
   if (offset + bytes > size_) throw std::out_of_range("DeviceBuffer::upload past the end");
-  if (bytes != 0) KHARNESS_CU(cu(), cuMemcpyHtoD, ptr_ + offset, src, bytes);
+  if (bytes == 0) return;
+  KHARNESS_CU(cu(), cuMemcpyHtoD, ptr_ + offset, src, bytes);
+  KHARNESS_CU(cu(), cuCtxSynchronize);
 }
 
 void DeviceBuffer::download(void* dst, std::size_t bytes, std::size_t offset) const {
   if (offset + bytes > size_) throw std::out_of_range("DeviceBuffer::download past the end");
-  if (bytes != 0) KHARNESS_CU(cu(), cuMemcpyDtoH, dst, ptr_ + offset, bytes);
+  if (bytes == 0) return;
+  KHARNESS_CU(cu(), cuCtxSynchronize);
+  KHARNESS_CU(cu(), cuMemcpyDtoH, dst, ptr_ + offset, bytes);
 }
 
 void DeviceBuffer::fill(unsigned char byte) const {
-  if (size_ != 0) KHARNESS_CU(cu(), cuMemsetD8, ptr_, byte, size_);
+  if (size_ == 0) return;
+  KHARNESS_CU(cu(), cuMemsetD8, ptr_, byte, size_);
+  KHARNESS_CU(cu(), cuCtxSynchronize);
 }
 
 Stream::Stream() { KHARNESS_CU(cu(), cuStreamCreate, &stream_, CU_STREAM_NON_BLOCKING); }

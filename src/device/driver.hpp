@@ -216,6 +216,12 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   CUdeviceptr ptr() const { return ptr_; }
   std::size_t size() const { return size_; }
+  // Host transfers complete with respect to every stream of the context: upload and fill have
+  // finished on the device when they return (a kernel launched next on a non-blocking stream
+  // sees their bytes), and download first waits for all work in the context (so it reads what a
+  // kernel on any stream wrote). The plain cuMemcpy/cuMemset calls alone are ordered only on the
+  // legacy default stream, which non-blocking streams do not wait for, and a pageable upload or a
+  // memset may still be in flight when they return.
   void upload(const void* src, std::size_t bytes, std::size_t offset = 0) const;
   void download(void* dst, std::size_t bytes, std::size_t offset = 0) const;
   void fill(unsigned char byte) const;

@@ -339,11 +339,17 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
                            "lower-precision math where the tolerance allows ({} § Compute-bound)",
                            kProfiling));
   } else {
-    const bool low_occupancy = (c.theo && *c.theo < kLowTheoretical) ||
-                               (c.occ && *c.occ < kLowAchieved) || spill_bytes(s) > 0;
+    // A grid of fewer blocks than SMs leaves warps missing however many a block could hold:
+    // low achieved occupancy then says "too few blocks" (latency-bound), not "occupancy-limited".
+    const bool small_grid =
+        ctx.sm_count > 0 && double(k.grid[0]) * k.grid[1] * k.grid[2] < ctx.sm_count;
+    const bool low_theoretical = c.theo && *c.theo < kLowTheoretical;
+    const bool low_occupancy =
+        low_theoretical || (c.occ && *c.occ < kLowAchieved && !small_grid) || spill_bytes(s) > 0;
     if (low_occupancy) {
       d.kind = "occupancy_limited";
-      const std::string by = occupancy_limiter(c);
+      // The resource that caps blocks per SM is the cause only when it caps them low.
+      const std::string by = low_theoretical || spill_bytes(s) > 0 ? occupancy_limiter(c) : "";
       d.limiter = by;
       d.summary =
           fmt::format("occupancy-limited: {} achieved occupancy{}, no unit above {:.0f}%",

@@ -54,11 +54,13 @@ double metric(const json& kernel, const std::string& name) {
   return m.at("value").is_null() ? -1.0 : m.at("value").get<double>();
 }
 
-#define PROFILE_OR_SKIP(var, ...)                                           \
+// PROFILE_N_OR_SKIP(p, N, fixture, workload...): p is the profile, with N kernels.
+#define PROFILE_N_OR_SKIP(var, kernels, ...)                                \
   json var = profile(__VA_ARGS__);                                          \
   if (var.contains("skip")) GTEST_SKIP() << var["skip"].get<std::string>(); \
   ASSERT_TRUE(var.contains("kernels")) << var.dump(2).substr(0, 3000);      \
-  ASSERT_EQ(var["kernels"].size(), 1u) << var.dump(2).substr(0, 3000)
+  ASSERT_EQ(var["kernels"].size(), std::size_t{kernels}) << var.dump(2).substr(0, 3000)
+#define PROFILE_OR_SKIP(var, ...) PROFILE_N_OR_SKIP(var, 1, __VA_ARGS__)
 
 TEST(ProfileGpu, CopyIsMemoryBoundAtEightyPercentOfDram) {
   SKIP_WITHOUT_GPU();
@@ -126,9 +128,8 @@ TEST(ProfileGpu, OneSolutionOneWorkloadInFiveSeconds) {
 // reads no DRAM and runs ~200 us), and the carveout record pairs with each.
 TEST(ProfileGpu, TwoLaunchPlanGetsARangePerLaunch) {
   SKIP_WITHOUT_GPU();
-  PROFILE_OR_SKIP(p, "bench/two_kernels.cu", "99179b18");
+  PROFILE_N_OR_SKIP(p, 2, "bench/two_kernels.cu", "99179b18");
   EXPECT_EQ(p["replay"], "user") << p["warnings"].dump();
-  ASSERT_EQ(p["kernels"].size(), 2u);
   const json& norm = p["kernels"][0];
   const json& spin = p["kernels"][1];
   EXPECT_EQ(norm["kernel"], "rmsnorm_kernel");
