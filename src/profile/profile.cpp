@@ -349,10 +349,6 @@ Profile run_worker_profile(const ProfileRequest& request) {
     // lines survived one pass of reads and were written back inside the profiled pass.
     harness.read_through(flush.ptr(), flush.size(), stream.get());
     harness.read_through(flush.ptr(), flush.size(), stream.get());
-    // Then the flush's own clean lines invalidated: each pass starts with L2 empty, the state
-    // ncu's cache control leaves (with L2 full of clean lines, the naive GEMM's dram__bytes_write
-    // still read 0.7 MB, 11%, above ncu's: which lines a kernel's misses evict depends on it).
-    harness.discard_l2(flush.ptr(), flush.size(), stream.get());
     cu.check(cu.cuStreamSynchronize(stream.get()), "cuStreamSynchronize");
   };
   phases["flush_setup"] = since(t);

@@ -392,24 +392,11 @@ kh_checksum(const u8* p, u64 bytes, u64* out) {
   sum = warp_sum(sum);
   if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(out, sum);
 }
-
-// Invalidates the L2 lines of the region's whole 128-byte lines without writing them back (their
-// contents become undefined): a flush buffer discarded after its read-through leaves L2 empty, as
-// a profiler's cache invalidation does. A no-op before sm_80, which has no discard instruction.
-extern "C" __global__ void __launch_bounds__(KH_THREADS)
-kh_discard_l2(const u8* p, u64 bytes) {
-#if __CUDA_ARCH__ >= 800
-  const u64 first = ((u64)p + 127) / 128 * 128 - (u64)p;
-  const u64 lines = bytes > first ? (bytes - first) / 128 : 0;
-  for (u64 i = global_thread(); i < lines; i += grid_threads())
-    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + first + 128 * i) : "memory");
-#endif
-}
 )CUDA";
 
 constexpr unsigned kThreads = 256;    // KH_THREADS
 constexpr unsigned kBlocksPerSm = 8;  // grid cap: a full GPU of 256-thread blocks
-constexpr const char* kCacheTag = "kharness-harness-kernels-v2";
+constexpr const char* kCacheTag = "kharness-harness-kernels-v1";
 
 enum Distribution : int { kNormal = 0, kUniform = 1, kRange = 2 };  // KH_NORMAL, ...
 
@@ -668,7 +655,6 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   fill_random_ = module_->function("kh_fill_random");
   fill_pattern_ = module_->function("kh_fill_pattern");
   checksum_ = module_->function("kh_checksum");
-  discard_l2_ = module_->function("kh_discard_l2");
   check_pattern_ = module_->function("kh_check_pattern");
   scratch_ = device::DeviceBuffer(16);
   sink_ = device::DeviceBuffer(16);
@@ -799,13 +785,6 @@ void HarnessKernels::read_through(CUdeviceptr p, std::size_t bytes, CUstream str
   std::uint64_t n = bytes;
   void* params[] = {&p, &n, &out};
   launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
-}
-
-void HarnessKernels::discard_l2(CUdeviceptr p, std::size_t bytes, CUstream stream) const {
-  if (bytes < 128) return;
-  std::uint64_t n = bytes;
-  void* params[] = {&p, &n};
-  launch(discard_l2_, "cuLaunchKernelEx(kh_discard_l2)", n / 128, stream, params);
 }
 
 std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const {

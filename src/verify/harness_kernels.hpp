@@ -104,10 +104,6 @@ class HarnessKernels {
   // The timing stage runs it after its L2-flush write so that L2 holds clean lines: dirty ones
   // would be written back during the next timed kernel and slow it down.
   void read_through(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
-  // Invalidates the L2 lines holding the region without writing them back; its contents become
-  // undefined (PTX discard.global.L2; nothing before sm_80). Asynchronous. The profile stage
-  // discards its flush buffer after the read-through, so each pass starts with L2 empty.
-  void discard_l2(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
   std::uint64_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
 
   // Compares `bytes` bytes at `p` against `element_pattern` repeated (as fill_pattern writes
@@ -139,7 +135,6 @@ class HarnessKernels {
   CUfunction fill_random_ = nullptr;
   CUfunction fill_pattern_ = nullptr;
   CUfunction checksum_ = nullptr;
-  CUfunction discard_l2_ = nullptr;
   device::DeviceBuffer sink_;  // read_through's discarded result
   CUfunction check_pattern_ = nullptr;
 };
