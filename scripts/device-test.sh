@@ -22,6 +22,7 @@ cd "$ROOT"
 BUILD_DIR="${BUILD_DIR:-build-device-test}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
 LOGS="$BUILD_DIR/device-test-logs"
+rm -rf "$LOGS"  # only this invocation's logs: a skipped step must not show an earlier run's
 mkdir -p "$LOGS"
 KHARNESS="$BUILD_DIR/kharness"
 
@@ -312,7 +313,9 @@ if [[ -n "${OUT:-}" ]]; then
   tar -czf "$OUT/device-test-logs.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null || true
   for s in "${STEPS[@]}"; do
     IFS='|' read -r n st _ <<<"$s"
-    [[ $st == ok ]] || cp "$LOGS/$n.log" "$OUT/device-test-$n.log" 2>/dev/null || true
+    if [[ $st == FAILED* || $st == KILLED* ]]; then
+      cp "$LOGS/$n.log" "$OUT/device-test-$n.log" 2>/dev/null || true
+    fi
   done
 fi
 exit "$FAILED"
