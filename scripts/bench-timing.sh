@@ -166,16 +166,23 @@ if os.environ.get("PROBE"):
     if not probe:
         print(f"timer-probe gave nothing: {(p.stderr or p.stdout)[-300:]}")
 if probe:
-    # probe ev: CUDA events around the probe's own launch (launch overhead included).
-    print(f"{'copy vs block span':22s} {'span':>9s} {'kharness':>9s} {'ncu':>9s} {'probe ev':>9s} {'kh-span':>8s} {'ncu-span':>9s}")
+    # probe ev: CUDA events around the probe's own launch (launch overhead included). The probe's
+    # kernel is the seed's plus its stamps, so it runs a little longer than the seed: kh-span and
+    # ncu-span compare across different kernels. The "via events" columns anchor each timer to the
+    # CUDA-event time of its own kernel instead: a timer's excess over the block span is
+    # (probe events - span) - (events - timer), the event overhead being the same launch path.
+    print(f"{'copy vs block span':22s} {'span':>9s} {'kharness':>9s} {'ncu':>9s} {'probe ev':>9s} {'kh-span':>8s} {'ncu-span':>9s}"
+          f" {'kh-span via events':>19s} {'ncu-span via events':>20s}")
     for r in rows:
         if r["op"] != "copy_f32" or r["axes"]["n"] not in probe:
             continue
         sp, pev = probe[r["axes"]["n"]]
         n = r["ncu"]
+        kh_excess = (pev - sp) - (r["ev"] - r["kh"])
+        ncu_excess = (pev - sp) - (r["ev"] - n) if n else float("nan")
         print(f"copy n={r['axes']['n']:<15d} {sp*1e6:8.2f}u {r['kh']*1e6:8.2f}u "
               f"{(n or 0)*1e6:8.2f}u {pev*1e6:8.2f}u {(r['kh']-sp)*1e6:7.2f}u "
-              f"{((n - sp)*1e6 if n else float('nan')):8.2f}u")
+              f"{((n - sp)*1e6 if n else float('nan')):8.2f}u {kh_excess*1e6:18.2f}u {ncu_excess*1e6:19.2f}u")
 for r in rows:
     if r["op"] == "copy_f32" and r["axes"]["n"] > 1024:
         bw = 8 * r["axes"]["n"] / r["kh"]
