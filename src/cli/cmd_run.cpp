@@ -41,8 +41,11 @@ void on_sigint(int) {
   (void)!::write(2, msg, sizeof(msg) - 1);
 }
 
+// The search's own settings are bound straight to their flags (RunArgs::search, with
+// SearchOptions' defaults); the rest are what the command line gives before it is resolved
+// (a provider name, TEXT or @FILE, a seed string) and what only the CLI uses.
 struct RunArgs {
-  std::string operator_name;
+  controller::SearchOptions search;
   std::string provider;
   std::string model;
   std::string base_url;
@@ -50,20 +53,8 @@ struct RunArgs {
   std::string command;
   double command_timeout = 1800;
   std::string responses;
-  int budget = 10;
-  std::int64_t max_tokens = 0;
-  double max_cost = 0;
-  double max_time = 0;
-  int patience = 4;
-  int samples = 1;
-  int elites = 3;
-  std::size_t prompt_tokens = 12000;
-  std::int64_t max_output_tokens = 16384;
-  std::string reasoning_effort;
-  double request_timeout = 900;
-  std::vector<std::string> hints;
-  std::string diagnosis;
-  bool compile_only = false;
+  std::vector<std::string> hints;  // TEXT or @FILE each
+  std::string diagnosis;           // TEXT or @FILE
   bool no_cascade = false;
   bool no_profile = false;
   bool no_archive = false;
@@ -72,7 +63,6 @@ struct RunArgs {
   std::string out;
   std::string arch;
   std::string seed;
-  double timeout = 300;
   bool no_cache = false;
 };
 
@@ -99,25 +89,25 @@ std::string utc_stamp() {
 // The run's settings as run.json keeps them (never a key: those come from the environment).
 json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
   return {{"schema", "kharness.run/1"},
-          {"operator", a.operator_name},
+          {"operator", a.search.operator_name},
           {"provider", a.provider},
           {"model", a.model},
           {"base_url", a.base_url},
           {"command", a.command},
           {"responses", a.responses},
-          {"budget", a.budget},
-          {"max_tokens", a.max_tokens},
-          {"max_cost", a.max_cost},
-          {"max_time", a.max_time},
-          {"patience", a.patience},
-          {"samples", a.samples},
-          {"elites", a.elites},
-          {"prompt_tokens", a.prompt_tokens},
-          {"max_output_tokens", a.max_output_tokens},
-          {"reasoning_effort", a.reasoning_effort},
+          {"budget", a.search.budget},
+          {"max_tokens", a.search.max_tokens},
+          {"max_cost", a.search.max_cost},
+          {"max_time", a.search.max_time},
+          {"patience", a.search.patience},
+          {"samples", a.search.samples},
+          {"elites", a.search.elites},
+          {"prompt_tokens", a.search.prompt_tokens},
+          {"max_output_tokens", a.search.max_output_tokens},
+          {"reasoning_effort", a.search.reasoning_effort},
           {"hints", a.hints},
           {"diagnosis", a.diagnosis},
-          {"compile_only", a.compile_only},
+          {"compile_only", a.search.compile_only},
           {"cascade", !a.no_cascade},
           {"arch", arch},
           {"seed", seed},
@@ -136,25 +126,25 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::str
       }
     }
   };
-  take("--operator", "operator", a.operator_name);
+  take("--operator", "operator", a.search.operator_name);
   take("--provider", "provider", a.provider);
   take("--model", "model", a.model);
   take("--base-url", "base_url", a.base_url);
   take("--command", "command", a.command);
   take("--responses", "responses", a.responses);
-  take("--budget", "budget", a.budget);
-  take("--max-tokens", "max_tokens", a.max_tokens);
-  take("--max-cost", "max_cost", a.max_cost);
-  take("--max-time", "max_time", a.max_time);
-  take("--patience", "patience", a.patience);
-  take("--samples", "samples", a.samples);
-  take("--elites", "elites", a.elites);
-  take("--prompt-tokens", "prompt_tokens", a.prompt_tokens);
-  take("--max-output-tokens", "max_output_tokens", a.max_output_tokens);
-  take("--reasoning-effort", "reasoning_effort", a.reasoning_effort);
+  take("--budget", "budget", a.search.budget);
+  take("--max-tokens", "max_tokens", a.search.max_tokens);
+  take("--max-cost", "max_cost", a.search.max_cost);
+  take("--max-time", "max_time", a.search.max_time);
+  take("--patience", "patience", a.search.patience);
+  take("--samples", "samples", a.search.samples);
+  take("--elites", "elites", a.search.elites);
+  take("--prompt-tokens", "prompt_tokens", a.search.prompt_tokens);
+  take("--max-output-tokens", "max_output_tokens", a.search.max_output_tokens);
+  take("--reasoning-effort", "reasoning_effort", a.search.reasoning_effort);
   take("--hint", "hints", a.hints);
   take("--diagnosis", "diagnosis", a.diagnosis);
-  take("--compile-only", "compile_only", a.compile_only);
+  take("--compile-only", "compile_only", a.search.compile_only);
   take("--arch", "arch", a.arch);
   bool cascade = !a.no_cascade;
   take("--no-cascade", "cascade", cascade);
@@ -192,19 +182,20 @@ class ProgressLine {
 
 // Numbers no run can use are bad usage before anything starts (also those a --resume reads back).
 void validate_args(const RunArgs& args) {
-  if (args.budget < 0) throw input_error("--budget", "must be >= 0");
-  if (args.samples < 1) throw input_error("--samples", "must be at least 1");
-  if (args.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
-  if (args.elites < 1) throw input_error("--elites", "must be at least 1");
-  if (args.patience < 0) throw input_error("--patience", "must be >= 0 (0: never restart)");
-  if (args.max_output_tokens < 1) throw input_error("--max-output-tokens", "must be at least 1");
-  if (args.max_tokens < 0) throw input_error("--max-tokens", "must be >= 0 (0: no limit)");
+  const controller::SearchOptions& o = args.search;
+  if (o.budget < 0) throw input_error("--budget", "must be >= 0");
+  if (o.samples < 1) throw input_error("--samples", "must be at least 1");
+  if (o.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
+  if (o.elites < 1) throw input_error("--elites", "must be at least 1");
+  if (o.patience < 0) throw input_error("--patience", "must be >= 0 (0: never restart)");
+  if (o.max_output_tokens < 1) throw input_error("--max-output-tokens", "must be at least 1");
+  if (o.max_tokens < 0) throw input_error("--max-tokens", "must be >= 0 (0: no limit)");
   // !(x >= 0) also refuses NaN.
-  if (!(args.max_cost >= 0)) throw input_error("--max-cost", "must be >= 0 (0: no limit)");
-  if (!(args.max_time >= 0)) throw input_error("--max-time", "must be >= 0 (0: no limit)");
-  if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  if (!(o.max_cost >= 0)) throw input_error("--max-cost", "must be >= 0 (0: no limit)");
+  if (!(o.max_time >= 0)) throw input_error("--max-time", "must be >= 0 (0: no limit)");
+  if (!(o.eval_timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
   if (!(args.command_timeout > 0)) throw input_error("--command-timeout", "must be > 0 seconds");
-  if (!(args.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
+  if (!(o.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
 }
 
 ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app) {
@@ -218,9 +209,10 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
     apply_stored(args, files->load_run(), app, (run_dir / "run.json").string());
     earlier = files->load_candidates();
   } else {
-    if (args.operator_name.empty()) throw input_error("--operator", "required (or --resume RUN)");
+    if (args.search.operator_name.empty())
+      throw input_error("--operator", "required (or --resume RUN)");
     run_dir = args.run_dir.empty()
-                  ? fs::path("runs") / fmt::format("{}-{}", args.operator_name, utc_stamp())
+                  ? fs::path("runs") / fmt::format("{}-{}", args.search.operator_name, utc_stamp())
                   : fs::path(args.run_dir);
     std::error_code ec;
     if (fs::exists(run_dir / "run.json", ec))
@@ -241,7 +233,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
         global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
     try {
       store.emplace(dir);
-      archived = std::make_unique<controller::ArchiveRecorder>(*files, *store, args.operator_name);
+      archived =
+          std::make_unique<controller::ArchiveRecorder>(*files, *store, args.search.operator_name);
       if (!earlier.empty()) archived->load_run();  // re-links the archive run of the run folder
       recorder_ptr = archived.get();
     } catch (const Error& e) {
@@ -267,9 +260,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   po.answers_used = earlier.empty() ? 0 : earlier.size() - 1;  // all but the seed
   po.config = llm::load_config(args.providers_config);
   po.cancel = &g_stop;
-  po.context = {{"operator", args.operator_name},
+  po.context = {{"operator", args.search.operator_name},
                 {"arch", arch},
-                {"compile_only", args.compile_only},
+                {"compile_only", args.search.compile_only},
                 {"seed", seed},
                 {"run_dir", run_dir.string()}};
   std::vector<std::string> dirs;
@@ -277,31 +270,18 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   po.context["operators_dirs"] = dirs;
   std::unique_ptr<llm::Provider> provider = llm::make_provider(args.provider, po);
 
-  controller::SearchOptions so;
-  so.operator_name = args.operator_name;
+  // The flags bound to args.search are in place; the rest is resolved here.
+  controller::SearchOptions so = args.search;
   so.operators_dirs = global.operators_dirs;
   so.arch = arch;
   so.provider = args.provider;
   so.model = llm::resolve_model(args.provider, po);
   so.prices = po.config;
-  so.budget = args.budget;
-  so.max_tokens = args.max_tokens;
-  so.max_cost = args.max_cost;
-  so.max_time = args.max_time;
-  so.patience = args.patience;
-  so.samples = args.samples;
-  so.elites = args.elites;
-  so.prompt_tokens = args.prompt_tokens;
-  so.max_output_tokens = args.max_output_tokens;
-  so.reasoning_effort = args.reasoning_effort;
-  so.request_timeout = args.request_timeout;
   so.hints = hints;
   so.diagnosis = diagnosis;
-  so.compile_only = args.compile_only;
   so.cascade = !args.no_cascade;
   so.profile = !args.no_profile;
   so.seed = seed;
-  so.eval_timeout = args.timeout;
   so.use_cache = !args.no_cache;
   so.bench = {{"baseline", true}};
   so.skills_dir = OperatorRegistry::builtin_dir().parent_path() / "skills";
@@ -351,7 +331,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
 
 Runner setup_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  app.add_option("--operator", args->operator_name, "Operator to optimise")->type_name("NAME");
+  const controller::SearchOptions& d = args->search;  // the defaults the help states
+  app.add_option("--operator", args->search.operator_name, "Operator to optimise")
+      ->type_name("NAME");
   app.add_option("--provider", args->provider,
                  "anthropic, openai, command, replay or tune (default: anthropic/openai when "
                  "their API key is set, else tune)")
@@ -369,27 +351,34 @@ Runner setup_run(CLI::App& app) {
                  "command provider: seconds per answer (default 1800)");
   app.add_option("--responses", args->responses, "replay provider: folder of recorded answers")
       ->type_name("DIR");
-  app.add_option("--budget", args->budget, "Candidates to evaluate (default 10)");
-  app.add_option("--max-tokens", args->max_tokens, "Stop after this many tokens (in + out)");
-  app.add_option("--max-cost", args->max_cost, "Stop after this many US dollars");
-  app.add_option("--max-time", args->max_time, "Stop after this many seconds");
-  app.add_option("--patience", args->patience,
-                 "Steps without promotion before a dropout restart (default 4; 0: never)");
-  app.add_option("--samples", args->samples, "Candidates asked for per step, in parallel");
-  app.add_option("--elites", args->elites, "Elite kernels kept (default 3)");
-  app.add_option("--prompt-tokens", args->prompt_tokens,
-                 "Bound of a prompt in estimated tokens (default 12000)");
-  app.add_option("--max-output-tokens", args->max_output_tokens,
-                 "Output limit of one answer (default 16384)");
-  app.add_option("--reasoning-effort", args->reasoning_effort, "low, medium or high (openai)")
+  app.add_option("--budget", args->search.budget,
+                 fmt::format("Candidates to evaluate (default {})", d.budget));
+  app.add_option("--max-tokens", args->search.max_tokens, "Stop after this many tokens (in + out)");
+  app.add_option("--max-cost", args->search.max_cost, "Stop after this many US dollars");
+  app.add_option("--max-time", args->search.max_time, "Stop after this many seconds");
+  app.add_option(
+      "--patience", args->search.patience,
+      fmt::format("Steps without promotion before a dropout restart (default {}; 0: never)",
+                  d.patience));
+  app.add_option("--samples", args->search.samples, "Candidates asked for per step, in parallel");
+  app.add_option("--elites", args->search.elites,
+                 fmt::format("Elite kernels kept (default {})", d.elites));
+  app.add_option(
+      "--prompt-tokens", args->search.prompt_tokens,
+      fmt::format("Bound of a prompt in estimated tokens (default {})", d.prompt_tokens));
+  app.add_option("--max-output-tokens", args->search.max_output_tokens,
+                 fmt::format("Output limit of one answer (default {})", d.max_output_tokens));
+  app.add_option("--reasoning-effort", args->search.reasoning_effort,
+                 "low, medium or high (openai)")
       ->check(CLI::IsMember({"low", "medium", "high"}));
-  app.add_option("--request-timeout", args->request_timeout,
-                 "Seconds per model request, retries included (default 900)");
+  app.add_option(
+      "--request-timeout", args->search.request_timeout,
+      fmt::format("Seconds per model request, retries included (default {:g})", d.request_timeout));
   app.add_option("--hint", args->hints,
                  "A person's optimisation direction for every prompt: TEXT or @FILE (repeatable)");
   app.add_option("--diagnosis", args->diagnosis,
                  "A profile diagnosis of the seed for the prompts: TEXT or @FILE");
-  app.add_flag("--compile-only", args->compile_only,
+  app.add_flag("--compile-only", args->search.compile_only,
                "Compile verdicts only (no GPU needed; nothing is timed or promoted)");
   app.add_flag("--no-cascade", args->no_cascade,
                "Validate every candidate on all workloads (no representative shapes first)");
@@ -405,7 +394,8 @@ Runner setup_run(CLI::App& app) {
   app.add_option("--out", args->out, "Write the best kernel here at the end")->type_name("FILE");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_option("--seed", args->seed, "Base seed for checks and the search (default: random)");
-  app.add_option("--timeout", args->timeout, "Wall-clock limit per evaluation (default 300 s)");
+  app.add_option("--timeout", args->search.eval_timeout,
+                 fmt::format("Wall-clock limit per evaluation (default {:g} s)", d.eval_timeout));
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
   CLI::App* self = &app;
   return [args, self](const GlobalOptions& global) { return run_run(*args, global, *self); };
