@@ -8,6 +8,8 @@
 #
 #   scripts/bench-profile.sh [KHARNESS_BINARY]      NCU (default ncu), ONLY (regex over fixture),
 #                                                   CACHE_CONTROL (ncu's --cache-control: all|none),
+#                                                   NCU_REPLAY (ncu's --replay-mode: kernel, the
+#                                                   default, or application),
 #                                                   REPEATS (kharness profiles per fixture, default 3:
 #                                                   their median is compared, their spread shown)
 set -uo pipefail
@@ -24,6 +26,7 @@ import csv, io, json, os, re, shutil, statistics, subprocess, tempfile, time
 
 K, NCU, ROOT = os.environ["KHARNESS"], os.environ["NCU"], os.environ["ROOT"]
 CACHE = os.environ["CACHE_CONTROL"]
+REPLAY = os.environ.get("NCU_REPLAY", "kernel")  # ncu's --replay-mode: kernel | application
 ONLY = re.compile(os.environ.get("ONLY", ""))
 REPEATS = max(1, int(os.environ.get("REPEATS", "3")))  # kharness profiles per fixture: the median
 FIX = os.path.join(ROOT, "tests", "fixtures", "profile")
@@ -65,7 +68,7 @@ def kharness_profile(fixture, uuid):
 def ncu_values(fixture, uuid, kernel, names):
     if not shutil.which(NCU):
         return {}, "no ncu"
-    rc, out, err = run([NCU, "--clock-control", "none", "--cache-control", CACHE, "--replay-mode", "kernel",
+    rc, out, err = run([NCU, "--clock-control", "none", "--cache-control", CACHE, "--replay-mode", REPLAY,
                         "--target-processes", "all",
                         "--kernel-name", kernel, "--launch-count", "1", "--csv", "--page", "details",
                         "--print-units", "base", "--metrics", ",".join(names),
