@@ -23,6 +23,7 @@
 
 #include "../test_util.hpp"
 #include "device/driver.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/operators.hpp"
@@ -33,10 +34,6 @@ namespace {
 
 using nlohmann::json;
 using testing::TempDir;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 const char* const kOperator = "rmsnorm_h4096";
 

@@ -18,16 +18,13 @@
 
 #include "../test_util.hpp"
 #include "device/driver.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/device.hpp"
 
 namespace kharness {
 namespace {
 
 using nlohmann::json;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 constexpr const char* kAttention = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64";
 constexpr const char* kIndexer = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64";

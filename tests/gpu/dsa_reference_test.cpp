@@ -26,6 +26,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/numeric.hpp"
@@ -36,53 +37,17 @@
 namespace kharness {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
-
-std::vector<std::uint8_t> encode(DType dtype, const std::vector<double>& values) {
-  const std::size_t size = dtype_size(dtype);
-  std::vector<std::uint8_t> out(values.size() * size);
-  for (std::size_t i = 0; i < values.size(); ++i) from_double(dtype, values[i], &out[size * i]);
-  return out;
-}
-
-std::vector<double> decode(DType dtype, const std::vector<std::uint8_t>& bytes) {
-  const std::size_t size = dtype_size(dtype);
-  std::vector<double> out(bytes.size() / size);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(dtype, &bytes[size * i]);
-  return out;
-}
-
-struct Compiled {
-  Operator op;
-  Solution reference;
-  CompileResult result;
-};
-
-Compiled compile_reference(const std::string& name, const std::string& family) {
-  Operator op = OperatorRegistry::from_environment({}).load(name);
-  EXPECT_TRUE(op.reference.has_value());
-  EXPECT_EQ(op.definition.family(), family);
-  Solution reference = load_solution(*op.reference);
-  CompileOptions options;
-  options.arch = default_arch_for_device(0);
-  options.use_cache = false;
-  CompileResult result = compile_solution(reference, &op.definition, &op.workloads, options);
-  return {std::move(op), std::move(reference), std::move(result)};
-}
+using namespace reference_test;
 
 TEST(DsaSparseAttentionReference, MatchesDoublePrecision) {
   SKIP_WITHOUT_GPU();
   constexpr int kTokens = 4, kHeads = 16, kCkv = 512, kKpe = 64, kPage = 64, kTopk = 2048;
   constexpr int kPages = 40;
   constexpr int kRows = kPages * kPage;
-  Compiled c = compile_reference("dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64",
-                                 "dsa_sparse_attention");
-  ASSERT_TRUE(c.result.ok()) << c.result.log;
-  device::PrimaryContext context(0);
-  device::Module module(c.result.cubin);
-  device::PlanLauncher launcher(c.reference.plan, c.result.kernels, module);
+  CompiledReference c;
+  ASSERT_NO_FATAL_FAILURE(compile_reference("dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64",
+                                            "dsa_sparse_attention", &c));
+  const device::PlanLauncher& launcher = *c.launcher;
   device::Stream stream;
 
   std::mt19937_64 rng(77);
@@ -201,11 +166,10 @@ TEST(DsaTopkIndexerReference, SelectsTheExactTopKByDoublePrecisionScores) {
   SKIP_WITHOUT_GPU();
   constexpr int kBatch = 4, kHeads = 64, kDim = 128, kPage = 64, kTopk = 2048;
   constexpr int kMaxPages = 40, kPages = 4 * kMaxPages;
-  Compiled c = compile_reference("dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", "dsa_topk_indexer");
-  ASSERT_TRUE(c.result.ok()) << c.result.log;
-  device::PrimaryContext context(0);
-  device::Module module(c.result.cubin);
-  device::PlanLauncher launcher(c.reference.plan, c.result.kernels, module);
+  CompiledReference c;
+  ASSERT_NO_FATAL_FAILURE(
+      compile_reference("dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", "dsa_topk_indexer", &c));
+  const device::PlanLauncher& launcher = *c.launcher;
   device::Stream stream;
 
   std::mt19937_64 rng(91);

@@ -16,6 +16,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/numeric.hpp"
@@ -25,22 +26,7 @@
 namespace kharness {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
-
-std::vector<std::uint8_t> to_bf16(const std::vector<double>& values) {
-  std::vector<std::uint8_t> out(values.size() * 2);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    from_double(DType::kBFloat16, values[i], &out[2 * i]);
-  return out;
-}
-
-std::vector<double> from_bf16(const std::vector<std::uint8_t>& bytes) {
-  std::vector<double> out(bytes.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(DType::kBFloat16, &bytes[2 * i]);
-  return out;
-}
+using namespace reference_test;
 
 template <typename T>
 std::vector<std::uint8_t> raw_bytes(const std::vector<T>& values) {
@@ -56,32 +42,6 @@ std::vector<double> bf16_values(std::size_t n, std::mt19937_64& rng, double mean
   std::vector<double> v(n);
   for (auto& x : v) x = normal(rng);
   return from_bf16(to_bf16(v));
-}
-
-// A family reference compiled for this device and ready to launch.
-struct CompiledReference {
-  Operator op;
-  Solution solution;
-  CompileResult compiled;
-  std::unique_ptr<device::PrimaryContext> context;
-  std::unique_ptr<device::Module> module;
-  std::unique_ptr<device::PlanLauncher> launcher;
-};
-
-void compile_reference(const std::string& name, const std::string& family, CompiledReference* out) {
-  out->op = OperatorRegistry::from_environment({}).load(name);
-  ASSERT_TRUE(out->op.reference.has_value());
-  ASSERT_EQ(out->op.definition.family(), family);
-  out->solution = load_solution(*out->op.reference);
-  CompileOptions options;
-  options.arch = default_arch_for_device(0);
-  options.use_cache = false;
-  out->compiled = compile_solution(out->solution, &out->op.definition, &out->op.workloads, options);
-  ASSERT_TRUE(out->compiled.ok()) << out->compiled.log;
-  out->context = std::make_unique<device::PrimaryContext>(0);
-  out->module = std::make_unique<device::Module>(out->compiled.cubin);
-  out->launcher = std::make_unique<device::PlanLauncher>(out->solution.plan, out->compiled.kernels,
-                                                         *out->module);
 }
 
 // Counts elements of `got` farther than one bf16 ulp (plus `abs_slack`) from `expected`.

@@ -6,14 +6,11 @@
 #include <vector>
 
 #include "device/driver.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/device.hpp"
 
 namespace kharness {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 // out[blockIdx.x] = 42, written by hand so the test needs no compiler.
 constexpr const char* kWrite42Ptx = R"(

@@ -22,6 +22,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/definition.hpp"
 #include "kharness/device.hpp"
@@ -31,10 +32,6 @@
 
 namespace kharness {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 constexpr const char* kMoe = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048";
 

@@ -15,6 +15,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/definition.hpp"
 #include "kharness/device.hpp"
@@ -24,10 +25,6 @@
 
 namespace kharness {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 std::string gemm_definition_json(std::int64_t n, std::int64_t k) {
   const std::string name = "gemm_n" + std::to_string(n) + "_k" + std::to_string(k);

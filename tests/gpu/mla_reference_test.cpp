@@ -20,6 +20,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/numeric.hpp"
@@ -29,22 +30,7 @@
 namespace kharness {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
-
-std::vector<std::uint8_t> to_bf16(const std::vector<double>& values) {
-  std::vector<std::uint8_t> out(values.size() * 2);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    from_double(DType::kBFloat16, values[i], &out[2 * i]);
-  return out;
-}
-
-std::vector<double> from_bf16(const std::vector<std::uint8_t>& bytes) {
-  std::vector<double> out(bytes.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(DType::kBFloat16, &bytes[2 * i]);
-  return out;
-}
+using namespace reference_test;
 
 struct Config {
   int heads, ckv, kpe, page_size, num_pages;
@@ -52,21 +38,11 @@ struct Config {
 
 TEST(MlaPagedDecodeReference, MatchesDoublePrecision) {
   SKIP_WITHOUT_GPU();
-  const Operator op =
-      OperatorRegistry::from_environment({}).load("mla_paged_decode_h16_ckv512_kpe64_ps1");
-  ASSERT_TRUE(op.reference.has_value());
-  ASSERT_EQ(op.definition.family(), "mla_paged_decode");
-  const Solution reference = load_solution(*op.reference);
-  CompileOptions options;
-  options.arch = default_arch_for_device(0);
-  options.use_cache = false;
-  const CompileResult compiled =
-      compile_solution(reference, &op.definition, &op.workloads, options);
-  ASSERT_TRUE(compiled.ok()) << compiled.log;
-
-  device::PrimaryContext context(0);
-  device::Module module(compiled.cubin);
-  device::PlanLauncher launcher(reference.plan, compiled.kernels, module);
+  CompiledReference ref;
+  ASSERT_NO_FATAL_FAILURE(
+      compile_reference("mla_paged_decode_h16_ckv512_kpe64_ps1", "mla_paged_decode", &ref));
+  const Operator& op = ref.op;
+  const device::PlanLauncher& launcher = *ref.launcher;
   device::Stream stream;
 
   constexpr int kBatch = 3;

@@ -11,6 +11,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/numeric.hpp"
@@ -20,43 +21,17 @@
 namespace kharness {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
+using namespace reference_test;
 
 constexpr int kHidden = 4096;
 constexpr double kEps = 1e-5;
 
-std::vector<std::uint8_t> to_bf16(const std::vector<double>& values) {
-  std::vector<std::uint8_t> out(values.size() * 2);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    from_double(DType::kBFloat16, values[i], &out[2 * i]);
-  return out;
-}
-
-std::vector<double> from_bf16(const std::vector<std::uint8_t>& bytes) {
-  std::vector<double> out(bytes.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(DType::kBFloat16, &bytes[2 * i]);
-  return out;
-}
-
 TEST(RmsnormReference, MatchesDoublePrecisionWithinOneBf16Ulp) {
   SKIP_WITHOUT_GPU();
-  const Operator op = OperatorRegistry::from_environment({}).load("rmsnorm_h4096");
-  ASSERT_TRUE(op.reference.has_value());
-  ASSERT_EQ(op.definition.family(), "rmsnorm");
-  const Solution reference = load_solution(*op.reference);
-
-  CompileOptions options;
-  options.arch = default_arch_for_device(0);
-  options.use_cache = false;
-  const CompileResult compiled =
-      compile_solution(reference, &op.definition, &op.workloads, options);
-  ASSERT_TRUE(compiled.ok()) << compiled.log;
-
-  device::PrimaryContext context(0);
-  device::Module module(compiled.cubin);
-  device::PlanLauncher launcher(reference.plan, compiled.kernels, module);
+  CompiledReference ref;
+  ASSERT_NO_FATAL_FAILURE(compile_reference("rmsnorm_h4096", "rmsnorm", &ref));
+  const Operator& op = ref.op;
+  const device::PlanLauncher& launcher = *ref.launcher;
   device::Stream stream;
 
   std::mt19937_64 rng(20240611);

@@ -16,6 +16,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/operators.hpp"
@@ -24,25 +25,14 @@
 namespace kharness {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
+using namespace reference_test;
 
 TEST(SoftmaxReference, MatchesDoublePrecision) {
   SKIP_WITHOUT_GPU();
-  const Operator op = OperatorRegistry::from_environment({}).load("softmax_v128256");
-  ASSERT_TRUE(op.reference.has_value());
-  ASSERT_EQ(op.definition.family(), "softmax");
-  const Solution reference = load_solution(*op.reference);
-  CompileOptions options;
-  options.arch = default_arch_for_device(0);
-  options.use_cache = false;
-  const CompileResult compiled =
-      compile_solution(reference, &op.definition, &op.workloads, options);
-  ASSERT_TRUE(compiled.ok()) << compiled.log;
-  device::PrimaryContext context(0);
-  device::Module module(compiled.cubin);
-  device::PlanLauncher launcher(reference.plan, compiled.kernels, module);
+  CompiledReference ref;
+  ASSERT_NO_FATAL_FAILURE(compile_reference("softmax_v128256", "softmax", &ref));
+  const Operator& op = ref.op;
+  const device::PlanLauncher& launcher = *ref.launcher;
   device::Stream stream;
 
   std::mt19937_64 rng(20260524);

@@ -1,7 +1,7 @@
 // Every knob configuration a tune.json declares valid must be correct, not only compile: the
 // configurations `kharness tune-space` lists are written out and checked with `kharness check`
-// (the built binary) on the GPU. rmsnorm, gqa decode and MLA decode: every valid configuration on every
-// workload; the GEMM family: the first 12 configurations the tune provider proposes on the
+// (the built binary) on the GPU. rmsnorm, gqa decode and MLA decode: every valid configuration on
+// every workload; the GEMM family: the first 12 configurations the tune provider proposes on the
 // gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample);
 // gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Skips
 // without a GPU.
@@ -12,16 +12,13 @@
 
 #include "../test_util.hpp"
 #include "device/driver.hpp"
+#include "gpu_test_util.hpp"
 #include "kharness/device.hpp"
 
 namespace kharness {
 namespace {
 
 using nlohmann::json;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!gpu_available())    \
-  GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason()
 
 // Writes the listed configurations of `op` (`which`: "--all" or "--sample N") into a folder and
 // checks them all; every one must pass.
