@@ -15,6 +15,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "device/driver.hpp"
@@ -109,6 +110,9 @@ class HarnessKernelsGpuTest : public ::testing::Test {
   void upload(CUdeviceptr p, const void* src, std::size_t bytes) const {
     stream_->synchronize();
     KHARNESS_CU(device::Driver::instance(), cuMemcpyHtoD, p, src, bytes);
+    // A pageable upload may still be in flight on return, and the kernels that come next run on
+    // a non-blocking stream, which does not wait for the legacy stream's copy.
+    KHARNESS_CU(device::Driver::instance(), cuCtxSynchronize);
   }
 
   void flip_bit(CUdeviceptr p, std::size_t offset, int bit) const {
@@ -327,7 +331,8 @@ TEST_F(HarnessKernelsGpuTest, ChecksumSeesEveryBit) {
   k().fill_random(a.ptr(), bytes + 16, DType::kUInt8, bounded("range", 0, 255), 5, 0, stream());
   const std::uint64_t c1 = k().checksum(a.ptr(), bytes, stream());
   EXPECT_EQ(k().checksum(a.ptr(), bytes, stream()), c1);
-  KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoD, b.ptr(), a.ptr(), bytes + 16);
+  KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoDAsync, b.ptr(), a.ptr(), bytes + 16,
+              stream());
   EXPECT_EQ(k().checksum(b.ptr(), bytes, stream()), c1);
   EXPECT_NE(k().checksum(a.ptr(), bytes - 1, stream()), c1);
 
@@ -343,7 +348,8 @@ TEST_F(HarnessKernelsGpuTest, ChecksumSeesEveryBit) {
 
   // The same bytes at another alignment hash the same (16-, 8- and 1-byte-aligned paths).
   for (std::size_t shift : {std::size_t{8}, std::size_t{3}}) {
-    KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoD, b.ptr() + shift, a.ptr(), bytes);
+    KHARNESS_CU(device::Driver::instance(), cuMemcpyDtoDAsync, b.ptr() + shift, a.ptr(), bytes,
+                stream());
     EXPECT_EQ(k().checksum(b.ptr() + shift, bytes, stream()), c1) << "shift " << shift;
   }
   EXPECT_EQ(k().checksum(a.ptr(), 0, stream()), k().checksum(b.ptr(), 0, stream()));
@@ -406,6 +412,38 @@ TEST_F(HarnessKernelsGpuTest, OneGiBTimings) {
   time("check_pattern", [&] { k().check_pattern(a.ptr(), bytes, {0xA5, 0x7F}, stream()); });
   time("checksum", [&] { k().checksum(a.ptr(), bytes, stream()); });
   std::cout << "harness kernels for " << k().arch() << (k().cache_hit() ? " (cached)" : "") << "\n";
+}
+
+// DeviceBuffer's host transfers are complete with respect to kernels on non-blocking streams (the
+// harness's and the tests' streams): an upload or a fill is whole before the next kernel reads it,
+// and a download waits for the kernels before it. Plain cuMemcpyHtoD/cuMemsetD8 are ordered on the
+// legacy stream only; three GPU reference tests read half-uploaded or re-poisoned buffers that way
+// when they ran in parallel. 256 MiB so that a copy still in flight would be seen.
+TEST_F(HarnessKernelsGpuTest, DeviceBufferTransfersAreOrderedWithNonBlockingStreams) {
+  constexpr std::size_t bytes = std::size_t{256} << 20;
+  device::DeviceBuffer a(bytes);
+  std::vector<std::uint8_t> host(bytes);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    for (std::size_t i = 0; i < bytes; ++i)
+      host[i] = static_cast<std::uint8_t>((i * 2654435761u + round) >> 13);
+    a.upload(host.data(), bytes);
+    const std::uint64_t right_after = k().checksum(a.ptr(), bytes, stream());
+    KHARNESS_CU(device::Driver::instance(), cuCtxSynchronize);
+    EXPECT_EQ(right_after, k().checksum(a.ptr(), bytes, stream())) << "upload still in flight";
+
+    const std::uint8_t fill = static_cast<std::uint8_t>(0xA0 + round);
+    a.fill(fill);
+    const PatternCheck filled = k().check_pattern(a.ptr(), bytes, {fill}, stream());
+    EXPECT_TRUE(filled.ok()) << filled.mismatches << " bytes not yet filled, the first at "
+                             << filled.first_mismatch_byte;
+
+    const std::uint8_t pattern = static_cast<std::uint8_t>(0x50 + round);
+    k().fill_pattern(a.ptr(), bytes, {pattern}, stream());  // asynchronous
+    a.download(host.data(), bytes);
+    EXPECT_EQ(std::count(host.begin(), host.end(), pattern), static_cast<std::ptrdiff_t>(bytes))
+        << "download ran before the kernel that writes the buffer";
+  }
 }
 
 }  // namespace
