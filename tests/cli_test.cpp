@@ -51,7 +51,7 @@ TEST(Cli, BadUsageIsOneLineAndExitTwo) {
   expect_usage_error("compile " + fx("bad/empty.cu"), "empty source");
   expect_usage_error("compile " + fx("bad/duplicate_key_plan.cu"),
                      "duplicate_key_plan.cu: launches[0].block: given twice");
-  expect_usage_error("operators show nope_h1", "unknown operator");
+  expect_usage_error("operators show nope_h1", "operators show: name: unknown operator");
   expect_usage_error("operators show " + fx("defs/not_json.json"), "not_json.json:1:");
   expect_usage_error("operators show " + fx("defs/wrong_type.json"), "wrong_type.json: axes");
   expect_usage_error("operators show " + fx("defs/unknown_dtype.json"), "inputs.weight.dtype");

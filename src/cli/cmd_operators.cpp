@@ -68,7 +68,13 @@ ExitCode run_list(const OperatorsArgs& args, const GlobalOptions& global) {
 }
 
 ExitCode run_show(const OperatorsArgs& args, const GlobalOptions& global) {
-  Operator op = make_registry(global).load(args.name);
+  Operator op;
+  try {
+    op = make_registry(global).load(args.name);
+  } catch (const Error& e) {  // the registry names --operator, which this command does not have
+    if (e.where() == "--operator") throw Error(e.code(), "operators show: name", e.what());
+    throw;
+  }
   const Definition& d = op.definition;
   if (args.json) {
     nlohmann::json j;
