@@ -344,12 +344,13 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
     const bool small_grid =
         ctx.sm_count > 0 && double(k.grid[0]) * k.grid[1] * k.grid[2] < ctx.sm_count;
     const bool low_theoretical = c.theo && *c.theo < kLowTheoretical;
+    const bool spills = spill_bytes(s) > 0;
     const bool low_occupancy =
-        low_theoretical || (c.occ && *c.occ < kLowAchieved && !small_grid) || spill_bytes(s) > 0;
+        low_theoretical || (c.occ && *c.occ < kLowAchieved && !small_grid) || spills;
     if (low_occupancy) {
       d.kind = "occupancy_limited";
       // The resource that caps blocks per SM is the cause only when it caps them low.
-      const std::string by = low_theoretical || spill_bytes(s) > 0 ? occupancy_limiter(c) : "";
+      const std::string by = low_theoretical || spills ? occupancy_limiter(c) : "";
       d.limiter = by;
       d.summary =
           fmt::format("occupancy-limited: {} achieved occupancy{}, no unit above {:.0f}%",
@@ -358,7 +359,7 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
       if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
       if (c.theo) add_unique(d.evidence, "theoretical occupancy " + pct(*c.theo), 4);
       if (c.regs) add_unique(d.evidence, fmt::format("{:.0f} registers/thread", *c.regs), 4);
-      if (spill_bytes(s) > 0)
+      if (spills)
         add_unique(d.evidence, fmt::format("{} B spill stores/thread", s.spill_store_bytes), 4);
       else
         add_unique(d.evidence, fmt::format("SM {} / memory {} of peak", pct(sm_v), pct(mem_v)), 4);
