@@ -12,9 +12,8 @@ TARGET_S="${TARGET_S:-3}"
 [[ -x "$KHARNESS" ]] || { echo "bench-check: no kharness binary at '$KHARNESS'" >&2; exit 2; }
 # A private archive: the verdict cache must not answer what is being timed.
 export KHARNESS_ARCHIVE="$(mktemp -d)"
-trap 'rm -rf "$KHARNESS_ARCHIVE"' EXIT
 TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+trap 'rm -rf "$KHARNESS_ARCHIVE" "$TMP"' EXIT
 
 walls=()
 for i in $(seq 1 "$RUNS"); do

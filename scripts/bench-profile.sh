@@ -11,7 +11,9 @@
 #                                                   NCU_REPLAY (ncu's --replay-mode: kernel, the
 #                                                   default, or application),
 #                                                   REPEATS (kharness profiles per fixture, default 3:
-#                                                   their median is compared, their spread shown)
+#                                                   their median is compared, their spread shown),
+#                                                   NCU_REPEATS (ncu runs per fixture, default 1: with
+#                                                   more, ncu's median and its own spread)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -29,11 +31,16 @@ CACHE = os.environ["CACHE_CONTROL"]
 REPLAY = os.environ.get("NCU_REPLAY", "kernel")  # ncu's --replay-mode: kernel | application
 ONLY = re.compile(os.environ.get("ONLY", ""))
 REPEATS = max(1, int(os.environ.get("REPEATS", "3")))  # kharness profiles per fixture: the median
+NCU_REPEATS = max(1, int(os.environ.get("NCU_REPEATS", "1")))  # ncu runs per fixture: the median
 FIX = os.path.join(ROOT, "tests", "fixtures", "profile")
-# fixture, workload uuid (prefix), kernel name
-CASES = [("copy.cu", "5ca5a020", "copy_stream"),        # copy_f32, n = 1e8
-         ("naive_gemm.cu", "9b6b5bfc", "gemm_naive"),   # gemm_n6144_k4096, M = 256
-         ("spill.cu", "aa7138b5", "copy_spill")]        # copy_f32, n = 1e7
+# fixture, workload uuid (prefix), kernel name, counters shown but not judged
+CASES = [("copy.cu", "5ca5a020", "copy_stream", ()),       # copy_f32, n = 1e8
+         ("naive_gemm.cu", "9b6b5bfc", "gemm_naive", ()),  # gemm_n6144_k4096, M = 256
+         # M = 1: the kernel stores 12 KB and reads 50 MB. What either tool counts as written to
+         # DRAM is background, not the kernel's stores (H200: ncu ~2.1 MB, kharness ~3.1 MB), so
+         # that counter is shown, not judged: it measures the floor under the others' writes.
+         ("naive_gemm.cu", "c6a8dede", "gemm_naive", ("dram__bytes_write.sum",)),
+         ("spill.cu", "aa7138b5", "copy_spill", ())]       # copy_f32, n = 1e7
 # Counters compared (kharness name; the value kharness shows under it may come from an alternative
 # name, which is then the one asked of ncu).
 COMPARED = ["gpu__time_duration.sum",
@@ -64,6 +71,28 @@ def kharness_profile(fixture, uuid):
     if rc != 0:
         raise RuntimeError(f"kharness profile {fixture} exited {rc}: {err[-1500:]}")
     return json.loads(out), wall
+
+def spread_of(vals):
+    # (max - min) / median, in percent; "" for fewer than two values or a zero median
+    if len(vals) < 2:
+        return ""
+    med = statistics.median(vals)
+    return f"{(max(vals) - min(vals)) / abs(med) * 100:.1f}%" if med else ""
+
+def ncu_runs(fixture, uuid, kernel, names):
+    # NCU_REPEATS runs: each counter's median, and its spread over the runs
+    runs, note = [], ""
+    for _ in range(NCU_REPEATS):
+        vals, note = ncu_values(fixture, uuid, kernel, names)
+        if not vals:
+            break
+        runs.append(vals)
+    if not runs:
+        return {}, {}, note
+    keys = set().union(*runs)
+    series = {k: [r[k] for r in runs if k in r] for k in keys}
+    return ({k: statistics.median(v) for k, v in series.items()},
+            {k: spread_of(v) for k, v in series.items()}, "")
 
 def ncu_values(fixture, uuid, kernel, names):
     if not shutil.which(NCU):
@@ -99,10 +128,11 @@ def compare(name, kh, nc):
     return f"{d:+.2f}%", "ok" if abs(d) <= 5.0 else "OFF"
 
 bad = 0
-if not any(ONLY.search(f) for f, _, _ in CASES):  # a filter that leaves nothing is not a pass
-    print(f"bench-profile: ONLY={ONLY.pattern!r} matches none of {[f for f, _, _ in CASES]}")
+if not any(ONLY.search(f) for f, _, _, _ in CASES):  # a filter that leaves nothing is not a pass
+    print(f"bench-profile: ONLY={ONLY.pattern!r} matches none of {[f for f, _, _, _ in CASES]}")
     raise SystemExit(2)
-for fixture, uuid, kernel in CASES:
+off = []  # "fixture/workload: counter" judged and more than 5% off
+for fixture, uuid, kernel, shown_only in CASES:
     if not ONLY.search(fixture):
         continue
     print(f"\n## {fixture} (workload {uuid}, kernel {kernel})", flush=True)
@@ -122,24 +152,30 @@ for fixture, uuid, kernel in CASES:
     # how counters are grouped into replay passes moves some of them (the naive GEMM's
     # dram__bytes_write read 5.93 MB from ncu alone, 6.27 MB with kharness's set, on the H200).
     collected = {m.get("actual_name") or n for n, m in k["metrics"].items() if m.get("source") == "cupti"}
-    ncu, note = ncu_values(fixture, uuid, kernel, sorted(set(asked.values()) | collected))
+    ncu, ncu_spread, note = ncu_runs(fixture, uuid, kernel, sorted(set(asked.values()) | collected))
     if note:
         print(f"  ncu: {note}")
-    print(f"  kharness: median of {REPEATS} profiles; spread = (max - min) / median over them")
-    print(f"  {'metric':66s} {'kharness':>16s} {'ncu':>16s} {'diff':>10s} {'spread':>7s}  within 5%")
+    print(f"  kharness: median of {REPEATS} profiles, ncu: median of {NCU_REPEATS} runs; "
+          "spread = (max - min) / median over them")
+    print(f"  {'metric':66s} {'kharness':>16s} {'ncu':>16s} {'diff':>10s} {'spread':>7s} {'ncu spr':>7s}  within 5%")
     for n in COMPARED:
         m = k["metrics"].get(n, {})
         vals = [r[0]["kernels"][0]["metrics"].get(n, {}).get("value") for r in runs]
         vals = [v for v in vals if v is not None]
         kv = statistics.median(vals) if vals else None
-        spread = f"{(max(vals) - min(vals)) / abs(kv) * 100:.1f}%" if vals and kv else ""
+        spread = spread_of(vals)
         nv = ncu.get(asked[n])
         d, ok = compare(n, kv, nv)
-        bad += ok == "OFF"
+        if n in shown_only:
+            ok = "shown (background)"
+        elif ok == "OFF":
+            bad += 1
+            off.append(f"{fixture}/{uuid}: {n} {d}")
         src = m.get("source", "")
         label = n if asked[n] == n else f"{n} [{asked[n]}]"
         fmt = lambda v: "missing" if v is None else f"{v:.6g}"
-        print(f"  {label[:66]:66s} {fmt(kv):>16s} {fmt(nv):>16s} {d:>10s} {spread:>7s}  {ok} {src if src != 'cupti' else ''}")
+        print(f"  {label[:66]:66s} {fmt(kv):>16s} {fmt(nv):>16s} {d:>10s} {spread:>7s} "
+              f"{ncu_spread.get(asked[n], ''):>7s}  {ok} {src if src != 'cupti' else ''}")
     for s in k.get("stalls", [])[:3]:
         print(f"  stall {s['reason']:30s} {s['percent']:.1f}% of active warp cycles")
     print(f"  diagnosis: {k['diagnosis']['kind']} ({k['diagnosis']['summary']})")
@@ -149,6 +185,6 @@ for fixture, uuid, kernel in CASES:
     print(f"  kharness wall {wall:.2f} s, the median of {REPEATS} (target <= 5 s){'' if wall <= 5 else '  OVER'}; "
           f"slowest {walls[slowest]:.2f} s, phases {json.dumps(runs[slowest][0].get('phases', {}))}")
     print("  " + prof.get("diagnosis_text", "").replace("\n", "\n  "))
-print(f"\n{bad} counter(s) off by more than 5% (or kharness failures)")
+print(f"\n{bad} counter(s) off by more than 5% (or kharness failures)" + "".join(f"\n  {o}" for o in off))
 raise SystemExit(1 if bad else 0)
 PY

@@ -8,8 +8,8 @@
 #   scripts/device-test.sh        BUILD_DIR (default build-device-test) and JOBS may be set.
 #
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
-# gpu-tests operators bench-compile bench-check measure run-command run-tune bench-profile
-# bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
+# gpu-tests operators bench-compile bench-check measure run-command bench-aa run-tune
+# bench-profile bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
 # default rmsnorm_h4096), RUN_BUDGET (default 12), RUN_MAX_TIME (seconds per run, default 590),
@@ -236,6 +236,7 @@ PY
   "$KHARNESS" report --all --html "$LOGS/report.html" || rc=1
   return $rc
 }
+step bench-aa need_binary scripts/bench-aa.sh "$KHARNESS"
 step run-tune need_binary run_tune
 if [[ -x scripts/bench-profile.sh ]]; then
   step bench-profile need_binary env ONLY="${PROFILE_ONLY:-}" \
@@ -273,6 +274,7 @@ if [[ -s "$LOGS/gpu-tests-parallel.xml" ]]; then
 fi
 BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"
 CHECK_BENCH="$(grep -h '^BENCH ' "$LOGS/bench-check.log" 2>/dev/null | tail -n 1)"
+AA_TABLE="$(sed -n '/^bench-aa:/,/^BENCH aa/p' "$LOGS/bench-aa.log" 2>/dev/null)"
 TIMING_TABLE="$(sed -n '/^operator /,/^BENCH timing/p' "$LOGS/bench-timing.log" 2>/dev/null)"
 bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
 
@@ -300,6 +302,7 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   [[ -s "$LOGS/operators-table.txt" ]] && echo && cat "$LOGS/operators-table.txt"
   [[ -s "$LOGS/run-tune-table.txt" ]] && echo && cat "$LOGS/run-tune-table.txt"
   [[ -s "$LOGS/run-command.log" ]] && grep -h '^command provider:' "$LOGS/run-command.log"
+  [[ -n "$AA_TABLE" ]] && echo && echo "$AA_TABLE"
   [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"

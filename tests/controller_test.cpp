@@ -212,6 +212,20 @@ TEST(Promotion, ScoreRatioWeightsEachWorkloadByTheIncumbentsSpeedup) {
   EXPECT_FALSE(controller::compare_with_incumbent(v, {}).complete);
 }
 
+// Promotion needs more than the measured noise and more than the least gain: the rmsnorm seed and
+// a restatement of it scored 1.009x one another on the H200 with a noise of 0.68%.
+TEST(Promotion, ThresholdIsTheLargerOfNoiseAndLeastGain) {
+  controller::Comparison c;
+  c.noise = 0.0068;
+  EXPECT_DOUBLE_EQ(controller::promotion_threshold(c, 0.02), 1.02);
+  EXPECT_DOUBLE_EQ(controller::promotion_threshold(c, 0.0), 1.0068);
+  c.noise = 0.035;  // a noisy timing raises the bar above the floor
+  EXPECT_DOUBLE_EQ(controller::promotion_threshold(c, 0.02), 1.035);
+  EXPECT_LT(1.009, controller::promotion_threshold(controller::Comparison{},
+                                                   controller::SearchOptions{}.min_gain))
+      << "the default floor must keep an A/A difference of 0.9% from promoting";
+}
+
 // A run folder read back for --resume keeps what the summary needs: a tune candidate's
 // configuration (its raw answer), the verdicts, the source.
 TEST(RunFolder, ResumedTuneCandidatesKeepTheirConfiguration) {

@@ -240,9 +240,10 @@ TEST(Run, BadNumbersAreUsageErrorsBeforeTheRunStarts) {
                      "run --operator rmsnorm_h4096 --provider replay --responses '" + replay_dir() +
                      "' --compile-only --arch sm_90a --run-dir '" + (tmp.path() / "run").string() +
                      "' ";
-  for (const char* flags : {"--timeout -1", "--elites 0", "--patience -1", "--max-cost -1",
-                            "--max-time -5", "--max-tokens -1", "--max-output-tokens 0",
-                            "--command-timeout 0", "--request-timeout -1"}) {
+  for (const char* flags :
+       {"--timeout -1", "--elites 0", "--patience -1", "--max-cost -1", "--max-time -5",
+        "--max-tokens -1", "--max-output-tokens 0", "--command-timeout 0", "--request-timeout -1",
+        "--min-gain -0.01", "--min-gain 1"}) {
     std::string flag(flags, std::string(flags).find(' '));
     auto r = kharness(base + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.out;

@@ -100,6 +100,7 @@ json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
           {"max_cost", a.search.max_cost},
           {"max_time", a.search.max_time},
           {"patience", a.search.patience},
+          {"min_gain", a.search.min_gain},
           {"samples", a.search.samples},
           {"elites", a.search.elites},
           {"prompt_tokens", a.search.prompt_tokens},
@@ -137,6 +138,7 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::str
   take("--max-cost", "max_cost", a.search.max_cost);
   take("--max-time", "max_time", a.search.max_time);
   take("--patience", "patience", a.search.patience);
+  take("--min-gain", "min_gain", a.search.min_gain);
   take("--samples", "samples", a.search.samples);
   take("--elites", "elites", a.search.elites);
   take("--prompt-tokens", "prompt_tokens", a.search.prompt_tokens);
@@ -188,6 +190,8 @@ void validate_args(const RunArgs& args) {
   if (o.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
   if (o.elites < 1) throw input_error("--elites", "must be at least 1");
   if (o.patience < 0) throw input_error("--patience", "must be >= 0 (0: never restart)");
+  if (!(o.min_gain >= 0 && o.min_gain < 1))
+    throw input_error("--min-gain", "must be a fraction in [0, 1) (0.02: 2%)");
   if (o.max_output_tokens < 1) throw input_error("--max-output-tokens", "must be at least 1");
   if (o.max_tokens < 0) throw input_error("--max-tokens", "must be >= 0 (0: no limit)");
   // !(x >= 0) also refuses NaN.
@@ -360,6 +364,10 @@ Runner setup_run(CLI::App& app) {
       "--patience", args->search.patience,
       fmt::format("Steps without promotion before a dropout restart (default {}; 0: never)",
                   d.patience));
+  app.add_option("--min-gain", args->search.min_gain,
+                 fmt::format("Least gain over the best kernel for a promotion, beside the measured "
+                             "noise (default {:g}: {:g}%)",
+                             d.min_gain, 100 * d.min_gain));
   app.add_option("--samples", args->search.samples, "Candidates asked for per step, in parallel");
   app.add_option("--elites", args->search.elites,
                  fmt::format("Elite kernels kept (default {})", d.elites));

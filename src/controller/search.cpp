@@ -83,6 +83,10 @@ Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, 
   return c;
 }
 
+double promotion_threshold(const Comparison& c, double min_gain) {
+  return 1.0 + std::max(min_gain, c.noise);
+}
+
 struct Search::Impl {
   struct Kernel {
     std::string id;
@@ -457,7 +461,8 @@ struct Search::Impl {
     r.score = n ? sum / static_cast<double>(display["workloads"].size()) : 0.0;
     display["score"]["mean_speedup"] = r.score;
     bool all = v.workloads.size() == n && c.complete;
-    if (all && c.score_ratio > 1.0 + c.noise) {
+    const double needed = promotion_threshold(c, options.min_gain);
+    if (all && c.score_ratio > needed) {
       r.promoted = true;
       r.note = fmt::format("promoted: scores {:.3f}x the incumbent {} (noise {:.2f}%)",
                            c.score_ratio, best.id, 100 * c.noise);
@@ -468,8 +473,9 @@ struct Search::Impl {
       r.diagnosis = profile_diagnosis = diagnose(best.file);
     } else {
       r.note = fmt::format(
-          "not promoted: scores {:.3f}x the incumbent {}, within the noise {:.2f}% or lower",
-          c.score_ratio, best.id, 100 * c.noise);
+          "not promoted: scores {:.3f}x the incumbent {}; promotion needs more than {:.3f}x "
+          "(noise {:.2f}%, least gain {:g}%)",
+          c.score_ratio, best.id, needed, 100 * c.noise, 100 * options.min_gain);
       add_elite(kernel_from(r, display));
     }
   }
