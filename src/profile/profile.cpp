@@ -344,9 +344,13 @@ Profile run_worker_profile(const ProfileRequest& request) {
     io.poison(0, stream.get());
     cu.check(cu.cuMemsetD32Async(flush.ptr(), ++flush_value, flush.size() / 4, stream.get()),
              "cuMemsetD32Async");
-    // Read twice: with one read, dram__bytes_write of three H200 fixtures (copy 378 MB, spill
-    // 67 MB, naive GEMM 6.1 MB) each came out 0.5-0.7 MB above ncu's, as if that many dirty
-    // lines survived one pass of reads and were written back inside the profiled pass.
+    // Read twice: one read left more dirty lines to be written back inside the pass. Even so,
+    // on the H200 dram__bytes_write stays 0.4-1.0 MB above ncu's (--cache-control all) whatever
+    // the kernel stores: a GEMM storing 12 KB counts 3.2 MB against ncu's 2.4 MB. Tried without
+    // effect: no output poison, reads only, an 8x-L2 buffer, a 100 ms idle wait, discarding the
+    // buffer's lines (discard.global.L2); without this flush, +4 MB. ncu's own figure moves
+    // 3.5 MB with its cache control (M = 256 GEMM: 6.0 MB flushed, 9.5 MB not). CUPTI 13.0's
+    // range profiler has no cache control of its own (later CUPTI docs add one).
     harness.read_through(flush.ptr(), flush.size(), stream.get());
     harness.read_through(flush.ptr(), flush.size(), stream.get());
     cu.check(cu.cuStreamSynchronize(stream.get()), "cuStreamSynchronize");
