@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 
 #include "cli/commands.hpp"
@@ -133,9 +132,6 @@ std::string render_verdict(const Verdict& v, int verbosity) {
   }
   return out;
 }
-
-// The base seed: --seed, or a fresh random one (printed in every verdict, to replay it).
-std::uint64_t resolve_seed(const std::string& text) { return parse_seed_flag("--seed", text); }
 
 // Before anything else (the driver included): a bad number is bad usage (2) on any machine.
 // Comparisons are written !(x > 0) so that NaN is refused too.
@@ -381,7 +377,7 @@ std::string cached_note(const Evaluator::Result& r) {
 
 ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
   validate_args(args, app);
-  std::uint64_t seed = resolve_seed(args.seed);
+  std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   std::string arch = resolve_arch(args.arch);
   Evaluator evaluator(args, global, seed, arch, args.mode);
   nlohmann::json all = nlohmann::json::array();
@@ -503,7 +499,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     if (!file.empty()) check_output_file(option, file);
   }
   std::vector<std::string> solutions = expand_solutions(args.solutions);
-  std::uint64_t seed = resolve_seed(args.seed);
+  std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   std::string arch = resolve_arch(args.arch);
   std::vector<Verdict> verdicts;
   Evaluator evaluator(args, global, seed, arch, "score");

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <random>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -26,8 +25,6 @@ struct ProfileArgs {
   bool no_cache = false;
   bool json = false;
 };
-
-std::uint64_t parse_seed(const std::string& text) { return parse_seed_flag("--seed", text); }
 
 // diagnosis_text, then every counter of every kernel with where it came from.
 std::string render_profile(const Profile& p) {
@@ -72,7 +69,7 @@ ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   request.arch = resolve_arch(args.arch);
   request.use_cache = !args.no_cache;
   request.timeout_seconds = args.timeout;
-  request.seed = parse_seed(args.seed);
+  request.seed = parse_seed_flag("--seed", args.seed);
   request.extra_metrics = args.metrics;
   Profile p = profile_solution(request);
   if (args.json) {

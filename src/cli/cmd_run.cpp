@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <random>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -248,8 +247,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
     }
   }
   std::string arch = resolve_arch(args.arch);
-  std::uint64_t seed = 0;
-  seed = parse_seed_flag("--seed", args.seed);
+  const std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   if (args.provider.empty()) args.provider = llm::default_provider_name();
   std::vector<std::string> hints;
   for (const auto& h : args.hints) hints.push_back(text_or_file(h, "--hint"));

@@ -33,12 +33,21 @@ void make_output_dir(const std::string& option, const std::filesystem::path& dir
   }
 }
 
-void write_output(const std::string& option, const std::filesystem::path& file,
-                  std::string_view content) {
+namespace {
+
+// The folder `file` goes into exists, and `file` is not itself a folder.
+void prepare_output_file(const std::string& option, const std::filesystem::path& file) {
   if (file.has_parent_path()) make_output_dir(option, file.parent_path());
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec))
     throw input_error(option, fmt::format("'{}' is a folder, not a file", file.string()));
+}
+
+}  // namespace
+
+void write_output(const std::string& option, const std::filesystem::path& file,
+                  std::string_view content) {
+  prepare_output_file(option, file);
   try {
     write_file_atomic(file.string(), content);
   } catch (const std::exception& e) {
@@ -47,10 +56,8 @@ void write_output(const std::string& option, const std::filesystem::path& file,
 }
 
 void check_output_file(const std::string& option, const std::filesystem::path& file) {
-  if (file.has_parent_path()) make_output_dir(option, file.parent_path());
+  prepare_output_file(option, file);
   std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw input_error(option, fmt::format("'{}' is a folder, not a file", file.string()));
   // Opening for append creates the file if needed and leaves an existing one as it is.
   bool existed = std::filesystem::exists(file, ec);
   std::ofstream probe(file, std::ios::app);

@@ -426,8 +426,7 @@ struct Search::Impl {
         if (v.passed())
           r.note = fmt::format(
               "correct on the {} representative shapes but scores {:.3f}x the incumbent {} there: "
-              "not "
-              "promising, full validation skipped",
+              "not promising, full validation skipped",
               reps.size(), c.score_ratio, best.id);
         r.verdict = to_json(v);
         last = v;

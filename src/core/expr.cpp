@@ -19,6 +19,8 @@
 #include <limits>
 #include <set>
 
+#include "kharness/text.hpp"
+
 namespace kharness {
 
 struct Expr::Node {
@@ -64,11 +66,7 @@ constexpr int kMaxDepth = 200;
 // would end the message early), so an error stays one readable line.
 std::string shown(std::string_view text) {
   constexpr std::size_t kShown = 80;
-  std::string out;
-  for (char c : text.substr(0, kShown)) {
-    auto u = static_cast<unsigned char>(c);
-    out += u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u) : std::string(1, c);
-  }
+  std::string out = printable_line(text.substr(0, kShown));
   if (text.size() > kShown) out += fmt::format("... ({} characters)", text.size());
   return out;
 }
