@@ -7,7 +7,10 @@
 #
 #   scripts/bench-integrity.sh [KHARNESS_BINARY]   CASES ("OP=SOLUTION ..."; default the rmsnorm
 #                                                  and gemm_fp8 seeds), RUNS (default 3),
-#                                                  BEFORE, JSON, SEED (default 1)
+#                                                  BEFORE, JSON, SEED (default 1), EXTRA
+#                                                  (more validate flags, e.g. --state-reset reload)
+# scripts/data/bench-integrity-before.json holds the figures of main before issue 16 (ed9a348, H200,
+# driver 580.159.04): BEFORE=scripts/data/bench-integrity-before.json compares with them.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -24,10 +27,11 @@ rc=0
 for case in $CASES; do
   op="${case%%=*}"
   solution="${case#*=}"
+  [[ -e "$solution" ]] || { echo "bench-integrity: no solution at '$solution'" >&2; exit 2; }
   for i in $(seq 1 "$RUNS"); do
     start=$(date +%s.%N)
     KHARNESS_ARCHIVE="$TMP/archive-$op-$i" "$KHARNESS" validate "$solution" --operator "$op" \
-      --seed "$SEED" --json >"$TMP/$op-$i.json" 2>"$TMP/$op-$i.err"
+      --seed "$SEED" ${EXTRA:-} --json >"$TMP/$op-$i.json" 2>"$TMP/$op-$i.err"
     code=$?
     end=$(date +%s.%N)
     echo "$op $i $code $(python3 -c "print($end - $start)")" >>"$TMP/walls.txt"

@@ -8,7 +8,7 @@
 #   scripts/device-test.sh        BUILD_DIR (default build-device-test) and JOBS may be set.
 #
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
-# gpu-tests operators bench-compile bench-check measure run-command bench-aa run-tune
+# gpu-tests operators bench-compile bench-check measure run-command bench-aa cheats bench-integrity run-tune
 # bench-profile bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
@@ -116,7 +116,7 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
   --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
 # GPU tests: those that only check correctness run GPU_JOBS (default 4) at a time; those that time
 # kernels, read counters or measure wall time run alone afterwards.
-export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
+export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|IntegrityGpu|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
 gpu_tests() {
   local rc=0
   rm -f "$LOGS/gpu-tests.xml" "$LOGS/gpu-tests-parallel.xml"
@@ -237,6 +237,61 @@ PY
   return $rc
 }
 step bench-aa need_binary scripts/bench-aa.sh "$KHARNESS"
+# Issue 16's cheats and their honest twins (tests/fixtures/cheats), each through the command a user
+# runs, against the verdict it must get; one table line per fixture.
+CHEATS=(
+  "skip_if_finite.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
+  "compute_if_poison.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
+  "compute_if_nan.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
+  "gemm_fp8_skip_if_c_finite.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|INCORRECT_NUMERICAL|stale_output"
+  "workspace_assumed_zero.cu|rmsnorm_h4096|99179b18,e2c76f8d|check|INCORRECT_NUMERICAL|nan_or_inf"
+  "hang_first_launch.cu|rmsnorm_h4096|99179b18|validate|TIMEOUT|timeout"
+  "input_cache.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
+  "loop_detector.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
+  "shared_leftover.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+  "honest_globals.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+)
+cheats() {
+  local rc=0 entry file op wl cmd status kind path
+  : >"$LOGS/cheats-table.txt"
+  printf '%-30s %-9s %-20s %-20s %-22s %8s %s\n' fixture command expected "" got seconds ok \
+    | tee -a "$LOGS/cheats-table.txt"
+  for entry in "${CHEATS[@]}"; do
+    IFS='|' read -r file op wl cmd status kind <<<"$entry"
+    path="tests/fixtures/cheats/$file"
+    [[ -f "$path" ]] || path="tests/fixtures/check/$file"
+    local start end
+    start=$(date +%s.%N)
+    "$KHARNESS" "$cmd" "$path" --operator "$op" --workloads "$wl" --trials 1 --seed 5 --json \
+      >"$LOGS/cheat-$file.json" 2>"$LOGS/cheat-$file.err"
+    end=$(date +%s.%N)
+    python3 - "$LOGS/cheat-$file.json" "$file" "$cmd" "$status" "$kind" "$start" "$end" \
+      <<'PY2' | tee -a "$LOGS/cheats-table.txt" || rc=1
+import json, sys
+path, file, cmd, status, kind, start, end = sys.argv[1:]
+try:
+    v = json.load(open(path))
+    v = v[0] if isinstance(v, list) else v
+except Exception as e:
+    print(f"{file:30s} {cmd:9s} {status:20s} {kind:20s} {'(no verdict)':22s} {float(end)-float(start):8.1f} NO"); sys.exit(1)
+got_kind = (v.get("failure") or {}).get("kind", "-")
+ok = v.get("status") == status
+if kind.startswith(">="):
+    floor = float(kind[2:-2]) * 1e-6
+    lats = [w["timing"]["candidate"]["latency"] for w in v.get("workloads", []) if "candidate" in w.get("timing", {})]
+    got_kind = f"min {min(lats)*1e6:.1f}us" if lats else "no timing"
+    ok = ok and bool(lats) and min(lats) >= floor
+elif kind != "-":
+    ok = ok and got_kind == kind
+print(f"{file:30s} {cmd:9s} {status:20s} {kind:20s} {v.get('status','?') + ' ' + got_kind:22s} {float(end)-float(start):8.1f} {'ok' if ok else 'NO'}")
+sys.exit(0 if ok else 1)
+PY2
+  done
+  return $rc
+}
+step cheats need_binary cheats
+step bench-integrity need_binary env BEFORE=scripts/data/bench-integrity-before.json \
+  scripts/bench-integrity.sh "$KHARNESS"
 step run-tune need_binary run_tune
 if [[ -x scripts/bench-profile.sh ]]; then
   step bench-profile need_binary env ONLY="${PROFILE_ONLY:-}" \
@@ -275,6 +330,7 @@ fi
 BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"
 CHECK_BENCH="$(grep -h '^BENCH ' "$LOGS/bench-check.log" 2>/dev/null | tail -n 1)"
 AA_TABLE="$(sed -n '/^bench-aa:/,/^BENCH aa/p' "$LOGS/bench-aa.log" 2>/dev/null)"
+INTEGRITY_TABLE="$(sed -n '/^bench-integrity:/,/^BENCH integrity/p' "$LOGS/bench-integrity.log" 2>/dev/null)"
 TIMING_TABLE="$(sed -n '/^operator /,/^BENCH timing/p' "$LOGS/bench-timing.log" 2>/dev/null)"
 bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
 
@@ -303,6 +359,8 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   [[ -s "$LOGS/run-tune-table.txt" ]] && echo && cat "$LOGS/run-tune-table.txt"
   [[ -s "$LOGS/run-command.log" ]] && grep -h '^command provider:' "$LOGS/run-command.log"
   [[ -n "$AA_TABLE" ]] && echo && echo "$AA_TABLE"
+  [[ -s "$LOGS/cheats-table.txt" ]] && echo && cat "$LOGS/cheats-table.txt"
+  [[ -n "$INTEGRITY_TABLE" ]] && echo && echo "$INTEGRITY_TABLE"
   [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"

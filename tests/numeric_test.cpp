@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace kharness {
@@ -237,6 +238,57 @@ TEST(Numeric, Poison) {
     flipped[0] ^= 1;
     EXPECT_FALSE(is_poison(dtype, flipped.data())) << dtype_name(dtype);
   }
+}
+
+}  // namespace
+}  // namespace kharness
+
+namespace kharness {
+namespace {
+
+// Timed iterations' poison (DESIGN §5): it changes with the draw, floats are NaN three times in
+// four and a large finite value otherwise, never a NaN that arithmetic or a conversion writes;
+// bool is never 0 or 1.
+TEST(Numeric, IterationPoisonChangesAndIsNeverAWrittenValue) {
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3,
+                  DType::kFloat8E5M2, DType::kInt32, DType::kInt64, DType::kBool}) {
+    std::set<std::vector<std::uint8_t>> seen;
+    int nan = 0, finite = 0;
+    for (std::uint64_t draw = 0; draw < 4000; ++draw) {
+      const std::uint64_t r = draw * 0x9E3779B97F4A7C15ull + 12345;
+      auto p = iteration_poison_element(d, r);
+      ASSERT_EQ(p.size(), dtype_size(d));
+      seen.insert(p);
+      const double v = to_double(d, p.data());
+      if (d == DType::kBool) {
+        EXPECT_GE(p[0], 2);
+        continue;
+      }
+      if (!is_floating(d)) continue;
+      if (std::isnan(v)) {
+        ++nan;
+        // Not what a kernel writes for a NaN: CUDA's canonical NaNs (e4m3 has no other NaN).
+        if (d == DType::kFloat8E4M3) continue;
+        std::uint8_t canonical[4];
+        from_double(d, std::nan(""), canonical);
+        EXPECT_NE(std::vector<std::uint8_t>(canonical, canonical + p.size()), p)
+            << dtype_name(d) << " " << draw;
+      } else {
+        ++finite;
+        EXPECT_GE(std::fabs(v), d == DType::kFloat8E4M3 ? 256.0 : 16384.0) << dtype_name(d);
+      }
+    }
+    EXPECT_GE(seen.size(), 2u) << dtype_name(d);
+    if (is_floating(d)) {
+      EXPECT_NEAR(nan / 4000.0, 0.75, 0.05) << dtype_name(d);
+      EXPECT_NEAR(finite / 4000.0, 0.25, 0.05) << dtype_name(d);
+    }
+  }
+  // Wide float types get many distinct patterns, so none can be recognised.
+  std::set<std::vector<std::uint8_t>> bf16;
+  for (std::uint64_t draw = 0; draw < 1000; ++draw)
+    bf16.insert(iteration_poison_element(DType::kBFloat16, draw * 0x9E3779B97F4A7C15ull));
+  EXPECT_GT(bf16.size(), 100u);
 }
 
 }  // namespace

@@ -233,3 +233,52 @@ TEST(PtxTest, ParsesToolDiagnosticsWithoutLocation) {
 
 }  // namespace
 }  // namespace kharness
+
+namespace kharness {
+namespace {
+
+// What NVRTC 13.0 printed for a module with __device__, __managed__, static and function-local
+// static variables (trimmed): the variables a kernel could keep state in between launches.
+TEST(PtxGlobals, EveryGlobalDefinitionNoDeclarationsNoParameters) {
+  const char* ptx = R"PTX(//
+.version 9.0
+.target sm_90a
+.address_size 64
+
+	// .globl	k
+.global .align 8 .b8 seen_inputs[64];
+.global .align 4 .u32 seen_count = 3;
+.global .align 4 .b8 table[16] = {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64};
+.global .attribute(.managed) .align 4 .u32 managed_x;
+.visible .global .align 4 .u32 hidden;
+.extern .global .align 4 .u32 elsewhere;
+.const .align 4 .b8 cst[16];
+.global .align 4 .u32 _ZZ1kE12local_static;
+.extern .func  (.param .b32 func_retval0) vprintf
+(
+	.param .b64 vprintf_param_0,
+	.param .b64 vprintf_param_1
+)
+;
+
+.visible .entry k(
+	.param .u64 .ptr .global .align 1 k_param_0
+)
+{
+	.reg .b32 	%r<7>;
+	.shared .align 4 .b8 _ZZ1kE2sh[128];
+	ld.global.u32 	%r5, [_ZZ1kE12local_static];
+	st.global.u32 	[_ZZ1kE12local_static], %r6;
+	ret;
+}
+)PTX";
+  EXPECT_EQ(parse_ptx_globals(ptx),
+            (std::vector<std::string>{"seen_inputs", "seen_count", "table", "managed_x", "hidden",
+                                      "_ZZ1kE12local_static"}));
+  // The module at the top of this file: cooperative groups' internal variable counts too.
+  EXPECT_EQ(parse_ptx_globals(kPtx).size(), 1u);
+  EXPECT_TRUE(parse_ptx_globals(".version 9.0\n.target sm_90a\n").empty());
+}
+
+}  // namespace
+}  // namespace kharness

@@ -93,6 +93,10 @@ CompileOptions make_compile_options(const std::string& arch, bool use_cache);
 
 // Parsers, exposed for tests.
 std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);
+// The names of the variables a module defines in the global state space (`__device__` and
+// `__managed__` variables, function-local statics), as the PTX spells them (mangled): what a
+// kernel could keep state in between launches. `.extern` declarations are not definitions.
+std::vector<std::string> parse_ptx_globals(const std::string& ptx);
 void apply_ptxas_info(const std::string& log, std::vector<KernelInfo>& kernels);
 std::vector<Diagnostic> parse_nvrtc_diagnostics(const std::string& log);
 

@@ -43,6 +43,14 @@ bool is_nan_bits(DType dtype, const std::uint8_t* element);
 //   integers and bool: 0xA5 in every byte
 std::vector<std::uint8_t> poison_element(DType dtype);
 
+// The poison of one timed iteration (DESIGN §5: it changes from iteration to iteration, so a
+// kernel cannot recognise it), a pure function of a 64-bit random draw: for floats a NaN with a
+// random sign and payload (never a canonical NaN that arithmetic or a conversion writes) in three
+// draws of four, and in the fourth a large finite value (|x| in [16384, 57344], fp8 e4m3 [256,
+// 448]), so a kernel that skips work when its output already holds finite numbers is caught too;
+// integers: random bits; bool: a byte that is neither 0 nor 1.
+std::vector<std::uint8_t> iteration_poison_element(DType dtype, std::uint64_t draw);
+
 // True when the element's bytes equal poison_element(dtype).
 bool is_poison(DType dtype, const std::uint8_t* element);
 

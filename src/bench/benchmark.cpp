@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <random>
 
 #include "bench/cupti_timer.hpp"
 #include "bench/measure.hpp"
@@ -14,9 +15,12 @@
 #include "bench/statistics.hpp"
 #include "device/cublaslt.hpp"
 #include "device/driver.hpp"
+#include "device/module_globals.hpp"
 #include "device/nvml.hpp"
 #include "device/plan_launcher.hpp"
+#include "kharness/compile.hpp"
 #include "kharness/device.hpp"
+#include "kharness/text.hpp"
 #include "verify/harness_kernels.hpp"
 
 namespace kharness::bench {
@@ -92,22 +96,100 @@ struct Contender {
   std::unique_ptr<device::PlanLauncher> launcher;  // a solution's plan ...
   std::unique_ptr<device::CublasLtGemm> cublaslt;  // ... or the built-in cuBLASLt baseline
   std::string vendor;                              // what a built-in baseline is
+  // The module's global variables, restored before every iteration; when some cannot be
+  // resolved, the module is reloaded instead (reload = true).
+  std::unique_ptr<device::ModuleGlobals> globals;
+  std::vector<std::string> global_names;
+  bool reload = false;
   std::vector<double> samples;
   std::vector<std::vector<double>> trial_samples;  // official protocol
   std::string signature;
   int flagged = 0;  // samples taken while the SM clock was below 80% of its maximum
+  std::uint64_t checked = 0;  // iterations whose outputs were checked
   bool done = false;
   std::unique_ptr<StoppingCriterion> criterion;  // adaptive protocol
   std::optional<Failure> failure;
 };
+
+// The order input sets are visited in: a fresh random permutation of the sets every cycle, never
+// the same set twice in a row across cycles (DESIGN §5: a seeded random order, no alternation a
+// kernel could predict).
+class InputOrder {
+ public:
+  InputOrder(int sets, std::uint64_t seed) : sets_(sets), rng_(seed) {}
+  int next() {
+    if (pos_ == order_.size()) {
+      int last = order_.empty() ? -1 : order_.back();
+      order_.resize(static_cast<std::size_t>(sets_));
+      for (int i = 0; i < sets_; ++i) order_[static_cast<std::size_t>(i)] = i;
+      std::shuffle(order_.begin(), order_.end(), rng_);
+      if (sets_ > 1 && order_.front() == last) std::swap(order_.front(), order_.back());
+      pos_ = 0;
+    }
+    return order_[pos_++];
+  }
+
+ private:
+  int sets_;
+  std::mt19937_64 rng_;
+  std::vector<int> order_;
+  std::size_t pos_ = 0;
+};
+
+// A secret the kernels under test never see as data: the key that seals the reference outputs
+// and authenticates the check records (verify::TimedOutputs).
+std::uint64_t secret_key() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+Status status_of(const Failure& f) {
+  return f.kind == "stale_output" || f.kind == "input_modified" ? Status::kIncorrectNumerical
+                                                                : Status::kRuntimeError;
+}
+
+// Device bytes one input set of `op` needs on `workload`: inputs, outputs twice (the candidate's
+// buffer and the sealed reference), workspace, and the guard zones.
+std::size_t bytes_per_set(const Operator& op, const Workload& workload, const LaunchPlan& plan) {
+  const Definition& def = op.definition;
+  Bindings axes = workload.bindings(def);
+  auto bytes_of = [&](const TensorSpec& t) -> std::size_t {
+    if (t.is_scalar()) return 0;
+    std::size_t n = dtype_size(t.dtype);
+    for (auto d : tensor_shape(t, axes)) n *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
+    return n + (128u << 10);
+  };
+  std::size_t total = 0;
+  for (const auto& t : def.inputs) total += bytes_of(t);
+  for (const auto& t : def.outputs) total += 2 * bytes_of(t);
+  try {
+    total += static_cast<std::size_t>(std::max<std::int64_t>(plan.workspace_bytes.eval(axes), 0));
+  } catch (const std::exception&) {
+  }
+  return total;
+}
 
 class WorkloadBench {
  public:
   WorkloadBench(const Operator& op, const verify::Compiled& reference,
                 const verify::Compiled& candidate, const verify::Compiled* baseline,
                 const verify::CheckOptions& check, const BenchOptions& options,
-                const Workload& workload, device::DeviceBuffer& flush_buffer, const GpuInfo* gpu)
-      : options_(options), flush_(flush_buffer), gpu_(gpu) {
+                const Workload& workload, std::size_t workload_index,
+                device::DeviceBuffer& flush_buffer, const GpuInfo* gpu)
+      : def_(op.definition),
+        options_(options),
+        flush_(flush_buffer),
+        gpu_(gpu),
+        rng_(mix(check.seed ^ mix(0x7469'6d65ull + workload_index))),
+        sets_(fit_input_sets(op, workload, candidate, baseline != nullptr)),
+        order_(sets_, rng_()) {
     add("candidate", op, reference, candidate, check, workload);
     if (baseline && options.baseline_solution == "cublaslt") {
       add_cublaslt(op, reference, check, workload);
@@ -119,16 +201,19 @@ class WorkloadBench {
     } else {
       timer_ = std::make_unique<CuptiIterationTimer>();
     }
+    for (std::size_t i = 0; i < 2 * kMaxBatch; ++i) events_.push_back(std::make_unique<device::Event>());
+    next_batch();
   }
 
   nlohmann::json run() {
     CUstream s = stream_.get();
     if (options_.protocol == "official") {
-      for (int t = 0; t < options_.trials; ++t) {
-        for (int i = 0; i < options_.warmup; ++i) round(s, false, i);
+      for (int t = 0; t < options_.trials && !stopped_; ++t) {
+        for (int i = 0; i < options_.warmup && !stopped_; ++i) round(s, false);
         std::map<Contender*, std::size_t> before;
+        harvest(s);
         for (auto& c : contenders_) before[c.get()] = c->samples.size();
-        for (int i = 0; i < options_.iterations; ++i) round(s, true, i);
+        for (int i = 0; i < options_.iterations && !stopped_; ++i) round(s, true);
         harvest(s);
         for (auto& c : contenders_) {
           c->trial_samples.emplace_back(
@@ -136,7 +221,7 @@ class WorkloadBench {
         }
       }
     } else {
-      for (int i = 0; i < options_.warmup; ++i) round(s, false, i);
+      for (int i = 0; i < options_.warmup && !stopped_; ++i) round(s, false);
       harvest(s);
       // Stopping is a plugin (nvbench's "stdrel"): noise of the median under max_noise with at
       // least min_samples samples, or the time budget spent. Its clock starts after the warmup.
@@ -146,15 +231,13 @@ class WorkloadBench {
                                       {"min_samples", static_cast<double>(options_.min_samples)},
                                       {"max_seconds", options_.max_seconds}});
       }
-      int iteration = 0;
-      while (std::any_of(contenders_.begin(), contenders_.end(),
-                         [](const auto& c) { return !c->done; })) {
-        for (int k = 0; k < kBatch; ++k) round(s, true, iteration++);
-        harvest(s);
+      while (!stopped_ && std::any_of(contenders_.begin(), contenders_.end(),
+                                      [](const auto& c) { return !c->done; })) {
+        if (!round(s, true)) continue;  // until a batch was harvested
         for (auto& c : contenders_) c->done = c->done || c->criterion->is_finished();
       }
     }
-    verify_last_iterations(s);
+    harvest(s);
     return report();
   }
 
@@ -166,7 +249,30 @@ class WorkloadBench {
   }
 
  private:
-  static constexpr int kBatch = 10;
+  // Iterations between two reads of the check records: a random length in [kMinBatch, kMaxBatch]
+  // per batch, so a kernel cannot time the harness's reads.
+  static constexpr std::size_t kMinBatch = 4;
+  static constexpr std::size_t kMaxBatch = 16;
+
+  // As many input sets as asked for, fewer only when device memory cannot hold them (the report
+  // says so).
+  int fit_input_sets(const Operator& op, const Workload& workload,
+                     const verify::Compiled& candidate, bool baseline) {
+    const int asked = std::max(options_.input_sets, 1);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    const Driver& d = Driver::instance();
+    if (d.cuMemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS || free_bytes == 0) return asked;
+    const std::size_t per = bytes_per_set(op, workload, candidate.solution->plan) *
+                            (baseline ? 2 : 1);
+    if (per == 0) return asked;
+    const std::size_t fit = free_bytes / 10 * 8 / per;
+    const int sets = static_cast<int>(std::clamp<std::size_t>(fit, 1, static_cast<std::size_t>(asked)));
+    if (sets < asked) {
+      sets_note_ = fmt::format("only {} of {} input sets fit in device memory ({} MiB each)", sets,
+                               asked, per >> 20);
+    }
+    return sets;
+  }
 
   void add(const std::string& role, const Operator& op, const verify::Compiled& reference,
            const verify::Compiled& solution, const verify::CheckOptions& check,
@@ -174,9 +280,19 @@ class WorkloadBench {
     auto c = std::make_unique<Contender>();
     c->role = role;
     c->compiled = &solution;
-    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload,
-                                                      options_.input_sets, check);
+    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets_,
+                                                      check, static_cast<int>(kMaxBatch),
+                                                      secret_key());
     c->module = std::make_unique<device::Module>(solution.result->cubin);
+    c->global_names = parse_ptx_globals(solution.result->ptx);
+    if (!c->global_names.empty()) {
+      c->globals = std::make_unique<device::ModuleGlobals>(*c->module, c->global_names);
+      c->reload = options_.state_reset == "reload" || !c->globals->complete();
+      if (!c->globals->complete()) {
+        spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration",
+                      role, join(c->globals->missing(), ", "));
+      }
+    }
     c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan,
                                                          solution.result->kernels, *c->module);
     contenders_.push_back(std::move(c));
@@ -213,8 +329,9 @@ class WorkloadBench {
     auto c = std::make_unique<Contender>();
     c->role = "baseline";
     c->compiled = &vendor_plan_;
-    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload,
-                                                      options_.input_sets, check);
+    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_,
+                                                      check, static_cast<int>(kMaxBatch),
+                                                      secret_key());
     c->cublaslt = std::make_unique<device::CublasLtGemm>(axes.at("M"), axes.at("N"), axes.at("K"),
                                                          input->dtype);
     c->vendor = c->cublaslt->description();
@@ -235,6 +352,21 @@ class WorkloadBench {
     return o;
   }
 
+  // The state of a freshly loaded module: its globals' initial bytes copied back, or (when some
+  // global cannot be resolved) the module itself loaded again.
+  void reset_state(Contender& c, CUstream s) {
+    if (!c.globals) return;
+    if (!c.reload) {
+      c.globals->restore(s);
+      return;
+    }
+    stream_.synchronize();  // the old module's launches have finished before it is unloaded
+    c.launcher.reset();
+    c.module = std::make_unique<device::Module>(c.compiled->result->cubin);
+    c.launcher = std::make_unique<device::PlanLauncher>(c.compiled->solution->plan,
+                                                        c.compiled->result->kernels, *c.module);
+  }
+
   // Writes twice the L2's size so no iteration finds its data in L2, then reads it back so that
   // L2 is left holding clean lines: otherwise the timed kernel would pay for writing back the
   // flush's dirty lines (measured on an H200: a 20 us copy read 12% slow). Neither is inside a
@@ -246,7 +378,23 @@ class WorkloadBench {
     kernels_.read_through(flush_.ptr(), flush_.size(), s);
   }
 
+  void fail(Contender& c, Failure f) {
+    if (c.failure) return;
+    f.evidence["solution"] = c.role;
+    c.failure = std::move(f);
+    c.done = true;
+    stopped_ = true;  // a failed contender decides the workload: nothing more to time
+  }
+
+  // One checked iteration (DESIGN §5), everything but the launch outside the timed span: this
+  // iteration's poison over the outputs and workspace, the module's globals reset, shared memory
+  // overwritten, L2 flushed; then the launch; then the check of its outputs against the sealed
+  // reference, enqueued (read at the next harvest), or on the host right away.
   void iterate(Contender& c, int set, bool timed, CUstream s) {
+    const verify::IterationPoison poison = verify::iteration_poison(def_, rng_());
+    c.timed->poison(set, poison, s);
+    reset_state(c, s);
+    kernels_.scrub_shared(static_cast<std::uint32_t>(rng_()), s);
     flush_l2(s);
     std::uint64_t id = next_id_++;
     if (timed) {
@@ -256,20 +404,43 @@ class WorkloadBench {
     device::LaunchOutcome o = launch(c, set, s);
     if (timed) timer_->end(id, s);
     if (!o.ok) throw std::runtime_error(o.message);
+    ++c.checked;
+    if (c.timed->checked_on_device()) {
+      c.timed->enqueue_check(set, id, poison, s);
+      events_.at(in_flight_++)->record(s);
+    } else {
+      stream_.synchronize();
+      if (auto f = c.timed->verify_on_host(set, id)) fail(c, *f);
+    }
   }
 
-  // One iteration of every contender still sampling, in alternating order (A B, B A, ...).
-  void round(CUstream s, bool timed, int iteration) {
-    int set = iteration % options_.input_sets;
+  // One iteration of every contender still sampling, on the next input set, in alternating order
+  // (A B, B A, ...). True when it ended a batch (and harvested it).
+  bool round(CUstream s, bool timed) {
+    const int set = order_.next();
     std::vector<Contender*> order;
     for (auto& c : contenders_) {
       if (!timed || !c->done) order.push_back(c.get());
     }
-    if (iteration % 2 == 1) std::reverse(order.begin(), order.end());
-    for (Contender* c : order) iterate(*c, set, timed, s);
+    if (rounds_++ % 2 == 1) std::reverse(order.begin(), order.end());
+    for (Contender* c : order) {
+      if (!stopped_) iterate(*c, set, timed, s);
+    }
+    if (++batch_fill_ < batch_length_ && !stopped_) return false;
+    harvest(s);
+    return true;
+  }
+
+  void next_batch() {
+    batch_fill_ = 0;
+    batch_length_ = kMinBatch + static_cast<std::size_t>(rng_() % (kMaxBatch - kMinBatch + 1));
   }
 
   void harvest(CUstream s) {
+    // One wait per iteration, so that no single wait spans a whole batch of slow launches.
+    for (std::size_t i = 0; i < in_flight_; ++i) events_[i]->synchronize();
+    in_flight_ = 0;
+    next_batch();
     bool throttled = false;
     if (gpu_ && gpu_->max_sm_clock_mhz) {
       if (auto clocks = device::Nvml::instance().clocks(gpu_->uuid, gpu_->pci_bus_id);
@@ -294,22 +465,11 @@ class WorkloadBench {
       if (throttled) ++c.flagged;
     }
     owner_.clear();
-  }
-
-  // The outputs of each input set's last timed iteration, poisoned first, against the reference.
-  void verify_last_iterations(CUstream s) {
     for (auto& c : contenders_) {
-      for (int set = 0; set < options_.input_sets; ++set) {
-        c->timed->poison(set, s);
-        iterate(*c, set, true, s);
+      if (c->timed->checked_on_device()) {
+        if (auto f = c->timed->collect(s)) fail(*c, *f);
       }
-      harvest(s);
-      for (int set = 0; set < options_.input_sets && !c->failure; ++set) {
-        if (auto f = c->timed->verify(set)) {
-          c->failure = *f;
-          c->failure->evidence["solution"] = c->role;
-        }
-      }
+      if (auto f = c->timed->integrity(s)) fail(*c, *f);
     }
   }
 
@@ -317,7 +477,8 @@ class WorkloadBench {
     nlohmann::json j;
     j["protocol"] = options_.protocol;
     j["timer"] = options_.timer;
-    j["input_sets"] = options_.input_sets;
+    j["input_sets"] = sets_;
+    if (!sets_note_.empty()) j["input_sets_note"] = sets_note_;
     for (auto& c : contenders_) {
       LatencyStats st = summarize(c->samples, options_.max_noise);
       nlohmann::json cj = to_json(st);
@@ -334,6 +495,12 @@ class WorkloadBench {
         cj["clock_note"] = "SM clock not readable (no NVML): throttling unknown";
       cj["kernels"] = c->signature;
       if (!c->vendor.empty()) cj["solution"] = c->vendor;
+      // What the timed verdict rests on (DESIGN §5): every iteration checked, its state reset.
+      cj["integrity"] = {
+          {"checked_iterations", c->checked},
+          {"check", c->timed->checked_on_device() ? "device" : "host"},
+          {"module_globals", c->global_names.size()},
+          {"state_reset", !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")}};
       j[c->role] = cj;
     }
     if (j.contains("baseline") && j["candidate"]["latency"].get<double>() > 0) {
@@ -343,14 +510,24 @@ class WorkloadBench {
     return j;
   }
 
+  const Definition& def_;
   const BenchOptions& options_;
   device::DeviceBuffer& flush_;
   const GpuInfo* gpu_;
+  std::mt19937_64 rng_;  // poison, batch lengths, shared-memory scrub values: seeded
+  std::string sets_note_;
+  int sets_;
+  InputOrder order_;
   std::vector<std::unique_ptr<Contender>> contenders_;
   std::unique_ptr<IterationTimer> timer_;
   std::map<std::uint64_t, Contender*> owner_;
   std::uint64_t next_id_ = 1;
+  std::uint64_t rounds_ = 0;
   unsigned flush_value_ = 0;
+  std::vector<std::unique_ptr<device::Event>> events_;  // one per iteration of a batch
+  std::size_t in_flight_ = 0;
+  std::size_t batch_fill_ = 0, batch_length_ = kMinBatch;
+  bool stopped_ = false;
   verify::Compiled vendor_plan_;
   device::Stream stream_;
   verify::HarnessKernels kernels_;
@@ -372,6 +549,7 @@ nlohmann::json BenchOptions::to_json() const {
           {"max_seconds", max_seconds},
           {"min_samples", min_samples},
           {"input_sets", input_sets},
+          {"state_reset", state_reset},
           {"baseline", baseline},
           {"baseline_solution", baseline_solution},
           {"sol", sol}};
@@ -388,6 +566,7 @@ BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
   o.max_seconds = j.value("max_seconds", o.max_seconds);
   o.min_samples = j.value("min_samples", o.min_samples);
   o.input_sets = j.value("input_sets", o.input_sets);
+  o.state_reset = j.value("state_reset", o.state_reset);
   o.baseline = j.value("baseline", o.baseline);
   o.baseline_solution = j.value("baseline_solution", o.baseline_solution);
   o.sol = j.value("sol", o.sol);
@@ -400,6 +579,7 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
   const Driver& d = Driver::instance();
   // No access-policy window may keep data in L2 between iterations.
   d.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
+  d.cuCtxResetPersistingL2Cache();  // and nothing persisting is left from before
   EnvironmentReport env = probe_environment();
   const GpuInfo* gpu = env.gpus.empty() ? nullptr : &env.gpus[0];
   std::size_t l2 =
@@ -442,11 +622,12 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     if (wv.status != Status::kPassed) continue;  // failed its correctness check: nothing to time
     auto start = Clock::now();
     try {
+      const std::size_t index = static_cast<std::size_t>(w - op.workloads.data());
       WorkloadBench bench(op, reference, candidate, options.baseline ? baseline : nullptr, check,
-                          options, *w, flush, gpu);
+                          options, *w, index, flush, gpu);
       wv.timing = bench.run();
       if (auto f = bench.failure()) {
-        wv.status = Status::kIncorrectNumerical;
+        wv.status = status_of(*f);
         wv.failure = f;
       }
     } catch (const device::CudaError& e) {

@@ -1,8 +1,13 @@
 // The timing stage, GPU side (runs in the worker): times a solution's launches per workload with
 // CUPTI activity records (or CUDA events, for comparison), L2 flushed before every iteration and
-// the persisting-L2 limit at 0; inputs rotate among several sets and the outputs of each set's last
-// timed iteration are checked against the reference (stale_output); the operator's baseline is
-// timed in the same loop, interleaved (A B A B ...), so clock drift cancels. DESIGN §6.
+// persisting L2 off; the operator's baseline is timed in the same loop, interleaved (A B, B A,
+// ...), so clock drift cancels. DESIGN §6. Every iteration, timed or warmup, is a checked one
+// (DESIGN §5): outside the timed span its outputs get a poison that changes every iteration and
+// its workspace NaN bytes, the module's globals are reset to their loaded state, shared memory is
+// overwritten, and afterwards its outputs are checked against the reference outputs of its input
+// set (on the device, sealed; verify::TimedOutputs). Input sets (3 by default) are visited in a
+// seeded random order; guards, inputs and sealed references are checked after every batch of a
+// random length. A failure is the workload's verdict (stale_output naming the iteration).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +32,11 @@ struct BenchOptions {
   double max_noise = 0.005;     // adaptive: relative noise of the median estimate
   double max_seconds = 2.0;     // adaptive: per workload, wall clock
   int min_samples = 10;         // adaptive
-  int input_sets = 2;           // rotated during timing (>= 2)
+  int input_sets = 3;           // visited in a seeded random order during timing (>= 2)
+  // How a module's global variables are reset before every iteration: "auto" (their initial bytes
+  // copied back; the module reloaded when some cannot be resolved) or "reload" (always reloaded,
+  // to measure the difference).
+  std::string state_reset = "auto";
   bool baseline = true;         // time the operator's baseline too
   // "" (the operator's baseline), "cublaslt" (the built-in cuBLASLt GEMM), or a solution path.
   std::string baseline_solution;

@@ -34,7 +34,8 @@ struct CheckArgs {
   std::string timer = "cupti";
   double max_noise = 0.005;
   double max_time = 2.0;
-  int warmup = 10, iterations = 50, num_trials = 3, input_sets = 2;
+  int warmup = 10, iterations = 50, num_trials = 3, input_sets = 3;
+  std::string state_reset = "auto";
   bool no_baseline = false;
   std::string baseline;  // "" (the operator's), "cublaslt", or a solution path
   std::string sol = "datasheet";
@@ -138,7 +139,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
 void validate_args(const CheckArgs& args, const CLI::App& app) {
   if (args.trials < 1) throw input_error("--trials", "must be at least 1");
   if (args.input_sets < 2)
-    throw input_error("--input-sets", "must be at least 2 (inputs rotate during timing)");
+    throw input_error("--input-sets", "must be at least 2 (inputs are visited in a random order)");
   if (!(args.max_noise > 0)) throw input_error("--max-noise", "must be > 0");
   if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
   if (!(args.max_time > 0)) throw input_error("--max-time", "must be > 0 seconds");
@@ -265,6 +266,7 @@ class Evaluator {
             {"max_noise", args_.max_noise},
             {"max_seconds", args_.max_time},
             {"input_sets", args_.input_sets},
+            {"state_reset", args_.state_reset},
             {"baseline", !args_.no_baseline},
             {"sol", args_.sol},
             {"baseline_solution", args_.baseline.empty() || args_.baseline == "cublaslt"
@@ -624,7 +626,12 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                    "Official: timed iterations per trial (default 50)");
     app.add_option("--num-trials", args->num_trials, "Official: trials (default 3)");
     app.add_option("--input-sets", args->input_sets,
-                   "Input sets rotated during timing (default 2)");
+                   "Input sets visited in a seeded random order during timing (default 3)");
+    app.add_option("--state-reset", args->state_reset,
+                   "How a kernel's __device__ variables are reset before every iteration: auto "
+                   "(initial bytes copied back) or reload (the module reloaded; to measure) "
+                   "(default auto)")
+        ->check(CLI::IsMember({"auto", "reload"}));
     app.add_flag("--no-baseline", args->no_baseline,
                  "Do not time the operator's baseline (no speedup)");
     app.add_option("--baseline", args->baseline,

@@ -279,6 +279,64 @@ std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx_text) {
   return kernels;
 }
 
+std::vector<std::string> parse_ptx_globals(const std::string& ptx_text) {
+  std::vector<std::string> names;
+  const std::string ptx = strip_ptx_comments(ptx_text);
+  int depth = 0;  // module scope only: a function body has no .global declarations of its own
+  std::size_t statement = 0;
+  for (std::size_t i = 0; i < ptx.size(); ++i) {
+    const char c = ptx[i];
+    if (c == '"') {  // .file "name": skip the string
+      std::size_t end = ptx.find('"', i + 1);
+      i = end == std::string::npos ? ptx.size() : end;
+      continue;
+    }
+    if (c == '{') {
+      if (depth == 0) statement = i + 1;
+      ++depth;
+      continue;
+    }
+    if (c == '}') {
+      depth = depth > 0 ? depth - 1 : 0;
+      if (depth == 0) statement = i + 1;
+      continue;
+    }
+    if (depth != 0 || (c != ';' && c != '=')) continue;
+    // One module-scope statement up to its ';' (or its initialiser's '='), as tokens.
+    std::string_view text(ptx.data() + statement, i - statement);
+    if (c == '=') {  // skip the initialiser up to the statement's ';' (braces included)
+      int braces = 0;
+      std::size_t j = i;
+      for (; j < ptx.size(); ++j) {
+        if (ptx[j] == '{') ++braces;
+        if (ptx[j] == '}') --braces;
+        if (ptx[j] == ';' && braces <= 0) break;
+      }
+      i = j;
+    }
+    statement = i + 1;
+    std::vector<std::string_view> tokens;
+    std::size_t p = 0;
+    while (p < text.size()) {
+      while (p < text.size() && std::isspace(static_cast<unsigned char>(text[p]))) ++p;
+      std::size_t start = p;
+      while (p < text.size() && !std::isspace(static_cast<unsigned char>(text[p]))) ++p;
+      if (p > start) tokens.push_back(text.substr(start, p - start));
+    }
+    bool global = false, external = false;
+    for (auto t : tokens) {
+      if (t == ".global") global = true;
+      if (t == ".extern") external = true;
+      if (t == ".entry" || t == ".func" || t == ".param") global = false;
+    }
+    if (!global || external || tokens.empty()) continue;
+    std::string_view name = tokens.back();
+    name = name.substr(0, name.find('['));  // "cache[1024]" -> "cache"
+    if (!name.empty() && name[0] != '.') names.emplace_back(name);
+  }
+  return names;
+}
+
 namespace {
 
 // The integer in front of `suffix` in `text` ("128 bytes smem" with suffix " bytes smem").

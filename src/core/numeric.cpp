@@ -242,3 +242,60 @@ bool is_poison(DType dtype, const std::uint8_t* element) {
 }
 
 }  // namespace kharness
+
+namespace kharness {
+
+std::vector<std::uint8_t> iteration_poison_element(DType dtype, std::uint64_t draw) {
+  const std::size_t size = dtype_size(dtype);
+  std::vector<std::uint8_t> bytes(size);
+  const bool decoy = (draw & 3) == 0;  // one draw in four: a finite value
+  const bool negative = (draw >> 2) & 1;
+  const std::uint64_t bits = draw >> 3;
+  std::uint64_t word = 0;
+  if (is_floating(dtype) && decoy) {
+    // A large finite value, far from what the operators' outputs hold (|x| >= 256 even for fp8),
+    // so an element left unwritten fails the comparison without being NaN.
+    const double unit = static_cast<double>(bits & 0xFFFFF) / static_cast<double>(0x100000);
+    const double magnitude = dtype == DType::kFloat8E4M3 ? 256.0 + 192.0 * unit
+                                                         : 16384.0 + 40960.0 * unit;
+    from_double(dtype, negative ? -magnitude : magnitude, bytes.data());
+    return bytes;
+  }
+  switch (dtype) {
+    case DType::kFloat32: {
+      // A NaN with a random payload, never the canonical ones arithmetic produces.
+      std::uint64_t payload = bits & 0x7FFFFF;
+      if (payload == 0 || payload == 0x400000 || payload == 0x7FFFFF) payload = 0x2A5A5A;
+      word = 0x7F800000u | payload | (negative ? 0x80000000u : 0u);
+      break;
+    }
+    case DType::kFloat16: {
+      std::uint64_t payload = bits & 0x3FF;
+      if (payload == 0 || payload == 0x200 || payload == 0x3FF) payload = 0x1A5;
+      word = 0x7C00u | payload | (negative ? 0x8000u : 0u);
+      break;
+    }
+    case DType::kBFloat16: {
+      std::uint64_t payload = bits & 0x7F;
+      if (payload == 0 || payload == 0x40 || payload == 0x7F) payload = 0x25;
+      word = 0x7F80u | payload | (negative ? 0x8000u : 0u);
+      break;
+    }
+    case DType::kFloat8E4M3:
+      word = negative ? 0xFFu : 0x7Fu;  // its only NaNs
+      break;
+    case DType::kFloat8E5M2:
+      word = 0x7Du | (negative ? 0x80u : 0u);  // not a NaN the conversions produce (0x7E, 0x7F)
+      break;
+    case DType::kBool:
+      word = 2 + (bits % 254);  // never 0 or 1
+      break;
+    default:  // integers: random bits
+      word = draw * 0x9E3779B97F4A7C15ull;
+      break;
+  }
+  std::memcpy(bytes.data(), &word, size);
+  return bytes;
+}
+
+}  // namespace kharness

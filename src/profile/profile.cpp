@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -266,7 +267,8 @@ Profile run_worker_profile(const ProfileRequest& request) {
   t = Clock::now();
   // Inputs, the reference's outputs and the candidate's poisoned, guarded output buffers.
   verify::TimedOutputs io(l.op, {&l.reference, &l.reference_compiled},
-                          {&l.candidate, &l.candidate_compiled}, w, 1, check);
+                          {&l.candidate, &l.candidate_compiled}, w, 1, check, 1,
+                          std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32));
   device::Module module(l.candidate_compiled.cubin);
   device::PlanLauncher launcher(l.candidate.plan, l.candidate_compiled.kernels, module);
   device::Stream stream;
@@ -275,13 +277,14 @@ Profile run_worker_profile(const ProfileRequest& request) {
   // One checked run first: a kernel that fails or is wrong is not worth profiling, and the run
   // loads the module's code so the profiled launches are not the first.
   t = Clock::now();
-  io.poison(0, stream.get());
+  const verify::IterationPoison poison = verify::iteration_poison(l.op.definition, request.seed);
+  io.poison(0, poison, stream.get());
   device::LaunchOutcome o = launcher.launch(io.env(0), stream.get(), true);
   if (!o.ok) {
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("launch {} ({}) failed: {}", o.launch_index, o.kernel, o.message));
   }
-  if (std::optional<Failure> f = io.verify(0)) {
+  if (std::optional<Failure> f = io.check_now(0, 0, poison, stream.get())) {
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("incorrect on workload {} ({}: {}); `kharness check` says more", w.uuid,
                             f->evidence.value("cause", f->kind), f->message));
@@ -341,7 +344,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   const verify::HarnessKernels& harness = io.kernels();
   unsigned flush_value = 0;
   auto before_pass = [&] {
-    io.poison(0, stream.get());
+    io.poison(0, poison, stream.get());
     cu.check(cu.cuMemsetD32Async(flush.ptr(), ++flush_value, flush.size() / 4, stream.get()),
              "cuMemsetD32Async");
     // Read twice: one read left more dirty lines to be written back inside the pass. Even so,

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -32,7 +33,9 @@ using device::Stream;
 // multiple of 256 so the data keeps cuMemAlloc's alignment.
 constexpr std::size_t kGuardBytes = 64 * 1024;
 const std::vector<std::uint8_t> kGuardPattern = {0xC3};
-const std::vector<std::uint8_t> kWorkspacePoison = {0xA5};
+// NaN for every float type (f32, f16, bf16, fp8) and -1 for every integer: a kernel that assumes
+// a zeroed workspace fails.
+const std::vector<std::uint8_t> kWorkspacePoison = {0xFF};
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -346,9 +349,12 @@ class Evaluator {
       kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, s);
   }
 
-  // Runs the reference on the trial's inputs; returns its outputs on the host. Its device buffers
-  // are scrubbed (poisoned) and freed before this returns, and its module unloaded.
-  void run_reference(TrialBuffers& b, CUstream s, std::vector<HostBytes>& expected) {
+  // Runs the reference on the trial's inputs; returns its outputs on the host (into `expected`,
+  // unless it is null) and hands each output's device buffer to `keep` (the timing stage seals
+  // them there). Its device buffers are scrubbed (poisoned) and freed before this returns, and its
+  // module unloaded.
+  void run_reference(TrialBuffers& b, CUstream s, std::vector<HostBytes>* expected,
+                     const std::function<void(std::size_t, const GuardedBuffer&)>& keep = {}) {
     Module module(reference_.result->cubin);
     PlanLauncher launcher(reference_.solution->plan, reference_.result->kernels, module);
     make_outputs(b, reference_.solution->plan, s);
@@ -356,10 +362,13 @@ class Evaluator {
     if (!o.ok)
       throw Error(ExitCode::kInternal, "reference",
                   fmt::format("the operator's reference failed: {}", o.message));
-    expected.resize(def_.outputs.size());
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
-      const TensorSpec& t = def_.outputs[i];
-      b.outputs[t.name]->download(expected[i]);
+      const GuardedBuffer& out = *b.outputs[def_.outputs[i].name];
+      if (keep) keep(i, out);
+      if (expected) {
+        expected->resize(def_.outputs.size());
+        out.download((*expected)[i]);
+      }
     }
     // Scrub: a candidate reading stale memory must not find the reference's answers.
     for (const auto& t : def_.outputs) {
@@ -465,7 +474,7 @@ class Evaluator {
     phases_.add("inputs", t0);
     t0 = std::chrono::steady_clock::now();
     std::vector<HostBytes>& expected = expected_;
-    run_reference(b, s, expected);
+    run_reference(b, s, &expected);
     phases_.add("reference", t0);
     t0 = std::chrono::steady_clock::now();
     std::map<std::string, std::uint64_t> checksums;
@@ -500,6 +509,8 @@ class Evaluator {
     }
     phases_.add("candidate_setup", t0);
     t0 = std::chrono::steady_clock::now();
+    // Nothing an earlier kernel left in shared memory reaches this one.
+    kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed)), s);
     LaunchOutcome o = launcher->launch(b.env, s, true);
     phases_.add("candidate_run", t0);
     if (!o.ok) {
@@ -519,6 +530,7 @@ class Evaluator {
       // The same inputs again: a correct kernel gives the same answer (within tolerance).
       t0 = std::chrono::steady_clock::now();
       repoison(b, s);
+      kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 1)), s);
       o = launcher->launch(b.env, s, true);
       if (!o.ok) {
         fatal_ = o.sticky;
@@ -640,67 +652,272 @@ std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int tri
 struct TimedOutputs::Impl {
   Evaluator evaluator;
   std::vector<std::unique_ptr<TrialBuffers>> sets;
-  std::vector<std::vector<HostBytes>> expected;
+  std::vector<std::vector<HostBytes>> expected;  // host copies (host-checked comparators only)
+  std::vector<std::vector<DeviceBuffer>> sealed;  // per set and output: the sealed reference
+  std::vector<std::vector<std::uint64_t>> sealed_sums;
   std::vector<std::map<std::string, std::uint64_t>> checksums;
+  std::uint64_t key = 0;
+  bool on_device = false;
+  int slots = 0;
+  DeviceBuffer records;
+  std::vector<std::uint8_t> host_records;
+  std::vector<std::pair<std::uint64_t, int>> pending;  // per slot: iteration and set
   Stream stream;
   Impl(const Operator& op, const Compiled& reference, const Compiled& candidate,
        const CheckOptions& options)
       : evaluator(op, reference, candidate, options) {}
+
+  // The keystream of output `t` of input set `set`.
+  static std::uint64_t stream_id(int set, std::size_t t) {
+    return (static_cast<std::uint64_t>(set) << 16) | t;
+  }
 };
 
 TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const Compiled& candidate,
-                           const Workload& workload, int sets, const CheckOptions& options)
+                           const Workload& workload, int sets, const CheckOptions& options,
+                           int batch_slots, std::uint64_t key)
     : impl_(std::make_unique<Impl>(op, reference, candidate, options)) {
-  Evaluator& ev = impl_->evaluator;
-  CUstream s = impl_->stream.get();
+  Impl& m = *impl_;
+  Evaluator& ev = m.evaluator;
+  m.key = key;
+  // Elementwise outputs are checked on the device against sealed references; other comparators
+  // (top-k sets) on the host, from host copies of the references.
+  m.on_device = op.definition.kharness.comparator == "elementwise";
+  CUstream s = m.stream.get();
   std::size_t index = ev.workload_index(workload);
+  const std::size_t outputs = ev.def_.outputs.size();
   for (int i = 0; i < sets; ++i) {
     auto b = std::make_unique<TrialBuffers>();
     // Seeds apart from the correctness trials' (which use trial numbers 0, 1, 2, ...).
     ev.make_inputs(workload, trial_seed(options.seed, index, 1000 + i), *b, s);
-    impl_->expected.emplace_back();
-    ev.run_reference(*b, s, impl_->expected.back());
+    m.expected.emplace_back();
+    m.sealed.emplace_back();
+    m.sealed_sums.emplace_back();
+    auto& sealed = m.sealed.back();
+    auto keep = [&](std::size_t t, const GuardedBuffer& out) {
+      sealed.emplace_back((out.bytes() + 15) / 16 * 16);
+      ev.kernels_.seal(out.data(), sealed.back().ptr(), out.bytes(), m.key, Impl::stream_id(i, t),
+                       s);
+    };
+    if (m.on_device) {
+      ev.run_reference(*b, s, nullptr, keep);
+    } else {
+      ev.run_reference(*b, s, &m.expected.back());
+    }
+    for (const auto& buf : sealed) m.sealed_sums.back().push_back(ev.kernels_.checksum(buf.ptr(), buf.size(), s));
     std::map<std::string, std::uint64_t> sums;
     for (auto& [name, buf] : b->inputs)
       sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
-    impl_->checksums.push_back(std::move(sums));
+    m.checksums.push_back(std::move(sums));
     ev.make_outputs(*b, candidate.solution->plan, s);
-    impl_->sets.push_back(std::move(b));
+    m.sets.push_back(std::move(b));
   }
-  impl_->stream.synchronize();
+  m.slots = std::max(batch_slots, 1);
+  if (m.on_device) {
+    m.records = DeviceBuffer(kCheckRecordBytes * outputs * static_cast<std::size_t>(m.slots));
+    m.host_records.resize(m.records.size());
+  }
+  m.stream.synchronize();
 }
 
 TimedOutputs::~TimedOutputs() = default;
 
 int TimedOutputs::sets() const { return static_cast<int>(impl_->sets.size()); }
 
+bool TimedOutputs::checked_on_device() const { return impl_->on_device; }
+
 const device::LaunchEnv& TimedOutputs::env(int set) const { return impl_->sets.at(set)->env; }
 
 const HarnessKernels& TimedOutputs::kernels() const { return impl_->evaluator.kernels_; }
 
-void TimedOutputs::poison(int set, CUstream stream) const {
-  impl_->evaluator.repoison(*impl_->sets.at(set), stream);
+void TimedOutputs::poison(int set, const IterationPoison& poison, CUstream stream) const {
+  const Evaluator& ev = impl_->evaluator;
+  TrialBuffers& b = *impl_->sets.at(set);
+  for (std::size_t t = 0; t < ev.def_.outputs.size(); ++t) {
+    const GuardedBuffer& out = *b.outputs.at(ev.def_.outputs[t].name);
+    ev.kernels_.fill_pattern(out.data(), out.bytes(), poison.outputs.at(t), stream);
+  }
+  if (b.workspace)
+    ev.kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, stream);
 }
 
-std::optional<Failure> TimedOutputs::verify(int set) {
+void TimedOutputs::enqueue_check(int set, std::uint64_t iteration, const IterationPoison& poison,
+                                 CUstream stream) {
+  Impl& m = *impl_;
+  if (!m.on_device) throw Error(ExitCode::kInternal, "timing", "enqueue_check on a host check");
+  if (static_cast<int>(m.pending.size()) >= m.slots)
+    throw Error(ExitCode::kInternal, "timing", "more checks in flight than record slots");
+  const Evaluator& ev = m.evaluator;
+  const TrialBuffers& b = *m.sets.at(set);
+  const Tolerance& tol = ev.tolerance_;
+  const std::size_t outputs = ev.def_.outputs.size();
+  const std::size_t slot = m.pending.size();
+  for (std::size_t t = 0; t < outputs; ++t) {
+    const TensorSpec& spec = ev.def_.outputs[t];
+    const GuardedBuffer& out = *b.outputs.at(spec.name);
+    std::uint64_t poison_bits = 0;
+    std::memcpy(&poison_bits, poison.outputs.at(t).data(), poison.outputs.at(t).size());
+    CUdeviceptr record = m.records.ptr() + (slot * outputs + t) * kCheckRecordBytes;
+    ev.kernels_.check_sealed(out.data(), m.sealed.at(set).at(t).ptr(),
+                             out.bytes() / dtype_size(spec.dtype), spec.dtype, m.key,
+                             Impl::stream_id(set, t), poison_bits, tol.atol, tol.rtol, iteration,
+                             t, record, stream);
+  }
+  m.pending.emplace_back(iteration, set);
+}
+
+namespace {
+
+// The failure a device check record shows, in compare.cpp's order: output_not_written,
+// nan_or_inf, tolerance (with the definition's matched ratio).
+std::optional<Failure> record_failure(const CheckRecord& r, const TensorSpec& t,
+                                      const Tolerance& tol) {
+  const std::uint64_t bad = r.unwritten + r.nonfinite + r.mismatches;
+  const double matched =
+      r.elements == 0 ? 1.0 : 1.0 - static_cast<double>(bad) / static_cast<double>(r.elements);
+  std::string kind;
+  if (r.unwritten > 0) {
+    kind = "output_not_written";
+  } else if (r.nonfinite > 0) {
+    kind = "nan_or_inf";
+  } else if (matched < tol.required_matched_ratio) {
+    kind = "tolerance";
+  } else {
+    return std::nullopt;
+  }
+  std::uint8_t e[8], g[8];
+  std::memcpy(e, &r.expected_bits, 8);
+  std::memcpy(g, &r.got_bits, 8);
+  const double expected = to_double(t.dtype, e);
+  const double got = to_double(t.dtype, g);
+  nlohmann::json value_got = std::isfinite(got) ? nlohmann::json(got)
+                             : std::isnan(got)  ? nlohmann::json("nan")
+                                                : nlohmann::json(got > 0 ? "inf" : "-inf");
+  std::string what =
+      kind == "output_not_written"
+          ? fmt::format("{} of {} elements still hold this iteration's poison", r.unwritten,
+                        r.elements)
+      : kind == "nan_or_inf"
+          ? fmt::format("{} NaN/Inf elements where the reference is finite", r.nonfinite)
+          : fmt::format("{} of {} elements out of tolerance (atol {}, rtol {}); matched ratio "
+                        "{:.6f} < {}",
+                        r.mismatches + r.unwritten + r.nonfinite, r.elements, tol.atol, tol.rtol,
+                        matched, tol.required_matched_ratio);
+  Failure f{kind,
+            fmt::format("{}: {} (first at index {}: expected {}, got {})", t.name, what,
+                        r.first_index, expected, value_got.dump()),
+            {{"tensor", t.name},
+             {"elements", r.elements},
+             {"unwritten", r.unwritten},
+             {"nonfinite", r.nonfinite},
+             {"mismatches", r.mismatches},
+             {"matched_ratio", matched},
+             {"first_bad_index", r.first_index},
+             {"expected", expected},
+             {"got", value_got},
+             {"max_abs_error", r.max_abs_error},
+             {"max_rel_error", r.max_rel_error}}};
+  return f;
+}
+
+Failure stale(const Failure& f, std::uint64_t iteration, int set) {
+  Failure out{"stale_output",
+              fmt::format("timed iteration {} (input set {}): {}", iteration, set, f.message),
+              f.evidence};
+  out.evidence["iteration"] = iteration;
+  out.evidence["input_set"] = set;
+  out.evidence["cause"] = f.kind;
+  return out;
+}
+
+}  // namespace
+
+std::optional<Failure> TimedOutputs::collect(CUstream stream) {
+  Impl& m = *impl_;
+  if (m.pending.empty()) return std::nullopt;
+  const Evaluator& ev = m.evaluator;
+  const std::size_t outputs = ev.def_.outputs.size();
+  const std::size_t bytes = m.pending.size() * outputs * kCheckRecordBytes;
+  const Driver& d = Driver::instance();
+  d.check(d.cuMemcpyDtoHAsync(m.host_records.data(), m.records.ptr(), bytes, stream),
+          "cuMemcpyDtoHAsync");
+  d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  auto pending = std::move(m.pending);
+  m.pending.clear();
+  for (std::size_t slot = 0; slot < pending.size(); ++slot) {
+    const auto [iteration, set] = pending[slot];
+    for (std::size_t t = 0; t < outputs; ++t) {
+      const std::uint8_t* raw = m.host_records.data() + (slot * outputs + t) * kCheckRecordBytes;
+      std::optional<CheckRecord> r = HarnessKernels::open_record(raw, m.key);
+      if (!r || r->iteration != iteration || r->tensor != t ||
+          r->stream != Impl::stream_id(set, t)) {
+        return Failure{"harness_memory_modified",
+                       fmt::format("the check record of timed iteration {} ({}) was overwritten: "
+                                   "a kernel wrote into the harness's memory",
+                                   iteration, ev.def_.outputs[t].name),
+                       {{"iteration", iteration}, {"input_set", set}}};
+      }
+      if (auto f = record_failure(*r, ev.def_.outputs[t], ev.tolerance_))
+        return stale(*f, iteration, set);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> TimedOutputs::integrity(CUstream stream) {
+  Impl& m = *impl_;
+  Evaluator& ev = m.evaluator;
+  for (std::size_t set = 0; set < m.sets.size(); ++set) {
+    TrialBuffers& b = *m.sets[set];
+    TrialResult result;
+    if (!ev.check_memory(b, m.checksums.at(set), result, stream)) {
+      Failure f = *result.failure;
+      f.message = fmt::format("during timing (input set {}): {}", set, f.message);
+      f.evidence["input_set"] = static_cast<int>(set);
+      return f;
+    }
+    for (std::size_t t = 0; t < m.sealed.at(set).size(); ++t) {
+      const DeviceBuffer& buf = m.sealed[set][t];
+      if (ev.kernels_.checksum(buf.ptr(), buf.size(), stream) != m.sealed_sums[set][t]) {
+        return Failure{"harness_memory_modified",
+                       fmt::format("during timing, a kernel wrote into the harness's sealed "
+                                   "reference of {} (input set {})",
+                                   ev.def_.outputs[t].name, set),
+                       {{"input_set", static_cast<int>(set)}, {"tensor", ev.def_.outputs[t].name}}};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> TimedOutputs::verify_on_host(int set, std::uint64_t iteration) {
   Evaluator& ev = impl_->evaluator;
   TrialBuffers& b = *impl_->sets.at(set);
   TrialResult result;
-  auto stale = [&](const Failure& f) {
-    Failure out{
-        "stale_output",
-        fmt::format("outputs of a timed iteration (input set {}) are wrong: {}", set, f.message),
-        f.evidence};
-    out.evidence["input_set"] = set;
-    out.evidence["cause"] = f.kind;
-    return out;
-  };
-  if (!ev.check_memory(b, impl_->checksums.at(set), result, impl_->stream.get()))
-    return stale(*result.failure);
   std::vector<HostBytes> got;
   ev.download_outputs(b, got);
-  if (!ev.check_outputs(b, impl_->expected.at(set), got, result)) return stale(*result.failure);
+  if (!ev.check_outputs(b, impl_->expected.at(set), got, result))
+    return stale(*result.failure, iteration, set);
   return std::nullopt;
+}
+
+std::optional<Failure> TimedOutputs::check_now(int set, std::uint64_t iteration,
+                                               const IterationPoison& poison, CUstream stream) {
+  if (checked_on_device()) {
+    enqueue_check(set, iteration, poison, stream);
+    if (auto f = collect(stream)) return f;
+  } else {
+    Driver::instance().check(Driver::instance().cuStreamSynchronize(stream), "cuStreamSynchronize");
+    if (auto f = verify_on_host(set, iteration)) return f;
+  }
+  return integrity(stream);
+}
+
+IterationPoison iteration_poison(const Definition& definition, std::uint64_t draw) {
+  IterationPoison p;
+  for (std::size_t t = 0; t < definition.outputs.size(); ++t)
+    p.outputs.push_back(iteration_poison_element(definition.outputs[t].dtype, splitmix(draw + t)));
+  return p;
 }
 
 Verdict evaluate_correctness(const Operator& op, const Compiled& reference,

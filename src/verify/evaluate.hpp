@@ -54,29 +54,59 @@ std::vector<const Workload*> select_workloads(const Operator& op, const CheckOpt
 // The seed of one trial: a mix of the base seed, the workload's index and the trial number.
 std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int trial);
 
-// The hook the timing stage uses to check outputs produced *inside* timed iterations: several
-// input sets, each with the reference's outputs (computed first, kept on the host) and the
-// candidate's own poisoned, guard-fenced output buffers. The timing loop rotates the sets, poisons
-// a set's outputs before that set's last timed iteration and verifies them afterwards; a kernel
-// that computes only while it is being checked (or replays cached results) fails as stale_output.
+// The poison of one timed iteration: one element pattern per output tensor of the definition
+// (iteration_poison_element, kharness/numeric.hpp), a pure function of the draw.
+struct IterationPoison {
+  std::vector<std::vector<std::uint8_t>> outputs;
+};
+IterationPoison iteration_poison(const Definition& definition, std::uint64_t draw);
+
+// What the timing stage checks every iteration against (DESIGN §5: timed iterations are held to
+// the standard of checked ones). Several input sets, each with its inputs (checksummed), the
+// candidate's own guard-fenced output and workspace buffers, and the reference's outputs for those
+// inputs, computed first. For elementwise comparators the reference outputs stay on the device,
+// sealed under `key` (HarnessKernels::seal; the key is the caller's secret and only ever reaches
+// the device as a harness kernel's parameter), and each iteration's outputs are checked there
+// (check_sealed) into authenticated records read once per batch; other comparators keep host
+// copies and check each iteration's outputs on the host. A kernel that computes only while it is
+// checked, recognises a repeated input or the poison, or replays cached results fails as
+// stale_output naming the iteration.
 class TimedOutputs {
  public:
+  // `batch_slots`: the most device checks enqueued between two collect() calls.
   TimedOutputs(const Operator& op, const Compiled& reference, const Compiled& candidate,
-               const Workload& workload, int sets, const CheckOptions& options);
+               const Workload& workload, int sets, const CheckOptions& options, int batch_slots,
+               std::uint64_t key);
   ~TimedOutputs();
   TimedOutputs(const TimedOutputs&) = delete;  // owns device buffers
   TimedOutputs& operator=(const TimedOutputs&) = delete;
 
   int sets() const;
+  // True when iterations are checked on the device (enqueue_check/collect); otherwise the caller
+  // synchronises after each iteration and calls verify_on_host before the next launch.
+  bool checked_on_device() const;
   // Inputs, candidate outputs and workspace of one set, for the candidate's launches.
   const device::LaunchEnv& env(int set) const;
-  // Poisons the set's outputs and workspace (enqueued on `stream`).
-  void poison(int set, CUstream stream) const;
+  // Writes this iteration's poison over the set's outputs and NaN bytes (0xFF) over its
+  // workspace (enqueued on `stream`).
+  void poison(int set, const IterationPoison& poison, CUstream stream) const;
+  // Enqueues the device check of the set's outputs, as iteration `iteration` poisoned them.
+  void enqueue_check(int set, std::uint64_t iteration, const IterationPoison& poison,
+                     CUstream stream);
+  // Reads the records of the checks enqueued since the last call (synchronises `stream`): the
+  // first failure, a stale_output naming the iteration and the underlying cause, or
+  // harness_memory_modified for a record that does not authenticate.
+  std::optional<Failure> collect(CUstream stream);
+  // The set's outputs against the reference's host copy (host-checked comparators).
+  std::optional<Failure> verify_on_host(int set, std::uint64_t iteration);
+  // Every set's guard zones, inputs and sealed references unchanged since they were made:
+  // out_of_bounds_write, input_modified or harness_memory_modified. Synchronises `stream`.
+  std::optional<Failure> integrity(CUstream stream);
+  // All of the above for one iteration, now: its outputs (device or host), then integrity().
+  std::optional<Failure> check_now(int set, std::uint64_t iteration, const IterationPoison& poison,
+                                   CUstream stream);
   // The harness kernels (fill, poison, checksum, read-through) these buffers were made with.
   const HarnessKernels& kernels() const;
-  // Guards, inputs and outputs of the set against the reference: nullopt, or a stale_output failure
-  // whose evidence names the underlying cause (output_not_written, tolerance, ...).
-  std::optional<Failure> verify(int set);
 
  private:
   struct Impl;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -392,11 +393,222 @@ kh_checksum(const u8* p, u64 bytes, u64* out) {
   sum = warp_sum(sum);
   if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(out, sum);
 }
+
+// ---- sealed references and checked iterations (DESIGN §5: every timed iteration is checked) --
+// The reference's outputs stay on the device during timing, but only sealed: XORed with a
+// Philox keystream under a key the host draws per process and passes only as a kernel parameter,
+// so a candidate that finds the buffer cannot read the answers in it. Each check writes a record
+// authenticated by a tag under the same key: a candidate cannot forge or erase a failed check.
+
+// The keystream of 16-byte chunk `c` of stream `s` (one stream per input set and tensor).
+__device__ __forceinline__ uint4 kh_keystream(u64 c, u64 s, u64 key) { return philox(c, s, key); }
+
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_seal(const uint4* src, uint4* dst, u64 chunks, u64 stream, u64 key) {
+  for (u64 c = global_thread(); c < chunks; c += grid_threads()) {
+    const uint4 k = kh_keystream(c, stream, key);
+    const uint4 v = src[c];
+    dst[c] = make_uint4(v.x ^ k.x, v.y ^ k.y, v.z ^ k.z, v.w ^ k.w);
+  }
+}
+
+// The value of an element's bits, as the host's to_double (kharness/numeric.hpp) computes it.
+__device__ __forceinline__ double kh_value(int dtype, u64 b) {
+  switch (dtype) {
+    case KH_F32: return (double)__uint_as_float((u32)b);
+    case KH_F16: return (double)__half2float(__ushort_as_half((u16)b));
+    case KH_BF16: return (double)__bfloat162float(__ushort_as_bfloat16((u16)b));
+    case KH_E4M3: {
+      __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3);
+      return (double)__half2float(__half(h));
+    }
+    case KH_E5M2: {
+      __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E5M2);
+      return (double)__half2float(__half(h));
+    }
+    case KH_I64: return (double)(i64)b;
+    case KH_I32: return (double)(int)(u32)b;
+    case KH_I16: return (double)(short)(u16)b;
+    case KH_I8: return (double)(signed char)(u8)b;
+    case KH_U8: return (double)(u8)b;
+    default: return (u8)b != 0 ? 1.0 : 0.0;  // KH_BOOL
+  }
+}
+
+__device__ __forceinline__ bool kh_is_float(int dtype) { return dtype <= KH_E5M2; }
+
+// One block's share of a check; every block of the grid writes its slot, so nothing a candidate
+// left in the slots survives into the result.
+struct KhPartial {
+  u64 unwritten, first_unwritten, nonfinite, first_nonfinite, mismatches, first_mismatch;
+  double max_abs, max_rel;
+};
+
+// The 128-byte record of one check of one output tensor (KhRecord on the host side).
+#define KH_RECORD_WORDS 16
+#define KH_RECORD_TAG 15
+
+__device__ __forceinline__ void kh_element(int dtype, double e, double g, bool g_poison, u64 i,
+                                           double atol, double rtol, KhPartial& p) {
+  if (g_poison) {
+    ++p.unwritten;
+    if (i < p.first_unwritten) p.first_unwritten = i;
+    return;
+  }
+  const bool floats = kh_is_float(dtype);
+  if (floats && !isfinite(e)) {
+    const bool same = (isnan(e) && isnan(g)) || (isinf(e) && g == e);
+    if (!same) {
+      ++p.mismatches;
+      if (i < p.first_mismatch) p.first_mismatch = i;
+    }
+    return;
+  }
+  if (floats && !isfinite(g)) {
+    ++p.nonfinite;
+    if (i < p.first_nonfinite) p.first_nonfinite = i;
+    return;
+  }
+  const double abs_err = fabs(g - e);
+  if (abs_err == 0) return;
+  const double rel_err = e == 0 ? __longlong_as_double(0x7FF0000000000000LL) : abs_err / fabs(e);
+  p.max_abs = fmax(p.max_abs, abs_err);
+  if (isfinite(rel_err)) p.max_rel = fmax(p.max_rel, rel_err);
+  if (abs_err > atol && rel_err > rtol) {
+    ++p.mismatches;
+    if (i < p.first_mismatch) p.first_mismatch = i;
+  }
+}
+
+__device__ __forceinline__ u64 kh_bits_at(uint4 v, int size, int j) {
+  const u64 lo = ((u64)v.y << 32) | v.x;
+  const u64 hi = ((u64)v.w << 32) | v.z;
+  const int byte = j * size;
+  const u64 word = byte < 8 ? lo : hi;
+  if (size == 8) return word;
+  return (word >> (8 * (byte & 7))) & ((1ull << (8 * size)) - 1);
+}
+
+// Elementwise check of `count` elements of `got` against the sealed reference, by the rules of
+// the host's compare_output (verify/compare.cpp): the poison of this iteration left = unwritten;
+// NaN/Inf where the reference is finite; abs > atol and rel > rtol = mismatch. Both buffers are
+// 16-byte aligned and readable up to the next 16-byte boundary (guard zone, padding).
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_check_sealed(const uint4* got, const uint4* sealed, u64 count, int dtype, int size,
+                u64 stream, u64 key, u64 poison, double atol, double rtol, KhPartial* partials) {
+  KhPartial p = {0, ~0ull, 0, ~0ull, 0, ~0ull, 0.0, 0.0};
+  const u64 per = 16 / size;
+  const u64 chunks = (count + per - 1) / per;
+  for (u64 c = global_thread(); c < chunks; c += grid_threads()) {
+    const uint4 k = kh_keystream(c, stream, key);
+    const uint4 s = sealed[c];
+    const uint4 ev = make_uint4(s.x ^ k.x, s.y ^ k.y, s.z ^ k.z, s.w ^ k.w);
+    const uint4 gv = got[c];
+    const bool same = ev.x == gv.x && ev.y == gv.y && ev.z == gv.z && ev.w == gv.w;
+    for (int j = 0; j < (int)per; ++j) {
+      const u64 i = c * per + j;
+      if (i >= count) break;
+      const u64 gb = kh_bits_at(gv, size, j);
+      if (same && gb != poison) continue;  // identical and written
+      const u64 eb = kh_bits_at(ev, size, j);
+      if (eb == gb && gb != poison) continue;
+      kh_element(dtype, kh_value(dtype, eb), kh_value(dtype, gb), gb == poison, i, atol, rtol, p);
+    }
+  }
+  __shared__ KhPartial s[KH_THREADS];
+  s[threadIdx.x] = p;
+  __syncthreads();
+  for (int o = KH_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) {
+      KhPartial& a = s[threadIdx.x];
+      const KhPartial& b = s[threadIdx.x + o];
+      a.unwritten += b.unwritten;
+      a.first_unwritten = min(a.first_unwritten, b.first_unwritten);
+      a.nonfinite += b.nonfinite;
+      a.first_nonfinite = min(a.first_nonfinite, b.first_nonfinite);
+      a.mismatches += b.mismatches;
+      a.first_mismatch = min(a.first_mismatch, b.first_mismatch);
+      a.max_abs = fmax(a.max_abs, b.max_abs);
+      a.max_rel = fmax(a.max_rel, b.max_rel);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = s[0];
+}
+
+// The record's tag: a Philox-based MAC of its other words under the key (domain-separated from
+// the keystream by the counter's high word).
+__device__ __forceinline__ u64 kh_tag(const u64* w, u64 key) {
+  u64 h = 0x6A09E667F3BCC908ull;
+  for (int k = 0; k < KH_RECORD_TAG; ++k) {
+    const uint4 r = philox(w[k] ^ h, 0x4B48544147000000ull | (u64)k, key);
+    h = ((u64)r.y << 32) | r.x;
+  }
+  return h;
+}
+
+// One thread: folds the check's partials into a record with the evidence of the first failing
+// element (in the order output_not_written, nan_or_inf, tolerance) and seals it with a tag.
+extern "C" __global__ void kh_seal_record(const KhPartial* partials, int parts, const uint4* got,
+                                          const uint4* sealed, u64 count, int size, u64 stream,
+                                          u64 key, u64 iteration, u64 tensor, u64* record) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  KhPartial a = {0, ~0ull, 0, ~0ull, 0, ~0ull, 0.0, 0.0};
+  for (int b = 0; b < parts; ++b) {
+    const KhPartial p = partials[b];
+    a.unwritten += p.unwritten;
+    a.first_unwritten = min(a.first_unwritten, p.first_unwritten);
+    a.nonfinite += p.nonfinite;
+    a.first_nonfinite = min(a.first_nonfinite, p.first_nonfinite);
+    a.mismatches += p.mismatches;
+    a.first_mismatch = min(a.first_mismatch, p.first_mismatch);
+    a.max_abs = fmax(a.max_abs, p.max_abs);
+    a.max_rel = fmax(a.max_rel, p.max_rel);
+  }
+  const u64 first = a.unwritten ? a.first_unwritten
+                                : (a.nonfinite ? a.first_nonfinite : a.first_mismatch);
+  u64 eb = 0, gb = 0;
+  if (first < count) {
+    const u64 per = 16 / size;
+    const u64 c = first / per;
+    const int j = (int)(first % per);
+    const uint4 k = kh_keystream(c, stream, key);
+    const uint4 s = sealed[c];
+    eb = kh_bits_at(make_uint4(s.x ^ k.x, s.y ^ k.y, s.z ^ k.z, s.w ^ k.w), size, j);
+    gb = kh_bits_at(got[c], size, j);
+  }
+  u64 w[KH_RECORD_WORDS];
+  w[0] = iteration;
+  w[1] = tensor;
+  w[2] = count;
+  w[3] = a.unwritten;
+  w[4] = a.first_unwritten;
+  w[5] = a.nonfinite;
+  w[6] = a.first_nonfinite;
+  w[7] = a.mismatches;
+  w[8] = a.first_mismatch;
+  w[9] = (u64)__double_as_longlong(a.max_abs);
+  w[10] = (u64)__double_as_longlong(a.max_rel);
+  w[11] = first;
+  w[12] = eb;
+  w[13] = gb;
+  w[14] = stream;
+  w[KH_RECORD_TAG] = kh_tag(w, key);
+  for (int k = 0; k < KH_RECORD_WORDS; ++k) record[k] = w[k];
+}
+
+// Overwrites every byte of shared memory on every SM (one block of `bytes` dynamic shared
+// memory per SM, at least), so nothing a kernel leaves in shared memory reaches the next one.
+extern "C" __global__ void __launch_bounds__(KH_THREADS) kh_scrub_shared(u64 bytes, u32 value) {
+  extern __shared__ u32 smem[];
+  volatile u32* v = smem;  // volatile: stores nothing reads back must still happen
+  for (u64 i = threadIdx.x; i < bytes / 4; i += blockDim.x) v[i] = value;
+}
 )CUDA";
 
 constexpr unsigned kThreads = 256;    // KH_THREADS
 constexpr unsigned kBlocksPerSm = 8;  // grid cap: a full GPU of 256-thread blocks
-constexpr const char* kCacheTag = "kharness-harness-kernels-v1";
+constexpr const char* kCacheTag = "kharness-harness-kernels-v2";
 
 enum Distribution : int { kNormal = 0, kUniform = 1, kRange = 2 };  // KH_NORMAL, ...
 
@@ -535,6 +747,40 @@ std::uint64_t fmix64(std::uint64_t k) {  // as in the kernel source
   return k;
 }
 
+// Philox4x32-10 as the kernels compute it (philox() in the source above).
+std::array<std::uint32_t, 4> philox(std::uint64_t draw, std::uint64_t stream, std::uint64_t seed) {
+  std::array<std::uint32_t, 4> c = {static_cast<std::uint32_t>(draw),
+                                    static_cast<std::uint32_t>(draw >> 32),
+                                    static_cast<std::uint32_t>(stream),
+                                    static_cast<std::uint32_t>(stream >> 32)};
+  auto k0 = static_cast<std::uint32_t>(seed);
+  auto k1 = static_cast<std::uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    const std::uint64_t p0 = 0xD2511F53ull * c[0];
+    const std::uint64_t p1 = 0xCD9E8D57ull * c[2];
+    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
+         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+
+constexpr std::size_t kRecordWords = kCheckRecordBytes / 8;  // KH_RECORD_WORDS
+constexpr std::size_t kRecordTag = kRecordWords - 1;         // KH_RECORD_TAG
+
+// kh_tag() of the source above.
+std::uint64_t record_tag(const std::uint64_t* w, std::uint64_t key) {
+  std::uint64_t h = 0x6A09E667F3BCC908ull;
+  for (std::size_t k = 0; k < kRecordTag; ++k) {
+    auto r = philox(w[k] ^ h, 0x4B48544147000000ull | k, key);
+    h = (static_cast<std::uint64_t>(r[1]) << 32) | r[0];
+  }
+  return h;
+}
+
+constexpr std::size_t kPartialBytes = 64;  // sizeof(KhPartial)
+
 NvrtcOutput run_nvrtc(const std::string& arch, const std::vector<std::string>& options) {
   NvrtcOutput out = nvrtc_compile(kSource, "kharness_harness_kernels.cu", {}, options);
   if (out.result != NVRTC_SUCCESS || out.cubin.empty()) {
@@ -656,8 +902,22 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   fill_pattern_ = module_->function("kh_fill_pattern");
   checksum_ = module_->function("kh_checksum");
   check_pattern_ = module_->function("kh_check_pattern");
+  seal_ = module_->function("kh_seal");
+  check_sealed_ = module_->function("kh_check_sealed");
+  seal_record_ = module_->function("kh_seal_record");
+  scrub_shared_ = module_->function("kh_scrub_shared");
+  KHARNESS_CU(cu, cuDeviceGetAttribute, &shared_optin_,
+              CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+  shared_optin_ &= ~3;
+  if (shared_optin_ > 0) {
+    KHARNESS_CU(cu, cuFuncSetAttribute, scrub_shared_,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_optin_);
+    KHARNESS_CU(cu, cuFuncSetAttribute, scrub_shared_,
+                CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100);
+  }
   scratch_ = device::DeviceBuffer(16);
   sink_ = device::DeviceBuffer(16);
+  partials_ = device::DeviceBuffer(kPartialBytes * sm_count_ * kBlocksPerSm);
 }
 
 void HarnessKernels::launch(CUfunction f, const char* name, std::uint64_t work_items,
@@ -825,6 +1085,88 @@ PatternCheck HarnessKernels::check_pattern(CUdeviceptr p, std::size_t bytes,
   result.first_mismatch_byte =
       host[1] == ~0ull ? PatternCheck::npos : static_cast<std::size_t>(host[1]);
   return result;
+}
+
+void HarnessKernels::seal(CUdeviceptr src, CUdeviceptr dst, std::size_t bytes, std::uint64_t key,
+                          std::uint64_t stream_id, CUstream stream) const {
+  if (bytes == 0) return;
+  if (src % 16 != 0 || dst % 16 != 0) {
+    throw Error(ExitCode::kInternal, "seal", "regions must be 16-byte aligned");
+  }
+  std::uint64_t chunks = (bytes + 15) / 16;
+  void* params[] = {&src, &dst, &chunks, &stream_id, &key};
+  launch(seal_, "cuLaunchKernelEx(kh_seal)", chunks, stream, params);
+}
+
+void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count,
+                                  DType dtype, std::uint64_t key, std::uint64_t stream_id,
+                                  std::uint64_t poison_bits, double atol, double rtol,
+                                  std::uint64_t iteration, std::uint64_t tensor, CUdeviceptr record,
+                                  CUstream stream) const {
+  if (got % 16 != 0 || sealed % 16 != 0) {
+    throw Error(ExitCode::kInternal, "check_sealed", "regions must be 16-byte aligned");
+  }
+  int kdtype = kernel_dtype(dtype);
+  int size = static_cast<int>(dtype_size(dtype));
+  const std::uint64_t chunks = (count * static_cast<std::uint64_t>(size) + 15) / 16;
+  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
+  int parts = static_cast<int>(std::clamp<std::uint64_t>((chunks + kThreads - 1) / kThreads, 1, cap));
+  CUdeviceptr partials = partials_.ptr();
+  {
+    void* params[] = {&got, &sealed, &count, &kdtype, &size, &stream_id, &key, &poison_bits,
+                      &atol, &rtol, &partials};
+    device::LaunchConfig config;
+    config.grid = {static_cast<unsigned>(parts), 1, 1};
+    config.block = {kThreads, 1, 1};
+    config.stream = stream;
+    device::Driver::instance().check(device::launch_kernel(check_sealed_, config, params),
+                                     "cuLaunchKernelEx(kh_check_sealed)");
+  }
+  void* params[] = {&partials, &parts, &got, &sealed, &count, &size, &stream_id, &key,
+                    &iteration, &tensor, &record};
+  device::LaunchConfig config;
+  config.grid = {1, 1, 1};
+  config.block = {32, 1, 1};
+  config.stream = stream;
+  device::Driver::instance().check(device::launch_kernel(seal_record_, config, params),
+                                   "cuLaunchKernelEx(kh_seal_record)");
+}
+
+std::optional<CheckRecord> HarnessKernels::open_record(const std::uint8_t* bytes,
+                                                       std::uint64_t key) {
+  std::uint64_t w[kRecordWords];
+  std::memcpy(w, bytes, sizeof w);
+  if (record_tag(w, key) != w[kRecordTag]) return std::nullopt;
+  CheckRecord r;
+  r.iteration = w[0];
+  r.tensor = w[1];
+  r.elements = w[2];
+  r.unwritten = w[3];
+  r.first_unwritten = w[4];
+  r.nonfinite = w[5];
+  r.first_nonfinite = w[6];
+  r.mismatches = w[7];
+  r.first_mismatch = w[8];
+  std::memcpy(&r.max_abs_error, &w[9], 8);
+  std::memcpy(&r.max_rel_error, &w[10], 8);
+  r.first_index = w[11];
+  r.expected_bits = w[12];
+  r.got_bits = w[13];
+  r.stream = w[14];
+  return r;
+}
+
+void HarnessKernels::scrub_shared(std::uint32_t value, CUstream stream) const {
+  if (shared_optin_ <= 0) return;
+  std::uint64_t bytes = static_cast<std::uint64_t>(shared_optin_);
+  void* params[] = {&bytes, &value};
+  device::LaunchConfig config;
+  config.grid = {static_cast<unsigned>(sm_count_), 1, 1};
+  config.block = {kThreads, 1, 1};
+  config.shared_bytes = static_cast<unsigned>(shared_optin_);
+  config.stream = stream;
+  device::Driver::instance().check(device::launch_kernel(scrub_shared_, config, params),
+                                   "cuLaunchKernelEx(kh_scrub_shared)");
 }
 
 }  // namespace kharness::verify

@@ -57,6 +57,28 @@ struct PatternCheck {
   bool ok() const { return mismatches == 0; }
 };
 
+// One check of one output tensor of one iteration against its sealed reference, as the device
+// recorded it (kh_check_sealed + kh_seal_record). Indices are npos where there is none.
+struct CheckRecord {
+  static constexpr std::uint64_t npos = ~0ull;
+  std::uint64_t iteration = 0;
+  std::uint64_t tensor = 0;
+  std::uint64_t elements = 0;
+  std::uint64_t unwritten = 0;  // elements still holding this iteration's poison
+  std::uint64_t first_unwritten = npos;
+  std::uint64_t nonfinite = 0;  // NaN/Inf where the reference is finite
+  std::uint64_t first_nonfinite = npos;
+  std::uint64_t mismatches = 0;  // abs > atol and rel > rtol (or a non-finite reference differs)
+  std::uint64_t first_mismatch = npos;
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;
+  std::uint64_t first_index = npos;  // the failing element the bits below belong to
+  std::uint64_t expected_bits = 0;   // that element's bits (zero-extended)
+  std::uint64_t got_bits = 0;
+  std::uint64_t stream = 0;  // the keystream the reference was sealed with
+};
+inline constexpr std::size_t kCheckRecordBytes = 128;
+
 struct HarnessKernelsOptions {
   std::string arch;                                       // empty: the current context's device
   std::filesystem::path cache_dir = default_cache_dir();  // empty: no disk cache
@@ -112,6 +134,31 @@ class HarnessKernels {
                              const std::vector<std::uint8_t>& element_pattern,
                              CUstream stream) const;
 
+  // Sealed references (DESIGN §5, timed iterations): `dst` = `src` XOR a Philox keystream under
+  // `key` for `stream_id` (16-byte chunks; both 16-byte aligned, readable and writable up to the
+  // next 16-byte boundary). A candidate that finds `dst` cannot read the reference's answers in it
+  // without the key, which only ever travels as a parameter of these kernels.
+  void seal(CUdeviceptr src, CUdeviceptr dst, std::size_t bytes, std::uint64_t key,
+            std::uint64_t stream_id, CUstream stream) const;
+
+  // Enqueues the elementwise check of `count` elements of `dtype` at `got` against the reference
+  // sealed at `sealed` (same key and stream_id), by compare_output's rules (verify/compare.hpp)
+  // with `poison_bits` (this iteration's poison element) marking unwritten elements, and writes
+  // a 128-byte CheckRecord with a tag under `key` to `record` (device memory). Asynchronous;
+  // calls on one HarnessKernels share its scratch, so keep them on one stream.
+  void check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count, DType dtype,
+                    std::uint64_t key, std::uint64_t stream_id, std::uint64_t poison_bits,
+                    double atol, double rtol, std::uint64_t iteration, std::uint64_t tensor,
+                    CUdeviceptr record, CUstream stream) const;
+
+  // A record read back from the device; nullopt when its tag does not verify under `key` (a
+  // record some kernel overwrote, forged or erased).
+  static std::optional<CheckRecord> open_record(const std::uint8_t* bytes, std::uint64_t key);
+
+  // Writes `value` over all the shared memory of every SM (one block of the largest opt-in size
+  // per SM). Asynchronous.
+  void scrub_shared(std::uint32_t value, CUstream stream) const;
+
   // Throws input_error(where, ...) when fill_random cannot draw `gen` for `dtype` (see above).
   static void validate(const InputGenerator& gen, DType dtype, const std::string& where);
 
@@ -137,6 +184,12 @@ class HarnessKernels {
   CUfunction checksum_ = nullptr;
   device::DeviceBuffer sink_;  // read_through's discarded result
   CUfunction check_pattern_ = nullptr;
+  CUfunction seal_ = nullptr;
+  CUfunction check_sealed_ = nullptr;
+  CUfunction seal_record_ = nullptr;
+  CUfunction scrub_shared_ = nullptr;
+  int shared_optin_ = 0;           // bytes of dynamic shared memory a block may opt into
+  device::DeviceBuffer partials_;  // check_sealed's per-block partial results
 };
 
 }  // namespace kharness::verify

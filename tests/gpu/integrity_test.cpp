@@ -1,0 +1,160 @@
+// Timed verdicts that cannot be gamed (DESIGN §5, issue 16): every cheat in tests/fixtures/cheats
+// against the real binary, each beside an honest kernel that must still pass. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../test_util.hpp"
+#include "kharness/device.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+
+#define SKIP_WITHOUT_GPU() \
+  if (!gpu_available()) GTEST_SKIP() << "no GPU"
+
+// A few rmsnorm workloads, small to large: 1, 7, 64 and 16384 rows.
+constexpr const char* kRmsnormWorkloads = "99179b18,5024178e,e2c76f8d,082f6370";
+
+json run_json(const std::string& args, int expected_exit) {
+  auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' " + args + " 2>/dev/null");
+  EXPECT_EQ(r.exit_code, expected_exit) << args << "\n" << r.out.substr(0, 4000);
+  auto j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out.substr(0, 3000);
+  return j;
+}
+
+std::string cheat(const std::string& name) {
+  return "'" + testing::fixture("cheats/" + name).string() + "'";
+}
+
+// `check` passes it (it computes while checked) and `validate` fails it: every timed iteration
+// is checked too.
+void expect_caught_only_by_timing(const std::string& file, const std::string& op,
+                                  const std::string& workloads) {
+  json c = run_json("check " + cheat(file) + " --operator " + op + " --workloads " + workloads +
+                        " --trials 1 --seed 3 --json",
+                    0);
+  EXPECT_EQ(c["status"], "PASSED") << file << ": " << c.dump(2).substr(0, 2000);
+  json v = run_json("validate " + cheat(file) + " --operator " + op + " --workloads " +
+                        workloads + " --trials 1 --seed 3 --json",
+                    1);
+  EXPECT_EQ(v["status"], "INCORRECT_NUMERICAL") << file << ": " << v.dump(2).substr(0, 3000);
+  ASSERT_TRUE(v.contains("failure")) << v.dump(2).substr(0, 2000);
+  EXPECT_EQ(v["failure"]["kind"], "stale_output") << file << ": " << v["failure"].dump(2);
+  EXPECT_TRUE(v["failure"]["evidence"].contains("iteration")) << v["failure"].dump(2);
+  std::printf("%s: %s\n", file.c_str(), v["failure"]["message"].get<std::string>().c_str());
+}
+
+TEST(IntegrityGpu, SkipWhenTheOutputIsAlreadyFiniteIsStaleOutput) {
+  SKIP_WITHOUT_GPU();
+  expect_caught_only_by_timing("skip_if_finite.cu", "rmsnorm_h4096", kRmsnormWorkloads);
+}
+
+TEST(IntegrityGpu, ComputeOnlyOnTheCheckersPoisonIsStaleOutput) {
+  SKIP_WITHOUT_GPU();
+  expect_caught_only_by_timing("compute_if_poison.cu", "rmsnorm_h4096", kRmsnormWorkloads);
+}
+
+TEST(IntegrityGpu, ComputeOnlyOnANanOutputIsStaleOutput) {
+  SKIP_WITHOUT_GPU();
+  expect_caught_only_by_timing("compute_if_nan.cu", "rmsnorm_h4096", kRmsnormWorkloads);
+}
+
+// Issue 16's first example: three lines in the gemm_fp8 seed, timed at 3,700x before.
+TEST(IntegrityGpu, GemmFp8SkippingFiniteTilesIsStaleOutput) {
+  SKIP_WITHOUT_GPU();
+  expect_caught_only_by_timing("gemm_fp8_skip_if_c_finite.cu", "gemm_fp8", "d8ea2ff1,deae70b3");
+}
+
+TEST(IntegrityGpu, AWorkspaceAssumedZeroFailsTheCheck) {
+  SKIP_WITHOUT_GPU();
+  json c = run_json("check " + cheat("workspace_assumed_zero.cu") +
+                        " --operator rmsnorm_h4096 --workloads 99179b18 --trials 1 --seed 3 --json",
+                    1);
+  EXPECT_EQ(c["status"], "INCORRECT_NUMERICAL") << c.dump(2).substr(0, 2000);
+  EXPECT_EQ(c["failure"]["kind"], "nan_or_inf") << c["failure"].dump(2);
+}
+
+// State in __device__ globals (a result cache keyed by an input fingerprint, a %globaltimer
+// timing-loop detector) is reset before every iteration, so the shortcut never fires: the verdict
+// passes at the honest path's latency (it spins 40 us), never at a cache hit's few microseconds.
+void expect_no_shortcut(const std::string& file, const std::string& state_reset) {
+  json v = run_json("validate " + cheat(file) +
+                        " --operator rmsnorm_h4096 --workloads 99179b18,5024178e,e2c76f8d"
+                        " --trials 1 --seed 3 --json --state-reset " + state_reset,
+                    0);
+  ASSERT_EQ(v["status"], "PASSED") << file << ": " << v.dump(2).substr(0, 3000);
+  for (const auto& w : v["workloads"]) {
+    const json& c = w["timing"]["candidate"];
+    EXPECT_GE(c["latency"].get<double>(), 38e-6) << file << " " << w["uuid"] << ": " << c.dump(2);
+    EXPECT_EQ(c["integrity"]["state_reset"],
+              state_reset == "reload" ? "module reload" : "globals restored")
+        << c.dump(2);
+    std::printf("%s (%s) %s: %.1f us\n", file.c_str(), state_reset.c_str(),
+                w["uuid"].get<std::string>().substr(0, 8).c_str(),
+                c["latency"].get<double>() * 1e6);
+  }
+}
+
+TEST(IntegrityGpu, AResultCacheInDeviceGlobalsNeverHits) {
+  SKIP_WITHOUT_GPU();
+  expect_no_shortcut("input_cache.cu", "auto");
+  expect_no_shortcut("input_cache.cu", "reload");
+}
+
+TEST(IntegrityGpu, ATimingLoopDetectorNeverFires) {
+  SKIP_WITHOUT_GPU();
+  expect_no_shortcut("loop_detector.cu", "auto");
+}
+
+TEST(IntegrityGpu, NothingSurvivesInSharedMemory) {
+  SKIP_WITHOUT_GPU();
+  json v = run_json("validate " + cheat("shared_leftover.cu") + " --operator rmsnorm_h4096" +
+                        " --workloads " + kRmsnormWorkloads + " --trials 1 --seed 3 --json",
+                    0);
+  EXPECT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
+}
+
+// The honest twin of the globals cheats: an initialised __device__ table and a self-resetting
+// counter still pass, and the verdict says the globals were restored.
+TEST(IntegrityGpu, HonestDeviceGlobalsStillPass) {
+  SKIP_WITHOUT_GPU();
+  json v = run_json("validate " + cheat("honest_globals.cu") + " --operator rmsnorm_h4096" +
+                        " --workloads " + kRmsnormWorkloads + " --trials 2 --seed 3 --json",
+                    0);
+  ASSERT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
+  const json& i = v["workloads"][0]["timing"]["candidate"]["integrity"];
+  EXPECT_EQ(i["module_globals"], 2) << i.dump();
+  EXPECT_EQ(i["state_reset"], "globals restored") << i.dump();
+  EXPECT_GT(i["checked_iterations"].get<int>(), 10) << i.dump();
+}
+
+// What a PASSED timed verdict rests on is in the verdict: every timed iteration checked on the
+// device, three input sets.
+TEST(IntegrityGpu, TheSeedPassesWithEveryIterationChecked) {
+  SKIP_WITHOUT_GPU();
+  json v = run_json("validate '" +
+                        (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +
+                        "' --operator rmsnorm_h4096 --workloads " + kRmsnormWorkloads +
+                        " --seed 3 --json",
+                    0);
+  ASSERT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
+  for (const auto& w : v["workloads"]) {
+    const json& t = w["timing"];
+    EXPECT_EQ(t["input_sets"], 3) << t.dump(2);
+    for (const char* role : {"candidate", "baseline"}) {
+      const json& i = t[role]["integrity"];
+      EXPECT_EQ(i["check"], "device") << i.dump();
+      // Warmup iterations are checked too: at least the samples.
+      EXPECT_GE(i["checked_iterations"].get<int>(), t[role]["count"].get<int>()) << t.dump(2);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kharness
