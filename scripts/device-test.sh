@@ -239,20 +239,20 @@ PY
 step bench-aa need_binary scripts/bench-aa.sh "$KHARNESS"
 # Issue 16's cheats and their honest twins (tests/fixtures/cheats), each through the command a user
 # runs, against the verdict it must get; one table line per fixture.
-CHEATS=(
-  "skip_if_finite.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
-  "compute_if_poison.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
-  "compute_if_nan.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
-  "gemm_fp8_skip_if_c_finite.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|INCORRECT_NUMERICAL|stale_output"
-  "workspace_assumed_zero.cu|rmsnorm_h4096|99179b18,e2c76f8d|check|INCORRECT_NUMERICAL|nan_or_inf"
-  "hang_first_launch.cu|rmsnorm_h4096|99179b18|validate|TIMEOUT|timeout"
-  "input_cache.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
-  "loop_detector.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
-  "shared_leftover.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
-  "honest_globals.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
-)
 cheats() {
   local rc=0 entry file op wl cmd status kind path
+  local CHEATS=(
+    "skip_if_finite.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
+    "compute_if_poison.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
+    "compute_if_nan.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|INCORRECT_NUMERICAL|stale_output"
+    "gemm_fp8_skip_if_c_finite.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|INCORRECT_NUMERICAL|stale_output"
+    "workspace_assumed_zero.cu|rmsnorm_h4096|99179b18,e2c76f8d|check|INCORRECT_NUMERICAL|nan_or_inf"
+    "hang_first_launch.cu|rmsnorm_h4096|99179b18|validate|TIMEOUT|timeout"
+    "input_cache.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
+    "loop_detector.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
+    "shared_leftover.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    "honest_globals.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+  )
   : >"$LOGS/cheats-table.txt"
   printf '%-30s %-9s %-20s %-20s %-22s %8s %s\n' fixture command expected "" got seconds ok \
     | tee -a "$LOGS/cheats-table.txt"

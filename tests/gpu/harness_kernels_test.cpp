@@ -4,6 +4,8 @@
 // answers).
 #include "verify/harness_kernels.hpp"
 
+#include "verify/compare.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -444,6 +446,95 @@ TEST_F(HarnessKernelsGpuTest, DeviceBufferTransfersAreOrderedWithNonBlockingStre
     EXPECT_EQ(std::count(host.begin(), host.end(), pattern), static_cast<std::ptrdiff_t>(bytes))
         << "download ran before the kernel that writes the buffer";
   }
+}
+
+
+// The device check of a timed iteration (check_sealed) against the host comparator it stands
+// for (compare_output): the same counts and first indices for every dtype and kind of damage,
+// the sealed copy not readable as the reference, and a record that authenticates only untouched
+// and under its key.
+TEST_F(HarnessKernelsGpuTest, SealedCheckAgreesWithTheHostComparator) {
+  const Tolerance tol{1e-2, 1e-2, 1.0};
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3,
+                      DType::kInt32, DType::kInt64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::size_t size = dtype_size(dtype);
+    const std::size_t count = 100003;  // not a multiple of any chunk
+    const std::size_t padded = (count * size + 15) / 16 * 16;
+    device::DeviceBuffer expected(padded + 16), got(padded + 16), sealed(padded), record(128);
+    k().fill_random(expected.ptr(), count, dtype, is_floating(dtype) ? normal(0, 1) : bounded("range", -50, 50),
+                    7, 1, stream());
+    std::vector<std::uint8_t> e = download(expected.ptr(), count * size);
+    // Damage: a run of unwritten elements (this iteration's poison), a NaN, a few far off, a
+    // few within tolerance.
+    std::vector<std::uint8_t> g = e;
+    const auto poison = iteration_poison_element(dtype, 0x1234567);
+    for (std::size_t i = 5000; i < 5010; ++i) std::memcpy(&g[i * size], poison.data(), size);
+    for (std::size_t i : {77u, 90000u}) {
+      const double v = to_double(dtype, &e[i * size]);
+      from_double(dtype, v * 3 + 7, &g[i * size]);
+    }
+    // (e4m3's only NaN is the host's fixed poison: the host would count it as unwritten.)
+    if (is_floating(dtype) && dtype != DType::kFloat8E4M3)
+      from_double(dtype, std::nan(""), &g[123 * size]);
+    from_double(dtype, to_double(dtype, &e[500 * size]) * (1 + 1e-3), &g[500 * size]);
+    upload(got.ptr(), g.data(), g.size());
+    const std::uint64_t key = 0xFEEDFACECAFEBEEFull;
+    k().seal(expected.ptr(), sealed.ptr(), count * size, key, 9, stream());
+    std::vector<std::uint8_t> sealed_bytes = download(sealed.ptr(), count * size);
+    EXPECT_NE(sealed_bytes, e) << "the sealed copy holds the reference in plain";
+    std::uint64_t poison_bits = 0;
+    std::memcpy(&poison_bits, poison.data(), size);
+    k().check_sealed(got.ptr(), sealed.ptr(), count, dtype, key, 9, poison_bits, tol.atol,
+                     tol.rtol, 42, 0, record.ptr(), stream());
+    std::vector<std::uint8_t> raw = download(record.ptr(), 128);
+    auto r = HarnessKernels::open_record(raw.data(), key);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->iteration, 42u);
+    EXPECT_EQ(r->elements, count);
+    EXPECT_EQ(r->stream, 9u);
+    // The host comparator, with this iteration's poison as the unwritten marker.
+    std::vector<std::uint8_t> g_host = g;
+    const auto fixed = poison_element(dtype);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (std::memcmp(&g[i * size], poison.data(), size) == 0)
+        std::memcpy(&g_host[i * size], fixed.data(), size);
+    }
+    verify::OutputCheck host =
+        verify::compare_output("t", dtype, e.data(), g_host.data(), count, tol, 1);
+    EXPECT_EQ(r->unwritten, host.poison_left);
+    EXPECT_EQ(r->first_unwritten, static_cast<std::uint64_t>(host.first_poison));
+    EXPECT_EQ(r->nonfinite, host.nonfinite);
+    EXPECT_EQ(r->mismatches, host.comparison.mismatches);
+    EXPECT_EQ(static_cast<std::int64_t>(r->first_mismatch), host.comparison.first_bad_index);
+    EXPECT_DOUBLE_EQ(r->max_abs_error, host.comparison.max_abs_error);
+    EXPECT_EQ(r->first_index, 5000u);  // the first unwritten element, as output_failure orders
+    std::uint64_t want_got = 0;
+    std::memcpy(&want_got, poison.data(), size);
+    EXPECT_EQ(r->got_bits, want_got);
+    // Tampered or under another key: refused.
+    EXPECT_FALSE(HarnessKernels::open_record(raw.data(), key ^ 1).has_value());
+    for (std::size_t byte : {0u, 24u, 56u, 100u, 127u}) {
+      std::vector<std::uint8_t> bad = raw;
+      bad[byte] ^= 0x10;
+      EXPECT_FALSE(HarnessKernels::open_record(bad.data(), key).has_value()) << byte;
+    }
+    // Every element written right: nothing counted.
+    upload(got.ptr(), e.data(), e.size());
+    k().check_sealed(got.ptr(), sealed.ptr(), count, dtype, key, 9, poison_bits, tol.atol,
+                     tol.rtol, 43, 0, record.ptr(), stream());
+    raw = download(record.ptr(), 128);
+    r = HarnessKernels::open_record(raw.data(), key);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->unwritten + r->nonfinite + r->mismatches, 0u);
+  }
+}
+
+// Shared memory written by one kernel is not what the next finds once it has been scrubbed.
+TEST_F(HarnessKernelsGpuTest, ScrubSharedRuns) {
+  k().scrub_shared(0xDEADBEEFu, stream());
+  k().scrub_shared(0x01234567u, stream());
+  stream_->synchronize();
 }
 
 }  // namespace

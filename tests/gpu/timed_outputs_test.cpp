@@ -81,6 +81,8 @@ class TimedOutputsTest : public ::testing::Test {
   CompileResult reference_compiled_;
 };
 
+constexpr std::uint64_t kKey = 0x0123456789ABCDEFull;
+
 TEST_F(TimedOutputsTest, CorrectKernelPassesEverySetAndUnlaunchedSetIsStale) {
   Solution seed = load_solution(*op_->seed);
   CompileResult compiled = compile_solution(seed, &op_->definition, &op_->workloads, options_);
@@ -88,48 +90,58 @@ TEST_F(TimedOutputsTest, CorrectKernelPassesEverySetAndUnlaunchedSetIsStale) {
   verify::CheckOptions check;
   check.seed = 11;
   verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&seed, &compiled},
-                             workload(64), 2, check);
-  ASSERT_EQ(timed.sets(), 2);
+                             workload(64), 3, check, 4, kKey);
+  ASSERT_EQ(timed.sets(), 3);
+  ASSERT_TRUE(timed.checked_on_device());
   device::Module module(compiled.cubin);
   device::PlanLauncher launcher(seed.plan, compiled.kernels, module);
   device::Stream stream;
-  for (int set = 0; set < 2; ++set) {
-    timed.poison(set, stream.get());
+  for (int set = 0; set < 3; ++set) {
+    const auto poison = verify::iteration_poison(op_->definition, 100 + set);
+    timed.poison(set, poison, stream.get());
     ASSERT_TRUE(launcher.launch(timed.env(set), stream.get(), true).ok);
-    auto failure = timed.verify(set);
+    auto failure = timed.check_now(set, set, poison, stream.get());
     EXPECT_FALSE(failure.has_value()) << failure->message;
   }
-  // Poisoned and not computed again: the check must see it.
-  timed.poison(1, stream.get());
-  stream.synchronize();
-  auto stale = timed.verify(1);
-  ASSERT_TRUE(stale.has_value());
-  EXPECT_EQ(stale->kind, "stale_output");
-  EXPECT_EQ(stale->evidence["cause"], "output_not_written");
+  // Poisoned and not computed again: the check must see it, naming the iteration.
+  for (std::uint64_t draw : {4u, 5u, 6u, 7u}) {  // NaN and finite poisons alike
+    const auto poison = verify::iteration_poison(op_->definition, draw);
+    timed.poison(1, poison, stream.get());
+    auto stale = timed.check_now(1, 40 + draw, poison, stream.get());
+    ASSERT_TRUE(stale.has_value()) << draw;
+    EXPECT_EQ(stale->kind, "stale_output");
+    EXPECT_EQ(stale->evidence["iteration"], 40 + draw);
+    EXPECT_EQ(stale->evidence["input_set"], 1);
+    const std::string cause = stale->evidence["cause"];
+    EXPECT_TRUE(cause == "output_not_written" || cause == "tolerance") << cause;
+  }
 }
 
-TEST_F(TimedOutputsTest, KernelFastOnlyOnRepeatsIsCaughtWhenInputsRotate) {
+// As the timing loop runs it: every iteration poisoned with a fresh pattern and checked; a kernel
+// correct only on a module's first launch is caught at its second iteration.
+TEST_F(TimedOutputsTest, KernelFastOnlyOnRepeatsIsCaughtAtItsSecondIteration) {
   Solution cheat = parse_single_file_solution(kFirstLaunchOnly, "first_launch_only.cu");
   CompileResult compiled = compile_solution(cheat, &op_->definition, &op_->workloads, options_);
   ASSERT_TRUE(compiled.ok()) << compiled.log;
   verify::CheckOptions check;
   check.seed = 12;
   verify::TimedOutputs timed(*op_, {&reference_, &reference_compiled_}, {&cheat, &compiled},
-                             workload(128), 2, check);
+                             workload(128), 3, check, 8, kKey);
   device::Module module(compiled.cubin);
   device::PlanLauncher launcher(cheat.plan, compiled.kernels, module);
   device::Stream stream;
-  // Iterations rotate the sets; each set's outputs are poisoned before its last iteration.
   for (int iteration = 0; iteration < 6; ++iteration) {
-    int set = iteration % 2;
-    if (iteration >= 4) timed.poison(set, stream.get());
+    const int set = iteration % 3;
+    const auto poison = verify::iteration_poison(op_->definition, 1000 + iteration);
+    timed.poison(set, poison, stream.get());
     ASSERT_TRUE(launcher.launch(timed.env(set), stream.get(), false).ok);
+    timed.enqueue_check(set, iteration, poison, stream.get());
   }
-  stream.synchronize();
-  auto first = timed.verify(0);
-  auto second = timed.verify(1);
-  ASSERT_TRUE(first.has_value() || second.has_value());
-  EXPECT_EQ((first ? first : second)->kind, "stale_output");
+  auto f = timed.collect(stream.get());
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, "stale_output");
+  EXPECT_EQ(f->evidence["iteration"], 1) << f->message;
+  EXPECT_FALSE(timed.integrity(stream.get()).has_value());
 }
 
 }  // namespace
