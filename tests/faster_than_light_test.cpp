@@ -15,6 +15,7 @@
 #include "cli/common.hpp"
 #include "controller/search.hpp"
 #include "kharness/definition.hpp"
+#include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/report.hpp"
 #include "kharness/verdict.hpp"
@@ -88,6 +89,31 @@ TEST(LightCeilings, TheFastestPeakAndTheHighestBandwidthWithTheirSources) {
   EXPECT_NEAR(bus.bandwidth, 6144 / 8.0 * 3201e6 * 2, 1);
   EXPECT_EQ(bus.bandwidth_source, "bus width x memory clock");
   EXPECT_EQ(bus.l2_bytes, 64 << 20);  // the larger L2
+}
+
+TEST(LowerBound, MinFormulasParseRoundTripAndWin) {
+  const std::string text = R"J({"name": "gather", "op_type": "gather",
+    "axes": {"n": {"type": "var"}},
+    "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+    "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+    "kharness": {"flops": "0", "bytes": "8 * n", "min_bytes": "4 * n + 4"}})J";
+  Definition d = parse_definition_text(text, "gather.json");
+  ASSERT_TRUE(d.kharness.min_bytes);
+  EXPECT_FALSE(d.kharness.min_flops);
+  Definition again = parse_definition(to_json(d), "again");
+  ASSERT_TRUE(again.kharness.min_bytes);
+  EXPECT_EQ(again.kharness.min_bytes->text(), "4 * n + 4");
+  // min_bytes wins: 4n + 4 bytes, of which the 4n of outputs fit in L2.
+  LowerBound b = physical_lower_bound(d, {{"n", 1000}}, h200_ceilings());
+  EXPECT_DOUBLE_EQ(b.formula_bytes, 4004);
+  EXPECT_DOUBLE_EQ(b.dram_bytes, 4);
+  EXPECT_THROW(parse_definition_text(
+                   R"J({"name": "g", "op_type": "g", "axes": {"n": {"type": "var"}},
+                        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+                        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+                        "kharness": {"min_bytes": "4 * m"}})J",
+                   "bad.json"),
+               Error);
 }
 
 TEST(LowerBound, GemmIsComputeAtLargeMAndReadsTheWeightsAtSmallM) {
