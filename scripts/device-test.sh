@@ -162,7 +162,10 @@ print(f.get("seed") or "-", f.get("baseline") or "-")')
   python3 - "$LOGS" <<'PY' | tee "$LOGS/operators-table.txt"
 import glob, json, os, sys
 def us(v): return f"{v*1e6:.1f}"
-print(f"{'operator':55s} {'wl':>3s} {'status':8s} {'seed us (min-max)':>22s} {'baseline us (min-max)':>24s} {'seed % SOL':>13s}")
+# Faster than light (DESIGN §5): "ftl" is SUSPECT when the seed's verdict is; "seed/lb" and
+# "base/lb" are the least latency / physical lower bound over the workloads (below 0.95 flags).
+print(f"{'operator':55s} {'wl':>3s} {'status':8s} {'seed us (min-max)':>22s} {'baseline us (min-max)':>24s} {'seed % SOL':>13s} "
+      f"{'ftl':>7s} {'seed/lb':>8s} {'base/lb':>8s}")
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "validate-*.json"))):
     op = os.path.basename(f)[len("validate-"):-len(".json")]
     try:
@@ -174,8 +177,14 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "validate-*.json"))):
     base = [w["timing"]["baseline"]["latency"] for w in ws if "baseline" in w.get("timing", {})]
     sol = [100 * w["timing"]["sol"]["fraction"] for w in ws if "sol" in w.get("timing", {})]
     rng = lambda xs, f: f"{f(min(xs))}-{f(max(xs))}" if xs else "-"
+    def over_bound(role):
+        xs = [w["timing"][role]["latency"] / w["timing"]["lower_bound"]["seconds"] for w in ws
+              if role in w.get("timing", {}) and w["timing"].get("lower_bound", {}).get("seconds")]
+        return f"{min(xs):.2f}" if xs else "-"
+    ftl = "SUSPECT" if v.get("suspect") else "ok"
     print(f"{op:55s} {len(ws):3d} {v.get('status','?'):8s} {rng(seed, us):>22s} {rng(base, us):>24s} "
-          f"{rng(sol, lambda x: f'{x:.1f}'):>13s}")
+          f"{rng(sol, lambda x: f'{x:.1f}'):>13s} {ftl:>7s} {over_bound('candidate'):>8s} "
+          f"{over_bound('baseline'):>8s}")
 PY
   return $rc
 }

@@ -132,6 +132,31 @@ TEST(Archive, RoundTrip) {
   EXPECT_EQ(again.candidates().size(), 2u);
 }
 
+// A PASSED verdict timed faster than light keeps its status and verdict (the cache reuses it as
+// it is), but is never the best nor counted as passed.
+TEST(Archive, SuspectCandidatesAreNeverBest) {
+  testing::TempDir tmp;
+  Archive a(tmp.path());
+  std::string run = a.begin_run({{"command", "score"}});
+  std::string honest = a.add_candidate(run, full_record("honest", 1.2));
+  CandidateRecord cheat = full_record("cheat", 40.0);
+  cheat.verdict->suspect = kFasterThanLight;
+  cheat.verdict->workloads[0].suspect =
+      Failure{kFasterThanLight, "timed 0.1 us, below the physical lower bound", {}};
+  std::string id = a.add_candidate(run, cheat);
+  EXPECT_EQ(a.best("rmsnorm")->id, honest);
+  EXPECT_EQ(a.runs()[0].passed, 1);
+  EXPECT_DOUBLE_EQ(a.runs()[0].best_speedup, 1.2);
+  StoredCandidate stored = a.load(id);
+  EXPECT_EQ(stored.summary.status, "PASSED");
+  EXPECT_EQ(stored.summary.failure_kind, "faster_than_light");
+  EXPECT_FALSE(stored.summary.clean_pass());
+  ASSERT_TRUE(stored.record.verdict);
+  EXPECT_EQ(stored.record.verdict->suspect, kFasterThanLight);
+  ASSERT_TRUE(stored.record.verdict->workloads[0].suspect);
+  EXPECT_EQ(a.find_cached("key-cheat")->id, id);
+}
+
 TEST(Archive, FailedAndCachedCandidates) {
   testing::TempDir tmp;
   Archive a(tmp.path());

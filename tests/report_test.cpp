@@ -275,7 +275,8 @@ TEST(ReportJson, RoundTrips) {
   json back = json::parse(j.dump(-1, ' ', false, json::error_handler_t::replace));
   EXPECT_EQ(back["schema"], "kharness.score/1");
   EXPECT_EQ(back["generated_at"], "2025-01-31T12:00:00Z");
-  EXPECT_EQ(back["summary"], json({{"solutions", 5}, {"passed", 2}, {"failed", 3}}));
+  EXPECT_EQ(back["summary"],
+            json({{"solutions", 5}, {"passed", 2}, {"suspect", 0}, {"failed", 3}}));
   ASSERT_EQ(back["solutions"].size(), verdicts.size());
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
     Verdict v = verdict_from_json(back["solutions"][i]);

@@ -68,6 +68,7 @@ struct CandidateSummary {
   std::string origin;
   std::string created_at;  // ISO-8601 UTC
   std::string status;      // verdict status name; "" when there is no verdict
+  // For a PASSED verdict: its suspect marker ("faster_than_light"), "" when clean.
   std::string failure_kind;
   std::string failure_message;
   double mean_speedup = 0.0;  // 0 when not timed
@@ -78,6 +79,8 @@ struct CandidateSummary {
   std::string cache_key;
   std::string cached_from;
   std::filesystem::path dir;  // its artifact folder
+
+  bool clean_pass() const { return status == "PASSED" && failure_kind.empty(); }
 };
 
 struct RunSummary {
@@ -90,7 +93,7 @@ struct RunSummary {
   nlohmann::json info;        // as given to begin_run, scrubbed
   int candidates = 0;
   int passed = 0;
-  double best_speedup = 0.0;  // best mean speedup among PASSED candidates
+  double best_speedup = 0.0;  // best mean speedup among clean PASSED (not suspect) candidates
 };
 
 // A candidate with its files read back.
@@ -151,7 +154,7 @@ class Archive {
   // In insertion order; empty filters match everything.
   std::vector<CandidateSummary> candidates(const std::string& run_id = "",
                                            const std::string& operator_name = "") const;
-  // The PASSED candidate with the highest mean speedup (then the newest) for the operator.
+  // The clean PASSED (not suspect) candidate with the highest mean speedup (then the newest).
   std::optional<CandidateSummary> best(const std::string& operator_name) const;
   // One best candidate per operator that has a PASSED one, by operator name.
   std::vector<CandidateSummary> best_per_operator() const;

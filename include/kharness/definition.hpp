@@ -55,7 +55,12 @@ struct KharnessSpec {
   std::map<std::string, InputGenerator> inputs;
   std::optional<Expr> flops;  // floating-point operations of one call, over the axes
   std::optional<Expr> bytes;  // minimum DRAM bytes moved by one call, over the axes
-  std::string baseline;       // folder of the baseline solution, relative to the operator folder
+  // What any correct kernel must do whatever the inputs' values, where flops/bytes count work
+  // that depends on them (an expected routing, ids that may repeat, padding that may be skipped).
+  // The faster-than-light bound rests on these (absent: on flops/bytes). DESIGN §5.
+  std::optional<Expr> min_flops;
+  std::optional<Expr> min_bytes;
+  std::string baseline;  // folder of the baseline solution, relative to the operator folder
   std::map<std::string, double> constants;  // named constants of the semantics (e.g. eps)
   std::string comparator = "elementwise";  // how outputs are compared (verify/compare.hpp registry)
   bool present = false;                    // false for a plain FlashInfer-Bench definition

@@ -16,11 +16,15 @@ namespace kharness::report {
 // <failure type="KIND" message="...">evidence JSON</failure>. A failed solution with no failed
 // workload (compile error, rejected plan, timeout between workloads) gets one extra testcase
 // named "compile" (COMPILE_ERROR) or "solution" holding the solution's failure. A passed solution
-// with no workload (--compile-only) gets one passing testcase named "compile".
+// with no workload (--compile-only) gets one passing testcase named "compile". A workload timed
+// faster than light (WorkloadVerdict::suspect) is a <failure type="faster_than_light">: the
+// suspect verdict exits 1, and a CI report must not show green where the gate is red.
 std::string to_junit(const std::vector<Verdict>& verdicts, const std::string& suite_name);
 
-// A Markdown leaderboard for a CI job summary: one row per solution, ranked passed first, then
-// mean speedup (descending), then name; then, per workload, the best passing solution.
+// A Markdown leaderboard for a CI job summary: one row per solution, ranked clean passes first,
+// then suspect passes (status "PASSED (SUSPECT)", failure "suspect: faster_than_light", under a
+// warning line), then failures; within each, mean speedup (descending), then name; then, per
+// workload, the best passing solution (never a suspect one).
 std::string to_markdown(const std::vector<Verdict>& verdicts);
 
 struct TraceOptions {
@@ -37,11 +41,14 @@ struct TraceOptions {
 
 // FlashInfer-Bench Trace lines (JSON Lines, one per solution × workload, each ending in '\n').
 // Statuses map one to one except REJECTED, which FlashInfer-Bench lacks: it is written as
-// COMPILE_ERROR with "REJECTED" at the start of evaluation.log.
+// COMPILE_ERROR with "REJECTED" at the start of evaluation.log, and a workload timed faster than
+// light, which FlashInfer-Bench would rank, as RUNTIME_ERROR with "SUSPECT" at the start of its
+// log (the suspect solution's other workloads keep their status, the log naming the suspicion).
 std::string to_traces_jsonl(const std::vector<Verdict>& verdicts, const TraceOptions& options = {});
 
 // {"schema": "kharness.score/1", "generated_at": ISO-8601 UTC, "solutions": [verdict JSON...],
-//  "summary": {"solutions", "passed", "failed"}}. `generated_at` empty means now.
+//  "summary": {"solutions", "passed", "suspect", "failed"}}: passed counts clean passes, suspect
+//  the PASSED verdicts timed faster than light. `generated_at` empty means now.
 nlohmann::json to_report_json(const std::vector<Verdict>& verdicts,
                               const std::string& generated_at = "");
 

@@ -45,14 +45,23 @@ struct TrialResult {
   double seconds = 0.0;
 };
 
+// The suspect marker of a verdict timed below a physical lower bound (DESIGN §5): its status stays
+// PASSED (the outputs were right), but the time cannot be real, so it exits 1, ranks below every
+// clean PASS and is never promoted.
+inline constexpr const char* kFasterThanLight = "faster_than_light";
+
 struct WorkloadVerdict {
   std::string uuid;
   nlohmann::json axes = nlohmann::json::object();
   Status status = Status::kPassed;
   std::optional<Failure> failure;  // the first failing trial's
   std::vector<TrialResult> trials;
-  // Timing stage: protocol, candidate and baseline latency statistics, speedup, speed-of-light.
+  // Timing stage: protocol, candidate and baseline latency statistics, speedup, speed-of-light,
+  // the physical lower bound (timing.lower_bound).
   nlohmann::json timing = nlohmann::json::object();
+  // Set when the candidate was timed below the physical lower bound: kind "faster_than_light",
+  // evidence {latency, bound_seconds, term, flops, dram_bytes, peak_flops, bandwidth, ...}.
+  std::optional<Failure> suspect;
 };
 
 struct Verdict {
@@ -61,6 +70,9 @@ struct Verdict {
   std::string definition;  // operator name
   Status status = Status::kPassed;
   std::optional<Failure> failure;  // the first failure, for one-line summaries
+  // "" or kFasterThanLight: some workload's time is physically impossible (its `suspect` says
+  // which and why). Independent of `status`.
+  std::string suspect;
   std::vector<WorkloadVerdict> workloads;
   std::string worker_stderr;  // bounded
   bool worker_stderr_truncated = false;
@@ -73,6 +85,10 @@ struct Verdict {
   nlohmann::json score = nlohmann::json::object();  // mean and geometric-mean speedup, fast_p, SOL
 
   bool passed() const { return status == Status::kPassed; }
+  // PASSED and not suspect: what exits 0, ranks, and may be promoted.
+  bool clean_pass() const { return passed() && suspect.empty(); }
+  // The first suspect workload, or nullptr.
+  const WorkloadVerdict* first_suspect() const;
 };
 
 nlohmann::json to_json(const Failure& failure);

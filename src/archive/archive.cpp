@@ -323,6 +323,10 @@ void remove_abandoned_folders(const fs::path& candidates) {
   }
 }
 
+// PASSED and not suspect (a suspect verdict's failure_kind holds its marker).
+constexpr const char* kCleanPass =
+    "v.status = 'PASSED' AND (v.failure_kind IS NULL OR v.failure_kind = '')";
+
 constexpr const char* kCandidateColumns =
     "c.id, c.run_id, c.seq, c.step, c.parent_id, c.name, c.operator, c.origin, c.created_at, "
     "v.status, v.failure_kind, v.failure_message, v.mean_speedup, v.geomean_speedup, "
@@ -535,8 +539,12 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
                 "mean_speedup, geomean_speedup, mean_sol_fraction, seconds, gpu) "
                 "VALUES (?,?,?,?,?,?,?,?,?)");
     s.bind(1, id).bind(2, std::string(status_name(v.status)));
-    s.bind_or_null(3, v.failure ? v.failure->kind : "");
-    s.bind_or_null(4, v.failure ? scrub_secrets(v.failure->message) : "");
+    // A suspect PASSED verdict keeps its status; its marker goes where a failure's kind would.
+    const WorkloadVerdict* suspect = v.first_suspect();
+    s.bind_or_null(3, v.failure ? v.failure->kind : v.suspect);
+    s.bind_or_null(4, v.failure ? scrub_secrets(v.failure->message)
+                      : suspect ? scrub_secrets(suspect->suspect->message)
+                                : "");
     s.bind(5, v.score.value("mean_speedup", 0.0)).bind(6, v.score.value("geomean_speedup", 0.0));
     s.bind(7, v.score.value("mean_sol_fraction", 0.0)).bind(8, v.seconds);
     s.bind_or_null(9, v.environment.is_object() ? v.environment.value("gpu", "") : "");
@@ -553,7 +561,7 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
       };
       r.bind(1, id).bind(2, w.uuid).bind(3, w.axes.dump());
       r.bind(4, std::string(status_name(w.status)));
-      r.bind_or_null(5, w.failure ? w.failure->kind : "");
+      r.bind_or_null(5, w.failure ? w.failure->kind : w.suspect ? w.suspect->kind : "");
       r.bind(6, number("candidate", "latency")).bind(7, number("baseline", "latency"));
       r.bind(8, w.timing.contains("speedup") && w.timing["speedup"].is_number()
                     ? w.timing["speedup"].get<double>()
@@ -568,12 +576,13 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
 
 std::vector<RunSummary> Archive::runs() const {
   Statement s(impl_->db,
-              "SELECT r.id, r.started_at, r.finished_at, r.state, r.command, r.operator, r.info, "
-              "COUNT(c.id), SUM(CASE WHEN v.status = 'PASSED' THEN 1 ELSE 0 END), "
-              "MAX(CASE WHEN v.status = 'PASSED' THEN v.mean_speedup END) "
-              "FROM runs r LEFT JOIN candidates c ON c.run_id = r.id "
-              "LEFT JOIN verdicts v ON v.candidate_id = c.id "
-              "GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC");
+              fmt::format("SELECT r.id, r.started_at, r.finished_at, r.state, r.command, "
+                          "r.operator, r.info, COUNT(c.id), SUM(CASE WHEN {0} THEN 1 ELSE 0 END), "
+                          "MAX(CASE WHEN {0} THEN v.mean_speedup END) "
+                          "FROM runs r LEFT JOIN candidates c ON c.run_id = r.id "
+                          "LEFT JOIN verdicts v ON v.candidate_id = c.id "
+                          "GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC",
+                          kCleanPass));
   std::vector<RunSummary> out;
   while (s.step()) {
     RunSummary r;
@@ -622,7 +631,8 @@ std::vector<CandidateSummary> Archive::candidates(const std::string& run_id,
 
 std::optional<CandidateSummary> Archive::best(const std::string& operator_name) const {
   std::optional<CandidateSummary> best;
-  for (auto& c : impl_->query("WHERE c.operator = ? AND v.status = 'PASSED'", {operator_name})) {
+  for (auto& c :
+       impl_->query(fmt::format("WHERE c.operator = ? AND {}", kCleanPass), {operator_name})) {
     if (!best || c.mean_speedup >= best->mean_speedup) best = c;
   }
   return best;

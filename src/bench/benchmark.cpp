@@ -657,6 +657,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
         // fraction stays in its record but not in the verdict's mean.
         if (wv.status == Status::kPassed) sol_fractions.push_back(fraction);
       }
+      flag_faster_than_light(op.definition, w->bindings(op.definition), specs, *gpu,
+                             env.driver.nvidia_version, wv, verdict);
     }
     if (wv.timing.contains("speedup")) speedups.push_back(wv.timing["speedup"].get<double>());
     if (wv.status != Status::kPassed && verdict.status == Status::kPassed) {

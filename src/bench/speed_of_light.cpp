@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
+#include "bench/measure.hpp"
 #include "core/json_util.hpp"
 #include "kharness/dtype.hpp"
 #include "kharness/error.hpp"
@@ -206,6 +208,171 @@ SolEstimate speed_of_light(const GpuSpec& gpu, const Definition& definition, con
 double sol_fraction(double sol_seconds, double measured_seconds) {
   if (!(sol_seconds > 0.0) || !(measured_seconds > 0.0)) return 0.0;
   return sol_seconds / measured_seconds;
+}
+
+LightCeilings light_ceilings(const GpuSpec& datasheet, const MeasuredPeaks* measured,
+                             const GpuInfo& device) {
+  LightCeilings c;
+  c.gpu = datasheet.match;
+  std::string measured_source = measured ? "measured " + measured->measured_at : "";
+  for (const auto& [dtype, rate] : datasheet.peak_flops) {
+    if (rate > c.peak_flops) {
+      c.peak_flops = rate;
+      c.peak_dtype = dtype;
+      c.peak_source = "datasheet";
+    }
+  }
+  if (measured) {
+    for (const auto& [dtype, rate] : measured->gemm_flops) {
+      if (rate > c.peak_flops) {
+        c.peak_flops = rate;
+        c.peak_dtype = dtype;
+        c.peak_source = measured_source;
+      }
+    }
+  }
+  auto consider = [&](double bandwidth, const std::string& source) {
+    if (std::isfinite(bandwidth) && bandwidth > c.bandwidth) {
+      c.bandwidth = bandwidth;
+      c.bandwidth_source = source;
+    }
+  };
+  consider(datasheet.dram_bandwidth, "datasheet");
+  // The spec's measured copy rate is ours, from an earlier machine; doctor's is this one's.
+  consider(datasheet.measured_copy_bandwidth, "datasheet (measured copy)");
+  if (measured) consider(measured->copy_bandwidth, measured_source);
+  // Double data rate: bytes/s = bus bits / 8 * clock * 2. NVML's memory clock of HBM follows this
+  // convention (H100 SXM: 5120 bits at 2619 MHz = 3.35 TB/s, its datasheet figure).
+  int clock = device.max_memory_clock_mhz.value_or(device.memory_clock_mhz.value_or(0));
+  if (device.memory_bus_width_bits > 0 && clock > 0) {
+    consider(device.memory_bus_width_bits / 8.0 * clock * 1e6 * 2.0, "bus width x memory clock");
+  }
+  c.l2_bytes = std::max<std::int64_t>(datasheet.l2_bytes, device.l2_cache_bytes);
+  return c;
+}
+
+nlohmann::json LowerBound::to_json() const {
+  return {{"seconds", seconds},
+          {"term", term},
+          {"compute_seconds", compute_seconds},
+          {"memory_seconds", memory_seconds},
+          {"flops", flops},
+          {"flops_formula", flops_formula},
+          {"formula_bytes", formula_bytes},
+          {"bytes_formula", bytes_formula},
+          {"output_bytes", output_bytes},
+          {"dram_bytes", dram_bytes},
+          {"l2_bytes", ceilings.l2_bytes},
+          {"gpu", ceilings.gpu},
+          {"peak_flops", ceilings.peak_flops},
+          {"peak_dtype", ceilings.peak_dtype},
+          {"peak_source", ceilings.peak_source},
+          {"bandwidth", ceilings.bandwidth},
+          {"bandwidth_source", ceilings.bandwidth_source},
+          {"margin", kFasterThanLightMargin},
+          {"note", note}};
+}
+
+LowerBound physical_lower_bound(const Definition& definition, const Bindings& axes,
+                                const LightCeilings& ceilings) {
+  LowerBound b;
+  b.ceilings = ceilings;
+  const KharnessSpec& k = definition.kharness;
+  const bool own_flops = k.min_flops.has_value(), own_bytes = k.min_bytes.has_value();
+  const char* flops_name = own_flops ? "min_flops" : "flops";
+  const char* bytes_name = own_bytes ? "min_bytes" : "bytes";
+  const std::optional<Expr>& flops_expr = own_flops ? k.min_flops : k.flops;
+  const std::optional<Expr>& bytes_expr = own_bytes ? k.min_bytes : k.bytes;
+  if (flops_expr) b.flops_formula = fmt::format("kharness.{}: {}", flops_name, flops_expr->text());
+  if (bytes_expr) b.bytes_formula = fmt::format("kharness.{}: {}", bytes_name, bytes_expr->text());
+  std::optional<double> flops = eval_formula(flops_expr, flops_name, axes, b.note);
+  std::optional<double> bytes = eval_formula(bytes_expr, bytes_name, axes, b.note);
+  if (flops && *flops > 0 && ceilings.peak_flops > 0) {
+    b.flops = *flops;
+    b.compute_seconds = b.flops / ceilings.peak_flops;
+  }
+  if (bytes && *bytes > 0 && ceilings.bandwidth > 0) {
+    b.formula_bytes = *bytes;
+    // Outputs as the definition shapes them; in doubles, so no product overflows.
+    std::optional<double> outputs = 0.0;
+    for (const auto& t : definition.outputs) {
+      try {
+        double n = static_cast<double>(dtype_size(t.dtype));
+        for (std::int64_t d : tensor_shape(t, axes)) n *= static_cast<double>(d);
+        *outputs += n;
+      } catch (const std::exception& e) {
+        b.note += std::string(b.note.empty() ? "" : "; ") + "output " + t.name +
+                  " has no size here (" + e.what() + "): all the bytes may be writes";
+        outputs.reset();
+        break;
+      }
+    }
+    // Without the outputs' size, every byte might be a write L2 absorbs: the least is what
+    // overflows L2. Otherwise the formula's outputs are capped at what it counts in all.
+    const double l2 = static_cast<double>(std::max<std::int64_t>(0, ceilings.l2_bytes));
+    double written = outputs ? std::min(*outputs, b.formula_bytes) : b.formula_bytes;
+    b.output_bytes = outputs ? *outputs : 0.0;
+    double read = b.formula_bytes - written;
+    b.dram_bytes = read + std::max(0.0, written - l2);
+    b.memory_seconds = b.dram_bytes / ceilings.bandwidth;
+  }
+  if (!(ceilings.peak_flops > 0) && flops)
+    b.note += std::string(b.note.empty() ? "" : "; ") + "no peak FLOP rate";
+  if (!(ceilings.bandwidth > 0) && bytes)
+    b.note += std::string(b.note.empty() ? "" : "; ") + "no DRAM bandwidth";
+  b.seconds = std::max(b.compute_seconds, b.memory_seconds);
+  if (!std::isfinite(b.seconds) || b.seconds < 0) b.seconds = 0.0;
+  if (b.seconds > 0) b.term = b.compute_seconds >= b.memory_seconds ? "compute" : "memory";
+  return b;
+}
+
+std::optional<Failure> faster_than_light(double latency_seconds, const LowerBound& bound) {
+  if (!(bound.seconds > 0) || !(latency_seconds > 0) ||
+      !(latency_seconds < kFasterThanLightMargin * bound.seconds)) {
+    return std::nullopt;
+  }
+  const LightCeilings& c = bound.ceilings;
+  std::string why = bound.term == "compute"
+                        ? fmt::format("{:.3g} FLOP at {:.3g} FLOP/s ({} peak, {})", bound.flops,
+                                      c.peak_flops, c.peak_dtype, c.peak_source)
+                        : fmt::format("{:.3g} bytes across DRAM at {:.3g} B/s ({})",
+                                      bound.dram_bytes, c.bandwidth, c.bandwidth_source);
+  Failure f;
+  f.kind = kFasterThanLight;
+  f.message = fmt::format(
+      "timed {:.3f} us, below the physical lower bound of {:.3f} us ({}): the time cannot be real",
+      latency_seconds * 1e6, bound.seconds * 1e6, why);
+  f.evidence = bound.to_json();
+  f.evidence["latency"] = latency_seconds;
+  f.evidence["bound_seconds"] = bound.seconds;
+  f.evidence["ratio"] = latency_seconds / bound.seconds;
+  return f;
+}
+
+void flag_faster_than_light(const Definition& definition, const Bindings& axes,
+                            const std::vector<GpuSpec>& specs, const GpuInfo& device,
+                            const std::string& driver, WorkloadVerdict& wv, Verdict& verdict) {
+  try {
+    const GpuSpec* spec = match_gpu(specs, device.name);
+    const auto* candidate = wv.timing.is_object() && wv.timing.contains("candidate")
+                                ? &wv.timing["candidate"]
+                                : nullptr;
+    if (!spec || !candidate || !candidate->is_object()) return;
+    std::optional<MeasuredPeaks> measured = load_measured_peaks(device.name, driver);
+    LowerBound bound = physical_lower_bound(
+        definition, axes, light_ceilings(*spec, measured ? &*measured : nullptr, device));
+    if (!(bound.seconds > 0)) return;
+    wv.timing["lower_bound"] = bound.to_json();
+    auto latency = candidate->find("latency");
+    if (latency == candidate->end() || !latency->is_number()) return;
+    if (auto suspect = faster_than_light(latency->get<double>(), bound)) {
+      suspect->evidence["workload"] = wv.uuid;
+      wv.suspect = std::move(suspect);
+      verdict.suspect = kFasterThanLight;
+    }
+  } catch (const std::exception&) {
+    // a bound that cannot be formed flags nothing: the verdict keeps its time unjudged
+  }
 }
 
 }  // namespace kharness::bench

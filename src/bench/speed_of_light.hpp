@@ -7,14 +7,19 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kharness/definition.hpp"
+#include "kharness/device.hpp"
 #include "kharness/error.hpp"  // load_gpu_specs throws kharness::Error
 #include "kharness/expr.hpp"
+#include "kharness/verdict.hpp"
 
 namespace kharness::bench {
+
+struct MeasuredPeaks;  // bench/measure.hpp
 
 // One GPU model, as in configs/gpus/<model>.json (schema "kharness.gpu/1"):
 //   match                                 substring of the driver's device name ("NVIDIA H200")
@@ -84,5 +89,69 @@ SolEstimate speed_of_light(const GpuSpec& gpu, const Definition& definition, con
 
 // sol_seconds / measured_seconds: 1.0 means at speed of light. 0 when either is not positive.
 double sol_fraction(double sol_seconds, double measured_seconds);
+
+// ---------------------------------------------------------------------------------------------
+// Faster than light (DESIGN §5): a time no honest kernel can beat. Unlike speed_of_light (a
+// yardstick), every choice here errs low, so that a time below it can only be a broken
+// measurement or a kernel that skips its work:
+//   compute  min_flops (else flops) at the fastest rate the GPU has for any dtype (an fp16 GEMM
+//            whose tolerance admits fp8 math may use it), each rate the higher of datasheet and
+//            `doctor --measure`;
+//   memory   the bytes that must cross DRAM: min_bytes (else bytes) minus the outputs (the formula
+//            counts each input once, as read; L2 is cold), plus the outputs beyond what L2 holds
+//            (writes that fit in L2 may drain after the kernel ends), at the highest of datasheet,
+//            measured-copy and bus-width x memory-clock bandwidth;
+//   bound    max(compute, memory); a time below kFasterThanLightMargin x bound is suspect.
+
+// What the GPU can do at most, and where each number came from.
+struct LightCeilings {
+  std::string gpu;               // the spec's match ("H200")
+  double peak_flops = 0.0;       // FLOP/s, the fastest of every dtype's peak
+  std::string peak_dtype;        // whose it is ("float8_e4m3fn")
+  std::string peak_source;       // "datasheet" | "measured <ISO time>"
+  double bandwidth = 0.0;        // DRAM bytes/s
+  std::string bandwidth_source;  // "datasheet" | "measured <ISO time>" | "bus width x memory clock"
+  std::int64_t l2_bytes = 0;     // the larger of the spec's and the device's
+};
+
+// `measured` may be null (no `doctor --measure` for this GPU and driver); `device` supplies the
+// L2 size and bus width and memory clock the driver reports (zeros where unknown).
+LightCeilings light_ceilings(const GpuSpec& datasheet, const MeasuredPeaks* measured,
+                             const GpuInfo& device);
+
+struct LowerBound {
+  double seconds = 0.0;  // max(compute_seconds, memory_seconds); 0: no bound
+  double compute_seconds = 0.0;
+  double memory_seconds = 0.0;
+  double flops = 0.0;          // min_flops (else flops) at these axes
+  double formula_bytes = 0.0;  // min_bytes (else bytes)
+  double output_bytes = 0.0;   // the definition's outputs at these axes
+  double dram_bytes = 0.0;     // what must cross DRAM: reads + outputs beyond L2
+  std::string term;            // "compute" | "memory" | ""
+  std::string flops_formula;   // which formulas ("kharness.min_flops: ...")
+  std::string bytes_formula;
+  std::string note;  // what is missing, when a term is 0
+  LightCeilings ceilings;
+
+  nlohmann::json to_json() const;
+};
+
+// Never throws: a formula that cannot be evaluated leaves its term 0 (and says so in `note`).
+LowerBound physical_lower_bound(const Definition& definition, const Bindings& axes,
+                                const LightCeilings& ceilings);
+
+// A little below the bound, so that rounding in datasheets (4.8 TB/s printed, 4.9 from the bus)
+// can never flag an honest kernel.
+inline constexpr double kFasterThanLightMargin = 0.95;
+
+// The suspicion (kind kFasterThanLight) when `latency_seconds` is below margin x bound.
+std::optional<Failure> faster_than_light(double latency_seconds, const LowerBound& bound);
+
+// The timing stage's one call per timed workload: the bound from the datasheet of `device` among
+// `specs` and this driver's `doctor --measure` results, recorded as wv.timing.lower_bound; a
+// candidate latency below it sets wv.suspect and verdict.suspect. Never throws.
+void flag_faster_than_light(const Definition& definition, const Bindings& axes,
+                            const std::vector<GpuSpec>& specs, const GpuInfo& device,
+                            const std::string& driver, WorkloadVerdict& wv, Verdict& verdict);
 
 }  // namespace kharness::bench

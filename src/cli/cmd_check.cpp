@@ -59,6 +59,12 @@ std::string number(double v) {
 std::string render_verdict(const Verdict& v, int verbosity) {
   std::string out = fmt::format("{} [{}]: {}", v.source, v.definition, status_name(v.status));
   if (v.failure) out += fmt::format(" ({}): {}", v.failure->kind, v.failure->message);
+  if (const WorkloadVerdict* w = v.first_suspect()) {
+    out += fmt::format(" but SUSPECT ({}): workload {} {}", v.suspect, w->uuid.substr(0, 8),
+                       w->suspect->message);
+  } else if (!v.suspect.empty()) {
+    out += fmt::format(" but SUSPECT ({})", v.suspect);
+  }
   out += "\n";
   if (!v.workloads.empty()) {
     Table table({"  workload", "axes", "status", "trials", "max abs err", "max rel err", "matched",
@@ -99,6 +105,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
         axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
       std::string note;
       if (!c.value("noise_met", true)) note = "noise target not met";
+      if (w.suspect) note = "FASTER THAN LIGHT";
       if (c.value("clock_flagged_samples", 0) > 0)
         note += (note.empty() ? "" : "; ") +
                 fmt::format("{} samples at low SM clock", c.value("clock_flagged_samples", 0));
@@ -125,7 +132,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
     }
   }
   out += fmt::format("  seed {} (replay with --seed {}), {:.2f} s\n", v.seed, v.seed, v.seconds);
-  if (!v.worker_stderr.empty() && (verbosity > 0 || !v.passed())) {
+  if (!v.worker_stderr.empty() && (verbosity > 0 || !v.clean_pass())) {
     std::string tail = v.worker_stderr.size() > 2000
                            ? "…" + v.worker_stderr.substr(v.worker_stderr.size() - 2000)
                            : v.worker_stderr;
@@ -387,7 +394,7 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
   for (const auto& path : args.solutions) {
     Evaluator::Result r = evaluator.evaluate(path);
     const Verdict& v = r.verdict;
-    all_passed = all_passed && v.passed();
+    all_passed = all_passed && v.clean_pass();
     if (args.json) {
       nlohmann::json j = to_json(v);
       if (!r.candidate_id.empty()) j["candidate"] = r.candidate_id;
@@ -472,8 +479,10 @@ class Progress {
     if (tty_) {
       std::fprintf(stderr, "\r\033[K");
     }
+    std::string status(status_name(v.status));
+    if (!v.suspect.empty()) status += " but SUSPECT (" + v.suspect + ")";
     std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)%s\n", index + 1, total_, name.c_str(),
-                 std::string(status_name(v.status)).c_str(), v.seconds, note.c_str());
+                 status.c_str(), v.seconds, note.c_str());
     std::fflush(stderr);
   }
 
@@ -553,9 +562,15 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     write_report("--traces", args.traces_file, report::to_traces_jsonl(verdicts, traces));
   }
   std::fputs(report::to_markdown(verdicts).c_str(), stdout);
-  bool all_passed =
-      std::all_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.passed(); });
-  return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
+  for (const auto& v : verdicts) {
+    if (v.passed() && !v.suspect.empty()) {
+      const WorkloadVerdict* w = v.first_suspect();
+      spdlog::warn(
+          "{}: PASSED but suspect ({}){}; ranked below every clean pass", v.source, v.suspect,
+          w ? ": workload " + w->uuid.substr(0, 8) + " " + w->suspect->message : std::string());
+    }
+  }
+  return exit_code_of(verdicts);
 }
 
 // The options every mode shares, then the timing options for bench and validate.

@@ -252,7 +252,9 @@ Runner setup_show_impl(CLI::App& app) {
                latency > 0 ? fmt::format("{:.2f} us", latency * 1e6) : "-",
                speedup_text(num("speedup", nullptr)),
                sol > 0 ? fmt::format("{:.1f}%", 100 * sol) : "-",
-               w.failure ? w.failure->kind : ""});
+               w.failure   ? w.failure->kind
+               : w.suspect ? "suspect: " + w.suspect->kind
+                           : ""});
       }
       out += t.render();
     }
@@ -288,8 +290,9 @@ report::HtmlReport html_data(const archive::Archive& a,
   for (const auto& r : runs) {
     report::HtmlRun run{r.id, r.started_at, r.state, r.command, r.operator_name, {}};
     for (const auto& c : a.candidates(r.id, operator_name))
-      run.candidates.push_back(
-          {c.id, c.seq, c.name, c.status, c.mean_speedup, !c.cached_from.empty()});
+      run.candidates.push_back({c.id, c.seq, c.name,
+                                c.clean_pass() || c.status != "PASSED" ? c.status : "SUSPECT",
+                                c.mean_speedup, !c.cached_from.empty()});
     data.runs.push_back(std::move(run));
   }
   std::vector<bench::GpuSpec> specs;
@@ -386,7 +389,7 @@ Runner setup_report_impl(CLI::App& app) {
                          r.state, list.size());
       if (!list.empty()) out += candidates_table(list);
       for (const auto& c : list) {
-        if (c.status != "PASSED") continue;
+        if (!c.clean_pass()) continue;
         auto it = best.find(c.operator_name);
         if (it == best.end() || c.mean_speedup >= it->second.mean_speedup)
           best[c.operator_name] = c;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -140,6 +141,12 @@ std::uint64_t parse_seed_flag(const std::string& option, const std::string& text
     }
   }
   throw input_error(option, fmt::format("'{}' is not an unsigned 64-bit integer", text));
+}
+
+ExitCode exit_code_of(const std::vector<Verdict>& verdicts) {
+  bool clean = std::all_of(verdicts.begin(), verdicts.end(),
+                           [](const Verdict& v) { return v.clean_pass(); });
+  return clean ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
 }  // namespace kharness::cli

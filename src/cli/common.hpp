@@ -6,10 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/cli.hpp"
 #include "kharness/compile.hpp"
+#include "kharness/error.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/verdict.hpp"
 
 namespace kharness::cli {
 
@@ -33,5 +36,9 @@ void check_output_file(const std::string& option, const std::filesystem::path& f
 std::string render_compile_text(const std::string& what, const CompileResult& result);
 // One line per rule violation: "REJECTED [rule] file:line: message".
 std::string render_violations(const std::vector<RuleViolation>& violations);
+
+// DESIGN §4 for verdicts: 0 when every verdict is a clean pass; 1 when any failed or is suspect
+// (a PASSED verdict timed faster than light).
+ExitCode exit_code_of(const std::vector<Verdict>& verdicts);
 
 }  // namespace kharness::cli

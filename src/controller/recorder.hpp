@@ -25,7 +25,9 @@ struct CandidateRecord {
   llm::Answer answer;          // text, usage, stop reason, latency, raw body
   double cost_usd = 0.0;
   std::string source;  // the solution file (empty when none could be extracted)
-  std::string status;  // PASSED, COMPILE_ERROR, ..., NO_CODE, BAD_PLAN, TRUNCATED, COMPILED, ...
+  // PASSED, COMPILE_ERROR, ..., NO_CODE, BAD_PLAN, TRUNCATED, COMPILED, SUSPECT (PASSED but timed
+  // faster than light: never promoted), ...
+  std::string status;
   std::string reason;  // one line
   std::string note;    // the controller's remark (promoted, within noise, not promising, ...)
   bool promoted = false;

@@ -251,11 +251,9 @@ struct Search::Impl {
     r.stage = options.compile_only ? "compile" : "full";
     r.workloads_evaluated = options.compile_only ? 0 : static_cast<int>(v.workloads.size());
     r.verdict = to_json(v);
-    if (!v.passed()) {
+    if (std::string why = promotion_refusal(v); !why.empty()) {
       throw Error(ExitCode::kFailed, op.seed->string(),
-                  fmt::format("the seed does not pass ({}{}): a run starts from a correct kernel",
-                              status_name(v.status),
-                              v.failure ? ": " + v.failure->message : std::string()));
+                  fmt::format("the seed cannot start a run: {}", why));
     }
     r.status = options.compile_only ? "COMPILED" : "PASSED";
     r.score = v.score.contains("mean_speedup") ? v.score["mean_speedup"].get<double>() : 1.0;
@@ -403,10 +401,10 @@ struct Search::Impl {
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
       Comparison c = compare_with_incumbent(v, best.speedup);
       bool promising =
-          v.passed() && c.complete && c.score_ratio > 1.0 - std::max(0.01, 2 * c.noise);
+          v.clean_pass() && c.complete && c.score_ratio > 1.0 - std::max(0.01, 2 * c.noise);
       if (!promising) {
         r.gpu_seconds = seconds_since(t);
-        r.status = std::string(status_name(v.status));
+        r.status = v.passed() && !v.clean_pass() ? "SUSPECT" : std::string(status_name(v.status));
         if (v.status == Status::kCompileError || v.status == Status::kRejected) {
           // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
           // stage reached.
@@ -422,8 +420,9 @@ struct Search::Impl {
         r.noise = c.noise;
         // An estimate from the representatives, so a provider that steers by score (tune) sees
         // how far behind it is.
-        if (v.passed()) r.score = best.score * c.score_ratio;
-        if (v.passed())
+        if (v.passed() && !v.clean_pass()) r.reason = promotion_refusal(v);
+        if (v.clean_pass()) r.score = best.score * c.score_ratio;
+        if (v.clean_pass())
           r.note = fmt::format(
               "correct on the {} representative shapes but scores {:.3f}x the incumbent {} there: "
               "not promising, full validation skipped",
@@ -443,6 +442,13 @@ struct Search::Impl {
     r.verdict = to_json(v);
     last = v;
     if (!v.passed()) return;
+    if (!v.clean_pass()) {
+      // Timed faster than light: never promoted, never an elite, never reported as best.
+      r.status = "SUSPECT";
+      r.reason = promotion_refusal(v);
+      r.note = "not promoted: " + r.reason;
+      return;
+    }
     Comparison c = compare_with_incumbent(v, best.speedup);
     r.speedup_vs_incumbent = c.score_ratio;
     r.noise = c.noise;
@@ -733,6 +739,20 @@ void Search::resume(const std::vector<CandidateRecord>& earlier) { impl_->restor
 
 SearchResult Search::run(const std::function<void(const Progress&)>& on_progress) {
   return impl_->run(on_progress);
+}
+
+std::string promotion_refusal(const Verdict& v) {
+  if (!v.passed()) {
+    return fmt::format("it does not pass ({}{})", status_name(v.status),
+                       v.failure ? ": " + v.failure->message : std::string());
+  }
+  if (!v.suspect.empty()) {
+    const WorkloadVerdict* w = v.first_suspect();
+    return fmt::format(
+        "it PASSED but is suspect ({}){}", v.suspect,
+        w ? fmt::format(": workload {} {}", w->uuid, w->suspect->message) : std::string());
+  }
+  return "";
 }
 
 }  // namespace kharness::controller

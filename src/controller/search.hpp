@@ -131,6 +131,10 @@ struct Comparison {
 // unknown).
 Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, double>& weight);
 
+// Why `v` may not become the best (nor an elite, nor the seed of a run): it failed, or it PASSED
+// but was timed faster than light (DESIGN §5: never promoted). "" when it may.
+std::string promotion_refusal(const Verdict& v);
+
 // The score ratio a complete comparison must exceed for a promotion: 1 + max(min_gain, noise).
 double promotion_threshold(const Comparison& c, double min_gain);
 

@@ -120,8 +120,8 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
   const std::string root = "kharness";
   const auto& k = ju::require_object(*it, source, root);
   ju::reject_unknown_keys(k,
-                          {"family", "tolerance", "inputs", "flops", "bytes", "baseline",
-                           "constants", "comparator", "notes"},
+                          {"family", "tolerance", "inputs", "flops", "bytes", "min_flops",
+                           "min_bytes", "baseline", "constants", "comparator", "notes"},
                           source, root);
   KharnessSpec& spec = d.kharness;
   spec.present = true;
@@ -220,6 +220,10 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
     spec.flops = parse_formula(*f, source, root + ".flops", d);
   if (auto b = k.find("bytes"); b != k.end())
     spec.bytes = parse_formula(*b, source, root + ".bytes", d);
+  if (auto f = k.find("min_flops"); f != k.end())
+    spec.min_flops = parse_formula(*f, source, root + ".min_flops", d);
+  if (auto b = k.find("min_bytes"); b != k.end())
+    spec.min_bytes = parse_formula(*b, source, root + ".min_bytes", d);
   if (auto c = k.find("constants"); c != k.end()) {
     std::string path = root + ".constants";
     ju::require_object(*c, source, path);
@@ -319,6 +323,8 @@ void apply_family_defaults(Definition& definition, const nlohmann::ordered_json&
     own.inputs.emplace(name, gen);  // keeps the definition's
   if (!own.flops) own.flops = family.flops;
   if (!own.bytes) own.bytes = family.bytes;
+  if (!own.min_flops) own.min_flops = family.min_flops;
+  if (!own.min_bytes) own.min_bytes = family.min_bytes;
   if (own.comparator == "elementwise") own.comparator = family.comparator;
   for (const auto& [name, value] : family.constants) own.constants.emplace(name, value);
   own.present = true;  // the definition now has a kharness section: its family's
@@ -541,6 +547,8 @@ nlohmann::ordered_json to_json(const Definition& d) {
     }
     if (k.flops) kj["flops"] = k.flops->text();
     if (k.bytes) kj["bytes"] = k.bytes->text();
+    if (k.min_flops) kj["min_flops"] = k.min_flops->text();
+    if (k.min_bytes) kj["min_bytes"] = k.min_bytes->text();
     if (!k.baseline.empty()) kj["baseline"] = k.baseline;
     if (!k.constants.empty()) kj["constants"] = k.constants;
     if (k.comparator != "elementwise") kj["comparator"] = k.comparator;

@@ -64,6 +64,13 @@ Comparison comparison_from(const json& j) {
 
 }  // namespace
 
+const WorkloadVerdict* Verdict::first_suspect() const {
+  for (const auto& w : workloads) {
+    if (w.suspect) return &w;
+  }
+  return nullptr;
+}
+
 json to_json(const Failure& f) {
   return {{"kind", f.kind}, {"message", f.message}, {"evidence", f.evidence}};
 }
@@ -96,6 +103,7 @@ json to_json(const WorkloadVerdict& w) {
           {"axes", w.axes},
           {"status", std::string(status_name(w.status))},
           {"failure", optional_failure(w.failure)},
+          {"suspect", optional_failure(w.suspect)},
           {"trials", trials},
           {"timing", w.timing}};
 }
@@ -109,6 +117,7 @@ json to_json(const Verdict& v) {
           {"definition", v.definition},
           {"status", std::string(status_name(v.status))},
           {"failure", optional_failure(v.failure)},
+          {"suspect", v.suspect.empty() ? json(nullptr) : json(v.suspect)},
           {"seed", v.seed},
           {"seconds", v.seconds},
           {"workloads", workloads},
@@ -127,6 +136,7 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
     w.axes = wj.value("axes", json::object());
     w.status = status_from(wj, "status");
     w.failure = failure_from(wj.value("failure", json(nullptr)));
+    w.suspect = failure_from(wj.value("suspect", json(nullptr)));
     w.timing = wj.value("timing", json::object());
     for (const auto& tj : wj.value("trials", json::array())) {
       TrialResult t;
@@ -154,6 +164,8 @@ Verdict verdict_from_json(const json& j) {
     v.definition = j.value("definition", "");
     v.status = status_from(j, "status");
     v.failure = failure_from(j.value("failure", json(nullptr)));
+    if (auto s = j.find("suspect"); s != j.end() && !s->is_null())
+      v.suspect = s->get<std::string>();
     v.seed = j.value("seed", 0ull);
     v.seconds = j.value("seconds", 0.0);
     v.worker_stderr = j.value("worker_stderr", "");

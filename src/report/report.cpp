@@ -114,9 +114,10 @@ Score score_of(const Verdict& v) {
   return s;
 }
 
-// The kind of the first failure: the solution's, else its first failed workload's.
+// The kind of the first failure: the solution's, else its first failed workload's; for a
+// suspect PASSED verdict, "suspect: KIND".
 std::string failure_kind(const Verdict& v) {
-  if (v.passed()) return "";
+  if (v.passed()) return v.suspect.empty() ? "" : "suspect: " + v.suspect;
   if (v.failure) return v.failure->kind;
   for (const auto& w : v.workloads)
     if (workload_failed(w)) return failure_or_status(w.failure, w.status).kind;
@@ -292,6 +293,13 @@ json trace_line(const Verdict& v, const WorkloadVerdict* w, const json& workload
       w ? (w->failure ? w->failure : (workload_failed(*w) ? v.failure : std::nullopt)) : v.failure;
   std::string log;
   if (status == Status::kRejected) log = "REJECTED";
+  // FlashInfer-Bench has no suspect status, and ranks every PASSED trace: a workload timed faster
+  // than light is written RUNTIME_ERROR, "SUSPECT" first in its log (like REJECTED above).
+  if (w && w->suspect && status == Status::kPassed) {
+    status = Status::kRuntimeError;
+    failure = w->suspect;
+    log = "SUSPECT";
+  }
   if (status != Status::kPassed) {
     Failure f = failure_or_status(failure, status);
     log += (log.empty() ? "" : ": ") + f.kind + ": " + f.message;
@@ -303,6 +311,11 @@ json trace_line(const Verdict& v, const WorkloadVerdict* w, const json& workload
     }
   } else if (!w || !latency_of(*w)) {
     log = "not timed: performance is zero";
+  }
+  if (!v.suspect.empty() && !(w && w->suspect)) {
+    const WorkloadVerdict* s = v.first_suspect();
+    log += std::string(log.empty() ? "" : "\n") + "SUSPECT solution: " + v.suspect +
+           (s ? " on workload " + s->uuid : std::string());
   }
   // FlashInfer-Bench's Evaluation validator: correctness for PASSED and INCORRECT_NUMERICAL
   // only, performance for PASSED only.
@@ -416,6 +429,10 @@ std::string to_junit(const std::vector<Verdict>& verdicts, const std::string& su
         tc.failure_status = std::string(status_name(w.status));
         if (!stderr_shown) tc.system_err = v.worker_stderr;
         stderr_shown = true;
+      } else if (w.suspect) {
+        // A failure, not a property: the CI gate (exit 1) and the report must agree.
+        tc.failure = w.suspect;
+        tc.failure_status = std::string(status_name(w.status)) + " but SUSPECT";
       }
       cases.push_back(std::move(tc));
     }
@@ -467,8 +484,10 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
   };
   std::vector<Row> rows;
   for (const auto& v : verdicts) rows.push_back({&v, score_of(v)});
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    if (a.v->passed() != b.v->passed()) return a.v->passed();
+  // Clean passes, then suspect passes (timed faster than light), then failures.
+  auto tier = [](const Verdict& v) { return v.clean_pass() ? 0 : v.passed() ? 1 : 2; };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (tier(*a.v) != tier(*b.v)) return tier(*a.v) < tier(*b.v);
     double sa = a.s.mean_speedup.value_or(-1.0), sb = b.s.mean_speedup.value_or(-1.0);
     if (sa != sb) return sa > sb;
     return display_name(*a.v) < display_name(*b.v);
@@ -480,19 +499,33 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
     return x ? fmt::format("{:.1f}%", 100 * *x) : std::string("-");
   };
 
-  int passed = 0;
-  for (const auto& v : verdicts) passed += v.passed() ? 1 : 0;
+  int passed = 0, suspect = 0;
+  for (const auto& v : verdicts) {
+    passed += v.clean_pass() ? 1 : 0;
+    suspect += v.passed() && !v.clean_pass() ? 1 : 0;
+  }
   std::string out = "## kharness leaderboard\n\n";
-  out += fmt::format("{} solutions: {} passed, {} failed.\n\n", verdicts.size(), passed,
-                     verdicts.size() - passed);
+  out += fmt::format("{} solutions: {} passed, {} failed", verdicts.size(), passed,
+                     verdicts.size() - passed - suspect);
+  out += suspect ? fmt::format(", {} suspect.\n\n", suspect) : std::string(".\n\n");
+  if (suspect) {
+    out += fmt::format(
+        "> **Warning:** {} solution{} PASSED but {} timed faster than light (below a physical "
+        "lower bound: DESIGN §5). {} ranked below every clean pass and left out of the best per "
+        "workload.\n\n",
+        suspect, suspect == 1 ? "" : "s", suspect == 1 ? "was" : "were",
+        suspect == 1 ? "It is" : "They are");
+  }
   out +=
       "| Rank | Solution | Status | Workloads passed | Mean speedup | Geomean speedup | Mean % SOL "
       "| Failure |\n";
   out += "|---:|---|---|---:|---:|---:|---:|---|\n";
   int rank = 0;
   for (const auto& r : rows) {
+    std::string status(status_name(r.v->status));
+    if (!r.v->suspect.empty()) status += " (SUSPECT)";
     out += fmt::format("| {} | {} | {} | {}/{} | {} | {} | {} | {} |\n", ++rank,
-                       md_cell(display_name(*r.v)), status_name(r.v->status), r.s.passed, r.s.total,
+                       md_cell(display_name(*r.v)), status, r.s.passed, r.s.total,
                        speed(r.s.mean_speedup), speed(r.s.geomean_speedup), percent(r.s.mean_sol),
                        md_cell(failure_kind(*r.v)));
   }
@@ -513,7 +546,7 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
         order.push_back(w.uuid);
         it->second.axes = w.axes;
       }
-      if (workload_failed(w)) continue;
+      if (workload_failed(w) || !v.suspect.empty()) continue;
       Best& b = it->second;
       ++b.passing;
       bool better = b.w == nullptr;
@@ -592,10 +625,11 @@ std::string to_traces_jsonl(const std::vector<Verdict>& verdicts, const TraceOpt
 
 json to_report_json(const std::vector<Verdict>& verdicts, const std::string& generated_at) {
   json solutions = json::array();
-  int passed = 0;
+  int passed = 0, suspect = 0;
   for (const auto& v : verdicts) {
     solutions.push_back(kharness::to_json(v));
-    passed += v.passed() ? 1 : 0;
+    passed += v.clean_pass() ? 1 : 0;
+    suspect += v.passed() && !v.clean_pass() ? 1 : 0;
   }
   return {{"schema", "kharness.score/1"},
           {"generated_at", generated_at.empty() ? utc_now_iso8601() : generated_at},
@@ -603,7 +637,8 @@ json to_report_json(const std::vector<Verdict>& verdicts, const std::string& gen
           {"summary",
            {{"solutions", verdicts.size()},
             {"passed", passed},
-            {"failed", static_cast<int>(verdicts.size()) - passed}}}};
+            {"suspect", suspect},
+            {"failed", static_cast<int>(verdicts.size()) - passed - suspect}}}};
 }
 
 }  // namespace kharness::report
