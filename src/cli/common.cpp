@@ -142,4 +142,16 @@ std::uint64_t parse_seed_flag(const std::string& option, const std::string& text
   throw input_error(option, fmt::format("'{}' is not an unsigned 64-bit integer", text));
 }
 
+void add_launch_timeout_option(CLI::App& app, double* seconds) {
+  app.add_option("--launch-timeout", *seconds,
+                 fmt::format("A launch still running after this many seconds is a hang: TIMEOUT "
+                             "now, not at --timeout (default {:g})",
+                             *seconds))
+      ->type_name("SECONDS");
+}
+
+void validate_launch_timeout(double seconds) {
+  if (!(seconds > 0)) throw input_error("--launch-timeout", "must be > 0 seconds");
+}
+
 }  // namespace kharness::cli

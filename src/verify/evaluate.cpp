@@ -9,6 +9,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "device/watchdog.hpp"
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
 #include "kharness/text.hpp"
@@ -349,6 +350,7 @@ class Evaluator {
   // Runs the reference on the trial's inputs; returns its outputs on the host. Its device buffers
   // are scrubbed (poisoned) and freed before this returns, and its module unloaded.
   void run_reference(TrialBuffers& b, CUstream s, std::vector<HostBytes>& expected) {
+    device::ActivityPhase phase("reference");
     Module module(reference_.result->cubin);
     PlanLauncher launcher(reference_.solution->plan, reference_.result->kernels, module);
     make_outputs(b, reference_.solution->plan, s);
@@ -455,6 +457,7 @@ class Evaluator {
     auto start = std::chrono::steady_clock::now();
     TrialResult trial;
     trial.seed = seed;
+    device::ActivityPhase trial_phase("correctness trial");  // harness work between the launches
     Stream stream;
     CUstream s = stream.get();
     const Driver& d = Driver::instance();
@@ -500,7 +503,10 @@ class Evaluator {
     }
     phases_.add("candidate_setup", t0);
     t0 = std::chrono::steady_clock::now();
-    LaunchOutcome o = launcher->launch(b.env, s, true);
+    LaunchOutcome o = [&] {
+      device::ActivityPhase launching("candidate");
+      return launcher->launch(b.env, s, true);
+    }();
     phases_.add("candidate_run", t0);
     if (!o.ok) {
       fatal_ = o.sticky;
@@ -519,7 +525,10 @@ class Evaluator {
       // The same inputs again: a correct kernel gives the same answer (within tolerance).
       t0 = std::chrono::steady_clock::now();
       repoison(b, s);
-      o = launcher->launch(b.env, s, true);
+      {
+        device::ActivityPhase launching("candidate (rerun on the same inputs)");
+        o = launcher->launch(b.env, s, true);
+      }
       if (!o.ok) {
         fatal_ = o.sticky;
         return fail(launch_failure(o, "candidate (rerun)"));
