@@ -311,12 +311,14 @@ if [[ -z "${SKIP_TIMING:-}" ]]; then  # SKIP_TIMING=1: the ncu comparison takes 
     timeout "${TIMING_TIMEOUT:-300}" scripts/bench-timing.sh "$KHARNESS"
 fi
 # The worker under compute-sanitizer on the good fixtures: any memcheck error fails the worker
-# (exit 9), which fails the verdict.
+# (exit 9), which fails the verdict. Kernels run many times slower under it: a generous
+# --launch-timeout.
 sanitize() {
   local log="$PWD/$LOGS/memcheck-report.txt"
   KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck --error-exitcode 9 --log-file ${log}.%p" \
     "$KHARNESS" check tests/fixtures/check/good_simple.cu tests/fixtures/check/good_vectorized.cu \
-    operators/rmsnorm_h4096/seed.cu --operator rmsnorm_h4096 --trials 1 --timeout 500 --seed 7 \
+    operators/rmsnorm_h4096/seed.cu --operator rmsnorm_h4096 --trials 1 --timeout 500 \
+    --launch-timeout 120 --seed 7 \
     --workloads 99179b18,5024178e,e0a97922,082f6370 &&
     grep -h "ERROR SUMMARY" "$log"*
 }

@@ -264,6 +264,31 @@ TEST(Cli, HostileInputIsOneLineAndExitTwo) {
   }
 }
 
+// --launch-timeout on every command that runs a worker: shown in --help, and a value no watchdog
+// can use is bad usage (one line, exit 2) on any machine, before the GPU is looked for.
+TEST(Cli, LaunchTimeoutIsOnEveryWorkerCommandAndMustBePositive) {
+  const std::string good = fx("good/rmsnorm_simple.cu");
+  for (const char* command : {"check", "validate", "bench", "score", "profile", "run"}) {
+    auto help = kharness(std::string(command) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_NE(help.out.find("--launch-timeout"), std::string::npos) << command << "\n" << help.out;
+  }
+  for (const char* value : {"0", "-1", "nan", "-inf"}) {
+    for (const char* command : {"check", "validate", "bench", "score", "profile"}) {
+      expect_usage_error(std::string(command) + " " + good + " --operator rmsnorm_h4096 " +
+                             "--launch-timeout " + value,
+                         "--launch-timeout: must be > 0 seconds");
+    }
+    testing::TempDir tmp;
+    expect_usage_error("--archive '" + tmp.path().string() +
+                           "' run --operator rmsnorm_h4096 --provider tune --compile-only "
+                           "--arch sm_90a --run-dir '" +
+                           (tmp.path() / "run").string() + "' --launch-timeout " + value,
+                       "--launch-timeout: must be > 0 seconds");
+  }
+  expect_usage_error("check " + good + " --launch-timeout soon", "--launch-timeout");
+}
+
 TEST(Cli, DoctorWithoutDriverSaysSoAndExitsThree) {
   auto probe = kharness("doctor --json");
   auto j = nlohmann::json::parse(probe.out.substr(probe.out.find('{')), nullptr, false);

@@ -206,6 +206,9 @@ struct ProfileRequest {
   std::string arch;      // normalised NVRTC target
   bool use_cache = true;
   double timeout_seconds = 120;
+  // A launch (a wait on the GPU in the worker) that lasts longer is a hang: the worker stops in
+  // seconds and profile_solution throws Error (exit 1) naming the launch. <= 0: no launch watchdog.
+  double launch_timeout_seconds = 10;
   std::uint64_t seed = 0;
   std::vector<std::string> extra_metrics;  // --metrics: asked on top of the default set
 };

@@ -20,7 +20,10 @@ struct CheckRequest {
   std::vector<std::filesystem::path> operators_dirs;
   std::string arch;  // normalised NVRTC target
   bool use_cache = true;
-  double timeout_seconds = 60;
+  double timeout_seconds = 60;  // the whole worker's wall-clock limit
+  // A launch (a wait on the GPU in the worker) that lasts longer is a hang: TIMEOUT within seconds
+  // (device/watchdog.hpp). <= 0: no launch watchdog, only timeout_seconds.
+  double launch_timeout_seconds = 10;
   verify::CheckOptions options;
   // "check" (correctness), "bench" (timing, with timed outputs checked), "validate" (both) or
   // "compile" (compile and rules only: no GPU needed).

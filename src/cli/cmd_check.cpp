@@ -46,6 +46,7 @@ struct CheckArgs {
   std::string seed;
   double atol = -1, rtol = -1, matched_ratio = -1;
   double timeout = 60;
+  double launch_timeout = 10;
   std::string arch;
   bool no_cache = false;
   bool json = false;
@@ -149,6 +150,7 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
     throw input_error("--input-sets", "must be at least 2 (inputs are visited in a random order)");
   if (!(args.max_noise > 0)) throw input_error("--max-noise", "must be > 0");
   if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  validate_launch_timeout(args.launch_timeout);
   if (!(args.max_time > 0)) throw input_error("--max-time", "must be > 0 seconds");
   if (args.warmup < 0) throw input_error("--warmup-runs", "must be >= 0");
   if (args.iterations < 1) throw input_error("--iterations", "must be at least 1");
@@ -253,6 +255,7 @@ class Evaluator {
     request.arch = arch_;
     request.use_cache = !args_.no_cache;
     request.timeout_seconds = args_.timeout;
+    request.launch_timeout_seconds = args_.launch_timeout;
     request.options.trials = args_.trials;
     request.options.seed = seed_;
     for (const auto& w : args_.workloads) request.options.workloads.push_back(w);
@@ -287,7 +290,12 @@ class Evaluator {
     verify::CheckOptions o = make_request("").options;
     nlohmann::json j = {{"mode", args_.mode}, {"arch", arch_}, {"check", o.to_json()}};
     if (args_.seed.empty()) j["check"].erase("seed");
-    if (args_.mode == "compile") j.erase("check");
+    if (args_.mode == "compile") {
+      j.erase("check");
+    } else {
+      // A launch slower than this is a TIMEOUT under one limit and may pass under another.
+      j["launch_timeout"] = args_.launch_timeout;
+    }
     if (args_.mode == "bench" || args_.mode == "validate") {
       j["bench"] = bench_json();
       j["timeout"] = args_.timeout;
@@ -599,6 +607,7 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
   app.add_option("--timeout", args->timeout,
                  mode == "check" ? "Wall-clock limit per solution in seconds (default 60)"
                                  : "Wall-clock limit per solution in seconds (default 300)");
+  add_launch_timeout_option(app, &args->launch_timeout);
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_flag(

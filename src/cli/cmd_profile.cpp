@@ -21,6 +21,7 @@ struct ProfileArgs {
   std::string arch;
   std::vector<std::string> metrics;
   double timeout = 120;
+  double launch_timeout = 10;
   std::string seed;
   bool no_cache = false;
   bool json = false;
@@ -61,6 +62,7 @@ std::string render_profile(const Profile& p) {
 
 ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   if (args.timeout <= 0) throw input_error("--timeout", "must be > 0");
+  validate_launch_timeout(args.launch_timeout);
   ProfileRequest request;
   request.solution = args.solution;
   request.operator_name = args.operator_name;
@@ -69,6 +71,7 @@ ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   request.arch = resolve_arch(args.arch);
   request.use_cache = !args.no_cache;
   request.timeout_seconds = args.timeout;
+  request.launch_timeout_seconds = args.launch_timeout;
   request.seed = parse_seed_flag("--seed", args.seed);
   request.extra_metrics = args.metrics;
   Profile p = profile_solution(request);
@@ -101,6 +104,7 @@ Runner setup_profile(CLI::App& app) {
       ->type_name("NAME");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_option("--timeout", args->timeout, "Wall-clock limit of the worker in seconds (120)");
+  add_launch_timeout_option(app, &args->launch_timeout);
   app.add_option("--seed", args->seed, "Seed of the inputs (default: random)");
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
   app.add_flag("--json", args->json, "Print the profile as JSON (schema kharness.profile/1)");

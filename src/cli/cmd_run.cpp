@@ -197,6 +197,7 @@ void validate_args(const RunArgs& args) {
   if (!(o.max_cost >= 0)) throw input_error("--max-cost", "must be >= 0 (0: no limit)");
   if (!(o.max_time >= 0)) throw input_error("--max-time", "must be >= 0 (0: no limit)");
   if (!(o.eval_timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  validate_launch_timeout(o.launch_timeout);
   if (!(args.command_timeout > 0)) throw input_error("--command-timeout", "must be > 0 seconds");
   if (!(o.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
 }
@@ -402,6 +403,7 @@ Runner setup_run(CLI::App& app) {
   app.add_option("--seed", args->seed, "Base seed for checks and the search (default: random)");
   app.add_option("--timeout", args->search.eval_timeout,
                  fmt::format("Wall-clock limit per evaluation (default {:g} s)", d.eval_timeout));
+  add_launch_timeout_option(app, &args->search.launch_timeout);
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
   CLI::App* self = &app;
   return [args, self](const GlobalOptions& global) { return run_run(*args, global, *self); };

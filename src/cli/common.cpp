@@ -149,4 +149,16 @@ ExitCode exit_code_of(const std::vector<Verdict>& verdicts) {
   return clean ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
+void add_launch_timeout_option(CLI::App& app, double* seconds) {
+  app.add_option("--launch-timeout", *seconds,
+                 fmt::format("A launch still running after this many seconds is a hang: TIMEOUT "
+                             "now, not at --timeout (default {:g})",
+                             *seconds))
+      ->type_name("SECONDS");
+}
+
+void validate_launch_timeout(double seconds) {
+  if (!(seconds > 0)) throw input_error("--launch-timeout", "must be > 0 seconds");
+}
+
 }  // namespace kharness::cli

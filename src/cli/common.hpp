@@ -23,6 +23,12 @@ std::string resolve_arch(const std::string& flag);
 // characters); empty gives a random seed. Throws input_error naming `option`.
 std::uint64_t parse_seed_flag(const std::string& option, const std::string& text);
 
+// --launch-timeout SECONDS, on every command that runs a worker: the launch watchdog's limit
+// (device/watchdog.hpp). `seconds` holds the default the help states.
+void add_launch_timeout_option(CLI::App& app, double* seconds);
+// Before anything runs: > 0 (NaN refused), else input_error naming --launch-timeout (exit 2).
+void validate_launch_timeout(double seconds);
+
 // Files and folders the user named (--out DIR, --json FILE, --html FILE, ...). One that cannot be
 // created or written (a file where a folder is wanted, no permission) is bad usage naming the
 // option, not an internal error.

@@ -154,6 +154,7 @@ struct Search::Impl {
     req.arch = options.arch;
     req.use_cache = options.use_cache;
     req.timeout_seconds = options.eval_timeout;
+    req.launch_timeout_seconds = options.launch_timeout;
     req.options.seed = options.seed + 7919 * (++eval_counter);
     req.options.workloads = workloads;
     req.mode = mode;
@@ -218,6 +219,7 @@ struct Search::Impl {
     req.arch = options.arch;
     req.use_cache = options.use_cache;
     req.seed = options.seed;
+    req.launch_timeout_seconds = options.launch_timeout;
     try {
       return diagnosis_text(profile_solution(req));
     } catch (const Error& e) {

@@ -55,6 +55,7 @@ struct SearchOptions {
   bool cascade = true;
   std::uint64_t seed = 0;  // base seed for checks and the search's own choices
   double eval_timeout = 300;
+  double launch_timeout = 10;  // the launch watchdog's limit, in evaluations and profiles
   bool use_cache = true;
   nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions as JSON
   std::filesystem::path skills_dir;

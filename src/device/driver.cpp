@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "device/watchdog.hpp"
 #include "kharness/error.hpp"
 
 namespace kharness::device {
@@ -94,6 +95,33 @@ Lookup lookup(const char* name, int version, void** fn, cudaError_t* err) {
   }
 }
 
+// The entry points where the host can wait on the GPU: the launch watchdog (device/watchdog.hpp)
+// watches every call to them. Launches are here because they block when the launch queue is full;
+// frees and unloads because they may wait for the device to go idle.
+#define KHARNESS_CU_WAITS(X)   \
+  X(cuCtxSynchronize)          \
+  X(cuStreamSynchronize)       \
+  X(cuEventSynchronize)        \
+  X(cuMemcpyHtoD)              \
+  X(cuMemcpyDtoH)              \
+  X(cuMemcpyDtoD)              \
+  X(cuMemcpyHtoDAsync)         \
+  X(cuMemcpyDtoHAsync)         \
+  X(cuMemsetD8)                \
+  X(cuMemsetD32)               \
+  X(cuLaunchKernel)            \
+  X(cuLaunchKernelEx)          \
+  X(cuMemFree)                 \
+  X(cuMemFreeHost)             \
+  X(cuModuleUnload)            \
+  X(cuCtxDestroy)              \
+  X(cuDevicePrimaryCtxRelease) \
+  X(cuDevicePrimaryCtxReset)
+
+#define KHARNESS_CU_WAIT_NAME(name) constexpr char k_wait_##name[] = #name;
+KHARNESS_CU_WAITS(KHARNESS_CU_WAIT_NAME)
+#undef KHARNESS_CU_WAIT_NAME
+
 }  // namespace
 
 CudaError::CudaError(std::string call, CUresult code, std::string name, std::string description)
@@ -153,6 +181,9 @@ void Driver::load() {
   }
   KHARNESS_CU_FUNCTIONS(KHARNESS_CU_LOAD)
 #undef KHARNESS_CU_LOAD
+#define KHARNESS_CU_WATCH(name) watch<k_wait_##name>(name);
+  KHARNESS_CU_WAITS(KHARNESS_CU_WATCH)
+#undef KHARNESS_CU_WATCH
 
   if (cuDriverGetVersion != nullptr) cuDriverGetVersion(&cuda_version_);
   if (!missing.empty()) {

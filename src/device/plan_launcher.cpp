@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "device/watchdog.hpp"
 #include "kharness/numeric.hpp"
 
 namespace kharness::device {
@@ -189,6 +190,7 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
         return failed(c, "cannot opt into a non-portable cluster size");
       }
     }
+    note_launch(static_cast<int>(i), r.launch->kernel);  // for the watchdog's hang report
     if (CUresult c = launch_kernel(r.function, config, params.data()); c != CUDA_SUCCESS) {
       return failed(c, "launch failed");
     }

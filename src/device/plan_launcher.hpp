@@ -45,7 +45,9 @@ class PlanLauncher {
                const Module& module);
 
   // Launches every launch in order on `stream`. With `sync_each`, synchronises after each launch
-  // so an asynchronous fault is attributed to the launch that caused it.
+  // so an asynchronous fault is attributed to the launch that caused it, and each launch is its
+  // own wait for the launch watchdog (device/watchdog.hpp): a plan of several launches of a few
+  // seconds each is never taken for a hang. Each launch is noted (note_launch) before it starts.
   LaunchOutcome launch(const LaunchEnv& env, CUstream stream, bool sync_each) const;
 
   // Bytes of workspace the plan asks for on this workload (0 when none). Throws ExprError.

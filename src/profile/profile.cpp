@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <random>
@@ -23,6 +21,7 @@
 #include "bench/speed_of_light.hpp"
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "device/watchdog.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -34,6 +33,7 @@
 #include "verify/evaluate.hpp"
 #include "verify/harness_kernels.hpp"
 #include "verify/load.hpp"
+#include "verify/worker_protocol.hpp"
 
 namespace kharness {
 namespace {
@@ -72,6 +72,7 @@ json request_json(const ProfileRequest& r, const std::string& workload_uuid) {
           {"use_cache", r.use_cache},
           {"seed", r.seed},
           {"extra_metrics", r.extra_metrics},
+          {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"verbose", spdlog::get_level() <= spdlog::level::debug}};
 }
 
@@ -86,6 +87,7 @@ ProfileRequest request_from_json(const json& j) {
   r.use_cache = j.value("use_cache", true);
   r.seed = j.value("seed", std::uint64_t{0});
   r.extra_metrics = j.value("extra_metrics", std::vector<std::string>{});
+  r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
   return r;
 }
 
@@ -279,7 +281,10 @@ Profile run_worker_profile(const ProfileRequest& request) {
   t = Clock::now();
   const verify::IterationPoison poison = verify::iteration_poison(l.op.definition, request.seed);
   io.poison(0, poison, stream.get());
-  device::LaunchOutcome o = launcher.launch(io.env(0), stream.get(), true);
+  device::LaunchOutcome o = [&] {
+    device::ActivityPhase launching("candidate (profile warm-up)");
+    return launcher.launch(io.env(0), stream.get(), true);
+  }();
   if (!o.ok) {
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("launch {} ({}) failed: {}", o.launch_index, o.kernel, o.message));
@@ -365,6 +370,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   profile::Collection c = session->collect(
       cupti_metrics, launches,
       [&] {
+        device::ActivityPhase launching("candidate (profiler pass)");
         device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
         if (!r.ok) {
           throw Error(ExitCode::kFailed, request.solution.string(),
@@ -386,6 +392,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
     before_pass();
     bench::CuptiTimer timer;
     timer.begin(1);
+    device::ActivityPhase launching("candidate (carveout run)");
     device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
     timer.end();
     if (r.ok) records = timer.collect()[1].kernel_records;
@@ -534,6 +541,7 @@ Profile profile_solution(const ProfileRequest& request) {
   if (!r.stderr_data.empty()) spdlog::debug("profile worker stderr:\n{}", r.stderr_data);
 
   std::optional<Profile> profile;
+  std::optional<json> hang;
   std::istringstream lines(r.stdout_data);
   for (std::string line; std::getline(lines, line);) {
     json event = json::parse(line, nullptr, false);
@@ -541,10 +549,21 @@ Profile profile_solution(const ProfileRequest& request) {
     const std::string type = event.value("event", "");
     if (type == "profile") {
       profile = profile_from_json(event.at("profile"));
+    } else if (type == "hang") {
+      hang = std::move(event);
     } else if (type == "error") {
       throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", ""),
                   event.value("message", "the profile worker failed"));
     }
+  }
+  if (hang) {
+    const std::string label = hang->value("label", "");
+    throw Error(ExitCode::kFailed, request.solution.string(),
+                fmt::format("{} did not finish within {:g} s (launch watchdog, waiting in {}); "
+                            "`kharness check` says more",
+                            label.empty() ? "a launch" : label,
+                            hang->value("limit_seconds", request.launch_timeout_seconds),
+                            hang->value("call", "")));
   }
   if (!profile) {
     std::string tail = r.stderr_data.size() > 600 ? r.stderr_data.substr(r.stderr_data.size() - 600)
@@ -569,19 +588,8 @@ Profile profile_solution(const ProfileRequest& request) {
 }
 
 int profile_worker_main() {
-  // Kernels' printf goes to fd 1: keep the protocol on a private copy of stdout.
-  const int protocol_fd = ::dup(1);
-  ::dup2(2, 1);
-  FILE* protocol = ::fdopen(protocol_fd, "w");
-  struct rlimit no_core {
-    0, 0
-  };
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  auto emit = [&](const json& j) {
-    const std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-    std::fwrite(line.data(), 1, line.size(), protocol);
-    std::fflush(protocol);
-  };
+  verify::ProtocolStream protocol;
+  auto emit = [&](const json& j) { protocol.emit(j); };
   try {
     const std::string input((std::istreambuf_iterator<char>(std::cin)),
                             std::istreambuf_iterator<char>());
@@ -589,7 +597,11 @@ int profile_worker_main() {
     if (j.is_discarded())
       throw Error(ExitCode::kInternal, "profile worker", "the request is not JSON");
     if (j.value("verbose", false)) spdlog::set_level(spdlog::level::debug);
-    Profile p = run_worker_profile(request_from_json(j));
+    const ProfileRequest request = request_from_json(j);
+    // A launch that does not finish ends this process in seconds, with a `hang` line.
+    std::unique_ptr<device::Watchdog> watchdog =
+        protocol.watch_launches(request.launch_timeout_seconds);
+    Profile p = run_worker_profile(request);
     emit({{"event", "profile"}, {"profile", to_json(p)}});
     return 0;
   } catch (const Error& e) {

@@ -1,17 +1,13 @@
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 
 #include "bench/benchmark.hpp"
 #include "device/driver.hpp"
+#include "device/watchdog.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -21,6 +17,7 @@
 #include "kharness/version.hpp"
 #include "verify/compare.hpp"
 #include "verify/load.hpp"
+#include "verify/worker_protocol.hpp"
 
 namespace kharness {
 namespace {
@@ -52,6 +49,7 @@ json request_json(const CheckRequest& r) {
           {"arch", r.arch},
           {"use_cache", r.use_cache},
           {"options", r.options.to_json()},
+          {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"mode", r.mode},
           {"bench", r.bench}};
 }
@@ -65,6 +63,7 @@ CheckRequest request_from_json(const json& j) {
   r.arch = j.at("arch").get<std::string>();
   r.use_cache = j.value("use_cache", true);
   r.options = verify::CheckOptions::from_json(j.value("options", json::object()));
+  r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
   r.mode = j.value("mode", "check");
   r.bench = j.value("bench", json::object());
   return r;
@@ -114,104 +113,20 @@ Verdict check_solution(const CheckRequest& request) {
   sub.argv = worker_argv("__worker");
   sub.stdin_data = request_json(request).dump();
   sub.timeout_seconds = request.timeout_seconds;
-  SubprocessResult r = run_subprocess(sub);
-  verdict.worker_stderr = r.stderr_data;
-  verdict.worker_stderr_truncated = r.stderr_truncated;
-  verdict.seconds = r.seconds;
-
-  // The worker streams one JSON line per event; take what arrived, even from a worker that died.
-  std::string running;  // the workload in flight when the worker stopped
-  std::optional<Verdict> final_verdict;
-  std::istringstream lines(r.stdout_data);
-  std::string line;
-  while (std::getline(lines, line)) {
-    json event = json::parse(line, nullptr, false);
-    if (event.is_discarded() || !event.is_object()) {
-      spdlog::debug("worker: not a protocol line: {}", line.substr(0, 200));
-      continue;
-    }
-    std::string type = event.value("event", "");
-    if (type == "started") {
-      running = event.value("workload", "");
-    } else if (type == "workload") {
-      verdict.workloads.push_back(workload_verdict_from_json(event.at("result")));
-      running.clear();
-    } else if (type == "verdict") {
-      final_verdict = verdict_from_json(event.at("verdict"));
-    } else if (type == "error") {
-      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", "worker"),
-                  event.value("message", "the worker failed"));
-    }
-  }
-  if (final_verdict && !r.timed_out && r.exit_code == 0) {
-    Verdict v = std::move(*final_verdict);
-    v.compile = verdict.compile;
-    v.environment = verdict.environment;
-    v.worker_stderr = verdict.worker_stderr;
-    v.worker_stderr_truncated = verdict.worker_stderr_truncated;
-    v.phases["worker_process"] = r.seconds;
-    v.seconds = verdict.seconds;
-    v.source = verdict.source;
-    return v;
-  }
-  // The worker did not finish: a hang (TIMEOUT) or a crash (RUNTIME_ERROR).
-  Failure failure;
-  if (r.timed_out) {
-    verdict.status = Status::kTimeout;
-    failure = Failure{
-        "timeout",
-        fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
-                    running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
-        {{"timeout_seconds", request.timeout_seconds}}};
-  } else {
-    verdict.status = Status::kRuntimeError;
-    failure = Failure{
-        "worker_crashed",
-        fmt::format("the worker {}{}", r.describe(),
-                    running.empty() ? "" : fmt::format(" while running workload {}", running)),
-        {{"worker", r.describe()}}};
-  }
-  if (!running.empty()) {
-    failure.evidence["workload"] = running;
-    WorkloadVerdict wv;
-    wv.uuid = running;
-    wv.status = verdict.status;
-    wv.failure = failure;
-    verdict.workloads.push_back(std::move(wv));
-  }
-  verdict.failure = failure;
-  // An earlier workload's failure is the more useful first line.
-  for (const auto& w : verdict.workloads) {
-    if (w.status != Status::kPassed && w.uuid != running) {
-      verdict.status = w.status;
-      verdict.failure = w.failure;
-      break;
-    }
-  }
-  return verdict;
+  return verify::verdict_from_worker(request, std::move(verdict), run_subprocess(sub));
 }
 
 int worker_main() {
-  // Kernels' printf goes to fd 1; keep the protocol on a private copy of stdout and send fd 1 to
-  // stderr, which the parent captures (bounded).
-  int protocol_fd = ::dup(1);
-  ::dup2(2, 1);
-  FILE* protocol = ::fdopen(protocol_fd, "w");
-  // A crashing kernel must not leave core files behind.
-  struct rlimit no_core {
-    0, 0
-  };
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  auto emit = [&](const json& j) {
-    std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-    std::fwrite(line.data(), 1, line.size(), protocol);
-    std::fflush(protocol);
-  };
+  verify::ProtocolStream protocol;
+  auto emit = [&](const json& j) { protocol.emit(j); };
   try {
     std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     json j = json::parse(input, nullptr, false);
     if (j.is_discarded()) throw Error(ExitCode::kInternal, "worker", "the request is not JSON");
     CheckRequest request = request_from_json(j);
+    // A launch that does not finish ends this process in seconds, with a `hang` line.
+    std::unique_ptr<device::Watchdog> watchdog =
+        protocol.watch_launches(request.launch_timeout_seconds);
     auto t0 = std::chrono::steady_clock::now();
     verify::Loaded loaded = load_and_compile(request);
     if (!loaded.candidate_compiled.ok())
@@ -263,6 +178,7 @@ int worker_main() {
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
+      device::ActivityPhase phase("timing");
       bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                        {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr,
                        request.options, bench_options, v);

@@ -10,6 +10,7 @@
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "device/watchdog.hpp"
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
 #include "kharness/text.hpp"
@@ -355,6 +356,7 @@ class Evaluator {
   // module unloaded.
   void run_reference(TrialBuffers& b, CUstream s, std::vector<HostBytes>* expected,
                      const std::function<void(std::size_t, const GuardedBuffer&)>& keep = {}) {
+    device::ActivityPhase phase("reference");
     Module module(reference_.result->cubin);
     PlanLauncher launcher(reference_.solution->plan, reference_.result->kernels, module);
     make_outputs(b, reference_.solution->plan, s);
@@ -464,6 +466,7 @@ class Evaluator {
     auto start = std::chrono::steady_clock::now();
     TrialResult trial;
     trial.seed = seed;
+    device::ActivityPhase trial_phase("correctness trial");  // harness work between the launches
     Stream stream;
     CUstream s = stream.get();
     const Driver& d = Driver::instance();
@@ -511,7 +514,10 @@ class Evaluator {
     t0 = std::chrono::steady_clock::now();
     // Nothing an earlier kernel left in shared memory reaches this one.
     kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed)), s);
-    LaunchOutcome o = launcher->launch(b.env, s, true);
+    LaunchOutcome o = [&] {
+      device::ActivityPhase launching("candidate");
+      return launcher->launch(b.env, s, true);
+    }();
     phases_.add("candidate_run", t0);
     if (!o.ok) {
       fatal_ = o.sticky;
@@ -531,7 +537,10 @@ class Evaluator {
       t0 = std::chrono::steady_clock::now();
       repoison(b, s);
       kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 1)), s);
-      o = launcher->launch(b.env, s, true);
+      {
+        device::ActivityPhase launching("candidate (rerun on the same inputs)");
+        o = launcher->launch(b.env, s, true);
+      }
       if (!o.ok) {
         fatal_ = o.sticky;
         return fail(launch_failure(o, "candidate (rerun)"));

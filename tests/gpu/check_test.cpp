@@ -4,8 +4,9 @@
 //
 // Time: the good fixtures run every workload with 2 trials; the defective ones only the
 // workloads with batch sizes 1, 7 and 1531 (each defect shows on all of them), and the 20-in-a-row
-// and seed tests only batch 1 and 7, so the file stays under about 90 s on an H200, 10 s of
-// which are infinite_loop's 5 s timeout, twice.
+// and seed tests only batch 1 and 7, so the file stays under about 110 s on an H200, 10 s of
+// which are infinite_loop's 5 s timeout, twice, 10 s hang_first_launch's launch watchdog and 5 s
+// slow_launch's two 2.5 s launches (one trial, one workload).
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -137,6 +138,8 @@ struct FixtureCase {
   double timeout = 10;
   // More checks on the verdict: the evidence that shows the defect.
   std::function<void(const json& verdict)> evidence;
+  // When set: replaces "--trials 2" and the workload selection (a fixture too slow for them).
+  std::function<std::string()> args;
 };
 
 std::ostream& operator<<(std::ostream& os, const FixtureCase& c) { return os << c.file; }
@@ -251,6 +254,35 @@ const std::vector<FixtureCase>& fixture_cases() {
        false,
        true},
       {"infinite_loop.cu", "TIMEOUT", {"timeout"}, false, false, 5},
+      // The launch watchdog (--launch-timeout, default 10 s) ends it long before --timeout 60.
+      {"hang_first_launch.cu",
+       "TIMEOUT",
+       {"timeout"},
+       false,
+       false,
+       60,
+       [](const json& v) {
+         const json e = evidence_of(v);
+         EXPECT_EQ(e.value("watchdog", false), true) << failure_text(v);
+         EXPECT_EQ(e.value("launch_timeout_seconds", 0.0), 10.0);
+         EXPECT_EQ(e.value("workload", ""), uuid_for_batch(1));
+         const std::string label = e.value("label", "");
+         EXPECT_NE(label.find("candidate"), std::string::npos) << label;
+         EXPECT_NE(label.find("rmsnorm_kernel"), std::string::npos) << label;
+         EXPECT_LT(v.value("seconds", 1e9), 15.0) << "the worker ran past the launch watchdog";
+       }},
+      // Each launch takes 2.5 s: 2 launches (the run and the determinism rerun) of one trial on
+      // one workload, each its own wait, so the 10 s launch watchdog never fires.
+      {"slow_launch.cu",
+       "PASSED",
+       {},
+       false,
+       false,
+       60,
+       [](const json& v) {
+         EXPECT_GE(v.value("seconds", 0.0), 5.0) << "the fixture did not spin: it tests nothing";
+       },
+       [] { return "--trials 1 --launch-timeout 10 --workloads " + uuid_for_batch(1); }},
       {"null_write.cu",
        "RUNTIME_ERROR",
        {"illegal_address"},
@@ -295,8 +327,13 @@ TEST_P(CheckFixture, VerdictAndFailureKind) {
   const FixtureCase& c = GetParam();
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%g", c.timeout);
-  std::string args = std::string("--trials 2 --seed 1 --timeout ") + timeout;
-  if (!c.all_workloads) args += " " + small_workloads();
+  std::string args = std::string("--seed 1 --timeout ") + timeout;
+  if (c.args) {
+    args += " " + c.args();
+  } else {
+    args += " --trials 2";
+    if (!c.all_workloads) args += " " + small_workloads();
+  }
   const CheckRun run = run_check({check_fixture(c.file)}, args);
   std::cout << c.file << ": exit " << run.exit_code << " in " << run.seconds << " s\n";
   ASSERT_TRUE(run.verdicts.is_object()) << run.describe();
@@ -309,6 +346,13 @@ TEST_P(CheckFixture, VerdictAndFailureKind) {
   EXPECT_EQ(v.value("seed", 0ull), 1u);
   const json& workloads = v.at("workloads");
 
+  if (c.status == "PASSED" && c.args) {  // its own selection: every workload run passed
+    EXPECT_TRUE(v.at("failure").is_null()) << failure_text(v);
+    EXPECT_FALSE(workloads.empty());
+    for (const auto& w : workloads) EXPECT_EQ(w.value("status", ""), "PASSED") << w.dump();
+    if (c.evidence) c.evidence(v);
+    return;
+  }
   if (c.status == "PASSED") {
     EXPECT_TRUE(v.at("failure").is_null()) << failure_text(v);
     // Every workload of the operator, every one PASSED with both trials.

@@ -1,0 +1,166 @@
+#include "verify/worker_protocol.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "kharness/error.hpp"
+
+namespace kharness::verify {
+
+using nlohmann::json;
+
+ProtocolStream::ProtocolStream() {
+  // Kernels' printf goes to fd 1; keep the protocol on a private copy of stdout and send fd 1 to
+  // stderr, which the parent captures (bounded).
+  const int protocol_fd = ::dup(1);
+  ::dup2(2, 1);
+  out_ = ::fdopen(protocol_fd, "w");
+  // A crashing kernel must not leave core files behind.
+  struct rlimit no_core {
+    0, 0
+  };
+  ::setrlimit(RLIMIT_CORE, &no_core);
+}
+
+ProtocolStream::~ProtocolStream() {
+  if (out_ != nullptr) std::fclose(out_);
+}
+
+void ProtocolStream::write_locked(const json& event) {
+  if (out_ == nullptr) return;
+  const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  std::fwrite(line.data(), 1, line.size(), out_);
+  std::fflush(out_);
+}
+
+void ProtocolStream::emit(const json& event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  write_locked(event);
+}
+
+void ProtocolStream::emit_and_exit(const json& event, int code) {
+  mutex_.lock();  // never unlocked: the process ends holding it
+  write_locked(event);
+  ::_exit(code);
+}
+
+std::unique_ptr<device::Watchdog> ProtocolStream::watch_launches(double limit_seconds) {
+  if (!(limit_seconds > 0)) return nullptr;
+  return std::make_unique<device::Watchdog>(limit_seconds, [this](const device::Hang& hang) {
+    emit_and_exit(device::to_json(hang), device::kHangExitCode);
+  });
+}
+
+namespace {
+
+// The failure of a worker stopped by its launch watchdog.
+Failure hang_failure(const CheckRequest& request, const json& hang, const std::string& running) {
+  const double limit = hang.value("limit_seconds", request.launch_timeout_seconds);
+  const std::string label = hang.value("label", "");
+  const std::string call = hang.value("call", "");
+  Failure f{"timeout",
+            fmt::format("{} did not finish within {:g} s (launch watchdog{})",
+                        label.empty() ? "a launch" : label, limit,
+                        running.empty() ? "" : fmt::format("; workload {} was running", running)),
+            {{"launch_timeout_seconds", limit},
+             {"watchdog", true},
+             {"label", label},
+             {"call", call},
+             {"waited_seconds", hang.value("seconds", 0.0)}}};
+  return f;
+}
+
+}  // namespace
+
+Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
+                            const SubprocessResult& r) {
+  verdict.worker_stderr = r.stderr_data;
+  verdict.worker_stderr_truncated = r.stderr_truncated;
+  verdict.seconds = r.seconds;
+
+  // The worker streams one JSON line per event; take what arrived, even from a worker that died.
+  std::string running;  // the workload in flight when the worker stopped
+  std::optional<Verdict> final_verdict;
+  std::optional<json> hang;
+  std::istringstream lines(r.stdout_data);
+  std::string line;
+  while (std::getline(lines, line)) {
+    json event = json::parse(line, nullptr, false);
+    if (event.is_discarded() || !event.is_object()) {
+      spdlog::debug("worker: not a protocol line: {}", line.substr(0, 200));
+      continue;
+    }
+    const std::string type = event.value("event", "");
+    if (type == "started") {
+      running = event.value("workload", "");
+    } else if (type == "workload") {
+      verdict.workloads.push_back(workload_verdict_from_json(event.at("result")));
+      running.clear();
+    } else if (type == "verdict") {
+      final_verdict = verdict_from_json(event.at("verdict"));
+    } else if (type == "hang") {
+      hang = std::move(event);
+    } else if (type == "error") {
+      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", "worker"),
+                  event.value("message", "the worker failed"));
+    }
+  }
+  if (final_verdict && !hang && !r.timed_out && r.exit_code == 0) {
+    Verdict v = std::move(*final_verdict);
+    v.compile = verdict.compile;
+    v.environment = verdict.environment;
+    v.worker_stderr = verdict.worker_stderr;
+    v.worker_stderr_truncated = verdict.worker_stderr_truncated;
+    v.phases["worker_process"] = r.seconds;
+    v.seconds = verdict.seconds;
+    v.source = verdict.source;
+    return v;
+  }
+  // The worker did not finish: a hang (TIMEOUT: its launch watchdog, or the whole-worker limit) or
+  // a crash (RUNTIME_ERROR).
+  Failure failure;
+  if (hang) {
+    verdict.status = Status::kTimeout;
+    failure = hang_failure(request, *hang, running);
+  } else if (r.timed_out) {
+    verdict.status = Status::kTimeout;
+    failure = Failure{
+        "timeout",
+        fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
+                    running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
+        {{"timeout_seconds", request.timeout_seconds}}};
+  } else {
+    verdict.status = Status::kRuntimeError;
+    failure = Failure{
+        "worker_crashed",
+        fmt::format("the worker {}{}", r.describe(),
+                    running.empty() ? "" : fmt::format(" while running workload {}", running)),
+        {{"worker", r.describe()}}};
+  }
+  if (!running.empty()) {
+    failure.evidence["workload"] = running;
+    WorkloadVerdict wv;
+    wv.uuid = running;
+    wv.status = verdict.status;
+    wv.failure = failure;
+    verdict.workloads.push_back(std::move(wv));
+  }
+  verdict.failure = failure;
+  // An earlier workload's failure is the more useful first line.
+  for (const auto& w : verdict.workloads) {
+    if (w.status != Status::kPassed && w.uuid != running) {
+      verdict.status = w.status;
+      verdict.failure = w.failure;
+      break;
+    }
+  }
+  return verdict;
+}
+
+}  // namespace kharness::verify
