@@ -61,6 +61,7 @@ std::string render_profile(const Profile& p) {
 
 ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   if (args.timeout <= 0) throw input_error("--timeout", "must be > 0");
+  require_compile_sandbox("profile");
   ProfileRequest request;
   request.solution = args.solution;
   request.operator_name = args.operator_name;
