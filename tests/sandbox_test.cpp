@@ -107,10 +107,13 @@ TEST(Landlock, ChildCannotReadOrWriteOutsideItsRules) {
 // ---- NVRTC in the sandbox: what the rules miss, the OS refuses ------------------------------
 
 NvrtcOutput compile_in_sandbox(const std::string& text, CompileLimits limits = {}) {
-  std::vector<fs::path> dirs = {default_cuda_include_dir()};
+  const fs::path include = default_cuda_include_dir();
+  std::vector<fs::path> dirs = {include, include / "cccl"};
   std::string limit;
-  return sandboxed_nvrtc_compile(text, "k.cu", {}, {"--gpu-architecture=sm_90a", "-std=c++17"},
-                                 dirs, limits, limit);
+  return sandboxed_nvrtc_compile(
+      text, "k.cu", {},
+      {"--gpu-architecture=sm_90a", "-std=c++17", "-I" + dirs[0].string(), "-I" + dirs[1].string()},
+      dirs, limits, limit);
 }
 
 TEST(CompileSandbox, CompilesAGoodKernel) {

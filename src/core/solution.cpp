@@ -224,7 +224,7 @@ Solution load_folder(const fs::path& dir) {
       // Symlinks are listed too (and refused below when they lead out); FIFOs and devices are
       // refused by the read.
       if (!entry.is_directory() && is_source_extension(entry.path())) {
-        paths.push_back(fs::relative(entry.path(), dir).generic_string());
+        paths.push_back(entry.path().lexically_relative(dir).generic_string());
       }
     }
     std::sort(paths.begin(), paths.end());
