@@ -205,6 +205,20 @@ TEST(CompileSandbox, KernelsCompiledWithTheEnvironmentNeverSeeIt) {
   EXPECT_EQ(r.out.find(kCanary), std::string::npos) << r.out;
 }
 
+TEST(CompileSandbox, DeviceHeapIsRejectedFromThePtx) {
+  // new/delete, malloc/free: whatever spelling, the module declares the heap's allocator.
+  TempDir tmp;
+  for (const char* body : {"struct S { float v; };\nextern \"C\" __global__ void k(float* y) "
+                           "{ S* s = new S; s->v = 1; y[0] = s->v; delete s; }\n",
+                           "#define ALLOC(n) mal##loc(n)\nextern \"C\" __global__ void k(float* "
+                           "y) { float* p = (float*)ALLOC(4); y[0] = *p; }\n"}) {
+    write(tmp.path() / "heap.cu", std::string(kPlan) + body);
+    auto r = kharness("compile --no-cache '" + (tmp.path() / "heap.cu").string() + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("REJECTED [device_heap]"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Environment, ScrubbedEnvironmentDropsSecrets) {
   ::setenv("OPENAI_API_KEY", "sk-canary", 1);
   ::setenv("KHARNESS_TEST_TOKEN", "canary", 1);
