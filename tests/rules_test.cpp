@@ -204,6 +204,116 @@ TEST_F(RulesSource, IncludesInCommentsIgnoredAndHeadersChecked) {
   EXPECT_EQ(v[0].line, 3);
 }
 
+// Issue 17: the rules read the tokens NVRTC reads (translation phases 1-2, digraphs, trigraphs).
+TEST_F(RulesSource, DigraphAndTrigraphIncludesRejected) {
+  for (const char* text : {"%:include \"/proc/self/environ\"\n", "%:include \"/etc/passwd\"\n",
+                           "  %:  include <stdio.h>\n", "??=include \"/etc/passwd\"\n",
+                           "#inc\\\nlude \"/etc/passwd\"\n", "#\\\ninclude \"/etc/passwd\"\n",
+                           "%:/**/include \"/etc/passwd\"\n"}) {
+    auto v = check(one_file(std::string(text) + "__global__ void k() {}\n"));
+    ASSERT_EQ(v.size(), 1u) << text;
+    EXPECT_EQ(v[0].rule, "include_path") << text;
+    EXPECT_EQ(v[0].line, 1) << text;
+  }
+  // Digraphs in literals and comments are text.
+  EXPECT_TRUE(check(one_file("// %:include <stdio.h>\n__global__ void k() { const char* s = "
+                             "\"%:include <stdio.h>\"; }\n"))
+                  .empty());
+  // Braces spelt <% %> still delimit declarations for the __host__ __device__ check.
+  EXPECT_TRUE(check(one_file("__host__ __device__ float f(float x) <% return x; %>\n"
+                             "__global__ void k() <% %>\n"))
+                  .empty());
+}
+
+TEST_F(RulesSource, SpliceInsideCommentEndHidesNothing) {
+  // "*\<newline>/" closes the comment for NVRTC: the code after it is code.
+  auto v =
+      check(one_file("/* a comment *\\\n/ #include \"/etc/passwd\"\n"  // 1-2
+                     "__global__ void k() {\n"                         // 3
+                     "  system(\"id\");\n"                             // 4
+                     "}\n"                                             // 5
+                     "/* closes the old, wrong view */\n"));
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].rule, "include_path");
+  EXPECT_EQ(v[0].line, 1);
+  EXPECT_EQ(v[1].rule, "host_code");
+  EXPECT_EQ(v[1].line, 4);  // lines after a splice keep their numbers
+  // Spliced identifiers and launch syntax.
+  auto w = check(
+      one_file("__global__ void k() {\n  fo\\\npen(\"x\", \"r\");\n  k<<\\\n<1, 1>>>();\n}\n"));
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].rule, "host_launch");
+  EXPECT_EQ(w[1].rule, "host_code");
+  EXPECT_EQ(w[1].line, 2);
+  // "\ " + newline is no splice for NVRTC: the next line is code.
+  auto x = check(one_file("// comment \\ \n#include \"/etc/passwd\"\n__global__ void k() {}\n"));
+  ASSERT_EQ(x.size(), 1u);
+  EXPECT_EQ(x[0].line, 2);
+}
+
+TEST_F(RulesSource, TrigraphSpliceIsScannedBothWays) {
+  // With trigraphs "??/" + newline would splice the include into the comment; NVRTC's C++17
+  // ignores trigraphs and sees the include: the rules must too.
+  auto v = check(one_file("// c ??/\n#include \"/etc/passwd\"\n__global__ void k() {}\n"));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].rule, "include_path");
+  EXPECT_EQ(v[0].line, 2);
+}
+
+TEST_F(RulesSource, EverySpellingOfMainRejected) {
+  for (const char* text :
+       {"signed main() { return 0; }\n", "unsigned main() { return 0; }\n",
+        "int (main)(int, char**) { return 0; }\n", "long main() { return 0; }\n",
+        "auto main() -> int { return 0; }\n", "int\nmain\n(\n) { return 0; }\n",
+        "#define ENTRY main\nint ENTRY() { return 0; }\n", "int ma\\\nin() { return 0; }\n",
+        "__device__ int main() { return 0; }\n", "typedef int I; I main() { return 0; }\n"}) {
+    auto v = check(one_file(std::string(text) + "__global__ void k() {}\n"));
+    ASSERT_GE(v.size(), 1u) << text;
+    EXPECT_EQ(v[0].rule, "host_code") << text;
+    EXPECT_NE(v[0].message.find("main"), std::string::npos) << text;
+  }
+  // A longer name, or a member's use, is something else (declaring a member named main is
+  // refused too: the rule does not parse declarations).
+  EXPECT_TRUE(check(one_file("__device__ int main_count;\n__device__ int remain(int x) { return "
+                             "x; }\ntemplate <class S> __device__ int f(S s, S* p) { return "
+                             "s.main + p->main; }\n__global__ void k() {}\n"))
+                  .empty());
+}
+
+TEST(RulesPtx, DeviceHeapRejected) {
+  const char* ptx = R"(
+.version 9.0
+.target sm_90a
+.address_size 64
+.extern .func  (.param .b64 func_retval0) malloc
+(
+	.param .b64 malloc_param_0
+)
+;
+.extern .func free
+(
+	.param .b64 free_param_0
+)
+;
+.extern .func  (.param .b32 func_retval0) vprintf
+(
+	.param .b64 vprintf_param_0,
+	.param .b64 vprintf_param_1
+)
+;
+.visible .entry k() { ret; }
+)";
+  auto v = check_ptx_rules(ptx);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].rule, "device_heap");
+  EXPECT_NE(v[0].message.find("'malloc'"), std::string::npos);
+  EXPECT_NE(v[1].message.find("'free'"), std::string::npos);
+  EXPECT_TRUE(check_ptx_rules(".extern .func (.param .b32 func_retval0) vprintf\n(\n);\n").empty());
+  auto aligned = check_ptx_rules(
+      ".extern .func  (.param .b64 func_retval0) __cuda_syscall_aligned_malloc\n(\n);\n");
+  ASSERT_EQ(aligned.size(), 1u);
+}
+
 TEST_F(RulesSource, SizeLimits) {
   rules_.max_file_bytes = 100;
   rules_.max_total_bytes = 150;

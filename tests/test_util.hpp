@@ -6,12 +6,20 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
 #include "kharness/error.hpp"
 
 namespace kharness::testing {
+
+// The compile stage runs NVRTC in kharness re-executed as `__compile_worker`; a test binary is
+// not kharness, so it names the built one (before main, whichever test runs first).
+inline const bool kCompileWorkerNamed = [] {
+  ::setenv("KHARNESS_COMPILE_WORKER", KHARNESS_BINARY, 0);
+  return true;
+}();
 
 inline std::filesystem::path fixture(const std::string& relative) {
   return std::filesystem::path(KHARNESS_TEST_FIXTURES) / relative;

@@ -45,6 +45,22 @@ struct Diagnostic {
   std::string message;
 };
 
+// How one NVRTC compile runs: in a child process (kharness re-executed as `__compile_worker`)
+// with these limits, a scrubbed environment and Landlock rules that let it read the toolkit's
+// headers and libraries only and write nothing (src/compile/compile_sandbox.cpp). A compile over
+// a limit is COMPILE_ERROR with CompileResult::limit set, never a stall.
+struct CompileLimits {
+  double timeout_seconds = 60;                     // wall clock, and CPU time, of one compile
+  std::uint64_t address_space_bytes = 4ULL << 30;  // RLIMIT_AS of the compiler process
+  // Where Landlock is unavailable: true refuses to compile (environment error, exit 3); false
+  // compiles without it (the limits, the scrubbed environment and the rules still apply).
+  bool require_landlock = true;
+};
+// The limits every command starts from: 60 s (KHARNESS_COMPILE_TIMEOUT, seconds, which
+// --compile-timeout sets), 4 GiB, and Landlock required unless KHARNESS_ALLOW_UNSANDBOXED=1
+// (which --allow-unsandboxed sets).
+CompileLimits default_compile_limits();
+
 struct CompileOptions {
   std::string arch = "sm_90a";  // normalised: "sm_90a", "sm_100a", ...
   std::vector<std::string> extra_options;
@@ -52,6 +68,7 @@ struct CompileOptions {
   std::filesystem::path cache_dir;         // empty: no cache
   bool use_cache = true;
   bool line_info = true;
+  CompileLimits limits = default_compile_limits();
 };
 
 struct CompileResult {
@@ -67,6 +84,9 @@ struct CompileResult {
   std::string cache_key;
   bool cache_hit = false;
   double seconds = 0.0;
+  // Set when the compile was stopped at a CompileLimits limit (status kCompileError): "time"
+  // (wall clock or CPU) or "memory" (the compiler died under its address-space limit).
+  std::string limit;
 
   bool ok() const { return status == Status::kPassed; }
   const KernelInfo* find_kernel(std::string_view name) const;
@@ -90,6 +110,10 @@ default_cache_dir();  // $KHARNESS_CACHE, else $XDG_CACHE_HOME/kharness, else ~/
 // The options every command compiles with: `arch`, and the default cache unless `use_cache` is
 // false.
 CompileOptions make_compile_options(const std::string& arch, bool use_cache);
+
+// The `__compile_worker` process: a compile request on stdin, restricts itself (limits, Landlock),
+// runs NVRTC, the result on stdout (compile_sandbox.cpp). Returns the exit status.
+int compile_worker_main();
 
 // Parsers, exposed for tests.
 std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);

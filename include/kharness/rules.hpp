@@ -39,4 +39,7 @@ std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
                                                   const Definition* definition,
                                                   const std::vector<KernelInfo>& kernels);
 
+// The compiled module's own rules (device_heap: no malloc/free/new/delete in device code).
+std::vector<RuleViolation> check_ptx_rules(const std::string& ptx);
+
 }  // namespace kharness

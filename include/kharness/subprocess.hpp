@@ -40,6 +40,9 @@ struct SubprocessOptions {
   // discarded, never buffered.
   std::size_t stderr_limit = 64 << 10;
   std::vector<std::pair<std::string, std::string>> env;  // added/overridden variables
+  // false: the child's environment is `env` alone, nothing of ours (see
+  // sandbox::scrubbed_environment for what a worker gets).
+  bool inherit_environment = true;
   double kill_grace_seconds = 2;  // SIGTERM to the group, then SIGKILL after this
   // Checked every 100 ms while the child runs: once true, the group is stopped like at a timeout
   // (SIGTERM, then SIGKILL after the grace) and the result says `cancelled` (Ctrl-C of a run

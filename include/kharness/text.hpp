@@ -15,7 +15,8 @@ std::vector<std::string> close_matches(std::string_view name,
                                        std::size_t limit = 3);
 // 1-based line and column of a byte offset.
 std::pair<int, int> line_column(std::string_view text, std::size_t offset);
-std::string read_file(const std::string& path);  // throws Error (exit 2) if unreadable
+// read_regular_file (kharness/file.hpp): a regular file only, size-capped; throws Error (exit 2).
+std::string read_file(const std::string& path);
 // Writes to a temporary file in the same folder, then renames it over `path`.
 void write_file_atomic(const std::string& path, std::string_view content);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);

@@ -20,6 +20,7 @@
 
 #include "archive/sqlite.hpp"
 #include "kharness/error.hpp"
+#include "kharness/file.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/report.hpp"
 
@@ -135,13 +136,9 @@ void write_durable(const fs::path& path, std::string_view content) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) io_error(path, "rename failed");
 }
 
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// A regular file only (kharness/file.hpp): a FIFO or device planted in an archive reads as
+// missing, never blocks.
+std::string read_all(const fs::path& path) { return try_read_regular_file(path).value_or(""); }
 
 json read_json(const fs::path& path) {
   std::string text = read_all(path);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "kharness/text.hpp"
@@ -33,7 +34,7 @@ void setup_logging(const GlobalOptions& options) {
 std::string typed_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--operators-dir" || arg == "--archive") {
+    if (arg == "--operators-dir" || arg == "--archive" || arg == "--compile-timeout") {
       ++i;
       continue;
     }
@@ -57,8 +58,9 @@ std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       bool known = false;
-      for (const char* k : {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir",
-                            "--archive", "-h", "--help", "--version"}) {
+      for (const char* k :
+           {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "--archive",
+            "--compile-timeout", "--allow-unsandboxed", "-h", "--help", "--version"}) {
         known = known || arg == k;
       }
       if (arg.rfind("-", 0) == 0 && !known)
@@ -89,6 +91,14 @@ int run(int argc, char** argv) {
   app.add_option("--archive", global.archive_dir,
                  "Archive of evaluations (default: $KHARNESS_ARCHIVE, else ./.kharness)")
       ->type_name("DIR");
+  app.add_option("--compile-timeout", global.compile_timeout,
+                 "Wall-clock and CPU limit of one NVRTC compile, in seconds (default 60; "
+                 "also KHARNESS_COMPILE_TIMEOUT; never above a command's --timeout)")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--allow-unsandboxed", global.allow_unsandboxed,
+               "Evaluate untrusted solutions even where Linux Landlock is unavailable (the "
+               "compiler then runs without its file sandbox; also KHARNESS_ALLOW_UNSANDBOXED=1)");
 
   std::vector<std::pair<CLI::App*, Runner>> runners;
   for (const auto& command : commands()) {
@@ -136,6 +146,11 @@ int run(int argc, char** argv) {
   }
 
   setup_logging(global);
+  // The compile stage and every worker read these (KHARNESS_* passes the workers' scrubbed
+  // environment): one setting for the whole run, whichever process compiles.
+  if (global.compile_timeout > 0)
+    ::setenv("KHARNESS_COMPILE_TIMEOUT", fmt::format("{}", global.compile_timeout).c_str(), 1);
+  if (global.allow_unsandboxed) ::setenv("KHARNESS_ALLOW_UNSANDBOXED", "1", 1);
   try {
     for (auto& [sub, runner] : runners) {
       if (sub->parsed()) return static_cast<int>(runner(global));

@@ -18,6 +18,8 @@ struct GlobalOptions {
   bool quiet = false;
   std::vector<std::filesystem::path> operators_dirs;
   std::filesystem::path archive_dir;  // --archive; empty: $KHARNESS_ARCHIVE, else ./.kharness
+  double compile_timeout = 0;         // --compile-timeout; 0: KHARNESS_COMPILE_TIMEOUT, else 60 s
+  bool allow_unsandboxed = false;     // --allow-unsandboxed (also KHARNESS_ALLOW_UNSANDBOXED=1)
 };
 
 // The work of a parsed subcommand; returns the process exit code.

@@ -394,6 +394,7 @@ std::string cached_note(const Evaluator::Result& r) {
 
 ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
   validate_args(args, app);
+  require_compile_sandbox(args.mode);
   std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   std::string arch = resolve_arch(args.arch);
   Evaluator evaluator(args, global, seed, arch, args.mode);
@@ -509,6 +510,7 @@ void write_report(const char* option, const std::string& file, const std::string
 
 ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
   validate_args(args, app);
+  require_compile_sandbox("score");
   // A report path that cannot be written fails now, not after every solution has been scored.
   for (const auto& [option, file] :
        {std::pair<const char*, const std::string&>{"--json", args.json_file},

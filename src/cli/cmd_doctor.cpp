@@ -10,6 +10,7 @@
 #include "cli/common.hpp"
 #include "cli/table.hpp"
 #include "kharness/device.hpp"
+#include "kharness/sandbox.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness::cli {
@@ -20,6 +21,25 @@ std::string archive_dir(const GlobalOptions& global) {
   const char* env = std::getenv("KHARNESS_ARCHIVE");
   return env && *env ? std::string(env) + " (KHARNESS_ARCHIVE)"
                      : std::string("./.kharness (default)");
+}
+
+// The compile sandbox: Landlock's ABI, or why it is missing and what that means.
+std::string sandbox_line() {
+  const sandbox::LandlockSupport l = sandbox::landlock_support();
+  const CompileLimits limits = default_compile_limits();
+  std::string limits_text = fmt::format(
+      "NVRTC in a child process: {:.3g} s, {:.3g} GiB, scrubbed "
+      "environment",
+      limits.timeout_seconds, static_cast<double>(limits.address_space_bytes) / (1ULL << 30));
+  if (l.available())
+    return fmt::format("Landlock ABI {} (compiler reads the CUDA toolkit only, writes nothing); {}",
+                       l.abi, limits_text);
+  return fmt::format(
+      "NO Landlock: {}; check, validate, bench, score, run and profile refuse "
+      "untrusted solutions{}; {}",
+      l.reason,
+      limits.require_landlock ? " unless --allow-unsandboxed" : " (allowed: --allow-unsandboxed)",
+      limits_text);
 }
 
 std::string mhz(const std::optional<int>& v) { return v ? fmt::format("{} MHz", *v) : "?"; }
@@ -84,6 +104,14 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
     j["archive"] = archive_dir(global);
     j["compile_cache"] = default_cache_dir().string();
     j["cuda_include_dir"] = default_cuda_include_dir().string();
+    const sandbox::LandlockSupport landlock = sandbox::landlock_support();
+    const CompileLimits limits = default_compile_limits();
+    j["sandbox"] = {{"landlock_abi", landlock.abi},
+                    {"landlock_available", landlock.available()},
+                    {"reason", landlock.reason},
+                    {"compile_timeout_seconds", limits.timeout_seconds},
+                    {"compile_address_space_bytes", limits.address_space_bytes},
+                    {"allow_unsandboxed", !limits.require_landlock}};
     std::fputs((j.dump(2) + "\n").c_str(), stdout);
     return r.gpu_ready() ? ExitCode::kPassed : ExitCode::kEnvironment;
   }
@@ -130,6 +158,7 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
   out += fmt::format("archive        {}\n", archive_dir(global));
   out += fmt::format("compile cache  {}\n", default_cache_dir().string());
   out += fmt::format("CUDA headers   {}\n", default_cuda_include_dir().string());
+  out += fmt::format("sandbox        {}\n", sandbox_line());
   for (const auto& note : r.notes) out += fmt::format("note: {}\n", note);
   std::fputs(out.c_str(), stdout);
   return r.gpu_ready() ? ExitCode::kPassed : ExitCode::kEnvironment;

@@ -63,6 +63,7 @@ std::string render_profile(const Profile& p) {
 ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   if (args.timeout <= 0) throw input_error("--timeout", "must be > 0");
   validate_launch_timeout(args.launch_timeout);
+  require_compile_sandbox("profile");
   ProfileRequest request;
   request.solution = args.solution;
   request.operator_name = args.operator_name;

@@ -204,6 +204,7 @@ void validate_args(const RunArgs& args) {
 
 ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app) {
   namespace fs = std::filesystem;
+  require_compile_sandbox("run");
   fs::path run_dir;
   std::vector<controller::CandidateRecord> earlier;
   std::unique_ptr<controller::FileRecorder> files;

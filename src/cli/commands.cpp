@@ -35,8 +35,10 @@ const std::vector<Command>& commands() {
       {"tune-space",
        "Show the knob space of an operator's seed; list, write or compile configurations",
        setup_tune_space},
-      // Hidden (no summary): the worker process `check` runs each solution in.
+      // Hidden (no summary): the worker process `check` runs each solution in, and the sandboxed
+      // compiler process of the compile stage.
       {"__worker", "", setup_worker},
+      {"__compile_worker", "", setup_compile_worker},
       {"__profile_worker", "", setup_profile_worker},
   };
   return table;

@@ -17,6 +17,7 @@ Runner setup_show(CLI::App& app);
 Runner setup_report(CLI::App& app);
 Runner setup_tune_space(CLI::App& app);
 Runner setup_worker(CLI::App& app);
+Runner setup_compile_worker(CLI::App& app);
 Runner setup_profile(CLI::App& app);
 Runner setup_profile_worker(CLI::App& app);
 Runner setup_run(CLI::App& app);

@@ -1,6 +1,7 @@
 #include "cli/common.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +12,8 @@
 
 #include "cli/table.hpp"
 #include "kharness/device.hpp"
+#include "kharness/error.hpp"
+#include "kharness/sandbox.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness::cli {
@@ -54,6 +57,22 @@ void write_output(const std::string& option, const std::filesystem::path& file,
   } catch (const std::exception& e) {
     throw input_error(option, fmt::format("cannot write '{}': {}", file.string(), e.what()));
   }
+}
+
+void require_compile_sandbox(const std::string& command) {
+  const sandbox::LandlockSupport landlock = sandbox::landlock_support();
+  if (landlock.available()) return;
+  if (default_compile_limits().require_landlock) {
+    throw environment_error(fmt::format(
+        "{}: Linux Landlock is unavailable ({}), so the compiler cannot be confined to the CUDA "
+        "toolkit's files; --allow-unsandboxed evaluates untrusted solutions anyway (kharness "
+        "doctor shows the sandbox)",
+        command, landlock.reason));
+  }
+  spdlog::warn(
+      "{}: Landlock is unavailable ({}); compiling without the file sandbox "
+      "(--allow-unsandboxed)",
+      command, landlock.reason);
 }
 
 void check_output_file(const std::string& option, const std::filesystem::path& file) {

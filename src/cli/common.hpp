@@ -38,6 +38,11 @@ void write_output(const std::string& option, const std::filesystem::path& file,
 // Before a long evaluation: fails now, as write_output would later, if `file` cannot be written.
 void check_output_file(const std::string& option, const std::filesystem::path& file);
 
+// Commands that evaluate untrusted solutions (check, validate, bench, score, run, profile) call
+// this first: where Linux Landlock is unavailable it throws an environment error (exit 3) unless
+// --allow-unsandboxed (KHARNESS_ALLOW_UNSANDBOXED=1) was given, then it warns.
+void require_compile_sandbox(const std::string& command);
+
 // Diagnostics, violations and the per-kernel resource table, for a terminal (JSON: to_json).
 std::string render_compile_text(const std::string& what, const CompileResult& result);
 // One line per rule violation: "REJECTED [rule] file:line: message".

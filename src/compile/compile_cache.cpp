@@ -10,6 +10,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "kharness/file.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/status.hpp"
 #include "kharness/text.hpp"
@@ -30,18 +31,8 @@ Diagnostic::Severity parse_severity(const std::string& s) {
   return Diagnostic::Severity::kError;
 }
 
-std::optional<std::string> slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    return std::nullopt;
-  }
-  return ss.str();
-}
+// A cache file that is not a regular file (a FIFO planted in the cache) is a miss, not a hang.
+std::optional<std::string> slurp(const fs::path& path) { return try_read_regular_file(path); }
 
 }  // namespace
 

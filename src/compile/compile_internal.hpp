@@ -56,4 +56,14 @@ NvrtcOutput nvrtc_compile(const std::string& entry_text, const std::string& entr
                           const std::vector<std::pair<std::string, std::string>>& headers,
                           const std::vector<std::string>& options);
 
+// nvrtc_compile in a sandboxed child process (compile_sandbox.cpp): the same output, or, when the
+// child was stopped at a limit, a COMPILE_ERROR log saying which and `limit_hit` set ("time",
+// "memory"). `read_dirs`: the toolkit's include folders the compiler may read. Throws
+// environment_error where Landlock is required and unavailable.
+NvrtcOutput sandboxed_nvrtc_compile(const std::string& entry_text, const std::string& entry_name,
+                                    const std::vector<std::pair<std::string, std::string>>& headers,
+                                    const std::vector<std::string>& options,
+                                    const std::vector<std::filesystem::path>& read_dirs,
+                                    const CompileLimits& limits, std::string& limit_hit);
+
 }  // namespace kharness

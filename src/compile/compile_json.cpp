@@ -75,6 +75,7 @@ nlohmann::json to_json(const CompileResult& r) {
   j["cache_key"] = r.cache_key;
   j["cache_hit"] = r.cache_hit;
   j["seconds"] = r.seconds;
+  if (!r.limit.empty()) j["limit"] = r.limit;
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) {
     j["violations"].push_back({{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});

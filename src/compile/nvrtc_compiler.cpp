@@ -358,8 +358,11 @@ NvrtcOutput nvrtc_compile(const std::string& entry_text, const std::string& entr
 
 namespace {
 
-// The solution's entry file as the translation unit, its other files as in-memory headers.
-NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& options) {
+// The solution's entry file as the translation unit, its other files as in-memory headers; in
+// the compile sandbox (compile_sandbox.cpp).
+NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& options,
+                      const std::vector<fs::path>& include_dirs, const CompileLimits& limits,
+                      std::string& limit_hit) {
   std::vector<std::string> own;
   for (const auto& f : solution.sources) {
     own.push_back(f.path);
@@ -372,7 +375,8 @@ NvrtcOutput run_nvrtc(const Solution& solution, const std::vector<std::string>& 
     }
   }
   const SourceFile& entry = solution.entry_source();
-  return nvrtc_compile(angle_toolkit_includes(entry.content, own), entry.path, headers, options);
+  return sandboxed_nvrtc_compile(angle_toolkit_includes(entry.content, own), entry.path, headers,
+                                 options, include_dirs, limits, limit_hit);
 }
 
 // "k.cu:1" -> {"k.cu", 1}; "dir/solution.json" -> {"dir/solution.json", 0}.
@@ -511,7 +515,9 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
     spdlog::debug("compile: cache hit {}", result.cache_key);
   } else {
     const auto nvrtc_start = std::chrono::steady_clock::now();
-    NvrtcOutput out = run_nvrtc(solution, nvrtc_options);
+    std::string limit_hit;
+    NvrtcOutput out = run_nvrtc(solution, nvrtc_options, source_rules.system_include_dirs,
+                                options.limits, limit_hit);
     spdlog::debug(
         "compile: NVRTC {} for {} in {:.3f} s: {}", solution.entry_source().path, result.arch,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - nvrtc_start).count(),
@@ -526,7 +532,10 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
       entry->kernels = parse_ptx_entries(entry->ptx);
       apply_ptxas_info(entry->log, entry->kernels);
     }
-    if (use_cache) {
+    // A compile stopped at a limit is not cached: the limit, or the machine's load, may differ
+    // next time.
+    result.limit = limit_hit;
+    if (use_cache && limit_hit.empty()) {
       compile_cache::store(options.cache_dir, result.cache_key, *entry);
     }
   }
@@ -540,6 +549,10 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
   }
 
   result.violations = check_kernel_interface(solution.plan, definition, result.kernels);
+  for (auto& v : check_ptx_rules(result.ptx)) {
+    v.file = solution.entry_source().path;
+    result.violations.push_back(std::move(v));
+  }
   for (auto& v : result.violations) {
     if (v.file.empty()) {
       v.file = plan_file;

@@ -1,9 +1,14 @@
 // The rules a solution obeys before anything runs (DESIGN §3/§4): status REJECTED, with a
 // RuleViolation naming the rule, the file and the line.
 //
-// Source rules (check_source_rules) scan each file with comments blanked out and, for the code
-// checks, string and character literals blanked too, so a rule never fires on a comment or a
-// message string. Rule identifiers:
+// Source rules (check_source_rules) read each file as NVRTC does after translation phases 1-2
+// (line splices; digraphs; and, in a second scan where the file has "??", trigraphs), so that no
+// spelling (%:include, a backslash-newline inside "*/", a spliced identifier) shows the rules
+// other tokens than the compiler. They scan with comments blanked out and, for the code checks,
+// string and character literals blanked too, so a rule never fires on a comment or a message
+// string. The rules are a first line, with messages a participant can act on; what a source
+// can read at compile time is enforced by the compile sandbox (Landlock), not by them.
+// Rule identifiers:
 //   file_size, total_size  a file, or all files together, above SourceRules' limits
 //   empty_source           the entry file has no code (only whitespace and comments)
 //   include_path           an #include that is not a CUDA toolkit header (a file under
@@ -13,7 +18,9 @@
 //                          #import are refused outright. A <header> not found under the
 //                          toolkit's include folders (<stdio.h>, <cstdint>, <vector>) is refused:
 //                          NVRTC has no C/C++ library headers, use <cuda/std/...> instead.
-//   host_code              int main(...), a __host__ function (__host__ __device__ is fine),
+//   host_code              the identifier main (any declaration: int/signed/unsigned main,
+//                          int (main)(...), a macro naming it; only x.main and p->main are
+//                          allowed), a __host__ function (__host__ __device__ is fine),
 //                          std::thread/async/fstream, host I/O and process calls (fopen,
 //                          system, popen, fork, exec*, dlopen, getenv, ...)
 //   host_api               a CUDA runtime or driver API call (cudaMalloc, cudaMemcpy,
@@ -156,6 +163,96 @@ std::string mask_source(const std::string& src, bool blank_literals) {
   return out;
 }
 
+// Translation phases 1-2 as a compiler applies them, so that the rules read the tokens NVRTC
+// reads: trigraphs replaced (when `trigraphs`; NVRTC's C++ dialects ignore them, with a warning,
+// so the rules scan both ways), and line splices (a backslash right before a newline; NVRTC does
+// not splice "\ " + newline) removed. Each removed newline is put back at the end of its logical
+// line, so a spliced line is reported at its first physical line and the lines after it keep
+// their numbers. Then the digraphs outside comments and literals become the tokens they are
+// (%:%: ##, %: #, <% {, %> }, <: [, :> ]; "<::" not followed by ':' or '>' stays "<" "::", as
+// in C++11).
+std::string translation_phases(const std::string& src, bool trigraphs) {
+  std::string phase1;
+  phase1.reserve(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    if (trigraphs && src[i] == '?' && i + 2 < src.size() && src[i + 1] == '?') {
+      static constexpr std::string_view kFrom = "=/'()!<>-";
+      static constexpr std::string_view kTo = "#\\^[]|{}~";
+      std::size_t k = kFrom.find(src[i + 2]);
+      if (k != std::string_view::npos) {
+        phase1 += kTo[k];
+        i += 2;
+        continue;
+      }
+    }
+    phase1 += src[i];
+  }
+  std::string phase2;
+  phase2.reserve(phase1.size());
+  int owed_newlines = 0;
+  for (std::size_t i = 0; i < phase1.size(); ++i) {
+    char c = phase1[i];
+    if (c == '\\' && i + 1 < phase1.size() &&
+        (phase1[i + 1] == '\n' ||
+         (phase1[i + 1] == '\r' && i + 2 < phase1.size() && phase1[i + 2] == '\n'))) {
+      i += phase1[i + 1] == '\r' ? 2 : 1;
+      ++owed_newlines;
+      continue;
+    }
+    if (c == '\n' && owed_newlines > 0) {
+      phase2.append(static_cast<std::size_t>(owed_newlines), '\n');
+      owed_newlines = 0;
+    }
+    phase2 += c;
+  }
+  phase2.append(static_cast<std::size_t>(owed_newlines), '\n');
+
+  const std::string masked = mask_source(phase2, true);
+  std::string out;
+  out.reserve(phase2.size());
+  for (std::size_t i = 0; i < phase2.size(); ++i) {
+    // Only where the mask kept the text (code, not a comment or a literal's inside).
+    bool code =
+        masked[i] == phase2[i] && (i + 1 >= phase2.size() || masked[i + 1] == phase2[i + 1]);
+    std::string_view rest(phase2.data() + i, phase2.size() - i);
+    if (code) {
+      if (rest.substr(0, 4) == "%:%:") {
+        out += "##";
+        i += 3;
+        continue;
+      }
+      if (rest.substr(0, 2) == "%:") {
+        out += '#';
+        ++i;
+        continue;
+      }
+      if (rest.substr(0, 2) == "<%") {
+        out += '{';
+        ++i;
+        continue;
+      }
+      if (rest.substr(0, 2) == "%>") {
+        out += '}';
+        ++i;
+        continue;
+      }
+      if (rest.substr(0, 2) == ":>") {
+        out += ']';
+        ++i;
+        continue;
+      }
+      if (rest.substr(0, 2) == "<:" &&
+          !(rest.substr(0, 3) == "<::" && rest.size() > 3 && rest[3] != ':' && rest[3] != '>')) {
+        out += '[';
+        ++i;
+        continue;
+      }
+    }
+    out += phase2[i];
+  }
+  return out;
+}
+
 class LineIndex {
  public:
   explicit LineIndex(const std::string& text) {
@@ -268,7 +365,13 @@ struct FileScan {
   const SourceFile& file;
   std::vector<RuleViolation>& out;
   std::size_t count = 0;
+  // The file is scanned in more than one translation (with and without trigraphs): a finding is
+  // reported once.
+  std::set<std::tuple<std::string, int, std::string>> seen;
   void add(std::string rule, std::string message, int line) {
+    if (!seen.emplace(rule, line, message).second) {
+      return;
+    }
     if (count++ >= kMaxViolationsPerFile) {
       return;
     }
@@ -306,9 +409,12 @@ void check_code(const std::string& code, const LineIndex& lines, FileScan& scan)
     std::string_view ident = view.substr(start, i - start);
     char next = next_char(view, i);
     int line = lines.line(start);
-    if (ident == "main" && next == '(') {
-      std::string_view prev = previous_identifier(view, start);
-      if (prev == "int" || prev == "void" || prev == "auto") {
+    if (ident == "main") {
+      // Every spelling NVRTC accepts: int/signed/unsigned/auto main(...), int (main)(...), a
+      // macro naming it (#define M main). Only a member (x.main, p->main) is something else.
+      std::string_view punct = previous_punct(view, start);
+      bool member = (!punct.empty() && punct.back() == '.') || punct == "->";
+      if (!member) {
         scan.add(
             "host_code",
             "a 'main' function: a solution is device code only; the harness runs the host side",
@@ -560,17 +666,25 @@ std::vector<RuleViolation> check_source_rules(const Solution& solution, const So
                      file.path, 0});
       continue;  // not scanned: bounded work for hostile input
     }
-    const std::string no_comments = mask_source(file.content, false);
-    const std::string code = mask_source(file.content, true);
-    if (index == solution.entry && blank_text(code)) {
+    // The rules read the file as NVRTC does after translation phases 1-2 (splices, digraphs);
+    // with trigraphs too, where the file has any, since a dialect may honour them.
+    std::vector<std::string> texts = {translation_phases(file.content, false)};
+    if (file.content.find("??") != std::string::npos) {
+      texts.push_back(translation_phases(file.content, true));
+    }
+    if (index == solution.entry && blank_text(mask_source(texts[0], true))) {
       out.push_back({"empty_source", "the entry source has no code (only whitespace and comments)",
                      file.path, 0});
       continue;
     }
-    LineIndex lines(file.content);
     FileScan scan{file, out};
-    check_includes(solution, no_comments, lines, rules, scan);
-    check_code(code, lines, scan);
+    for (const std::string& text : texts) {
+      const std::string no_comments = mask_source(text, false);
+      const std::string code = mask_source(text, true);
+      LineIndex lines(text);
+      check_includes(solution, no_comments, lines, rules, scan);
+      check_code(code, lines, scan);
+    }
     if (scan.count > kMaxViolationsPerFile) {
       out.push_back({"too_many_violations",
                      fmt::format("{} more rule violations in this file not listed",
@@ -1090,6 +1204,54 @@ std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
                                    a, arg.text(), what, a, kernel.name, describe(param)),
                        "", 0});
       }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PTX rules: what the compiled module calls, whatever spelling or macro produced it.
+//   device_heap  the module declares the device heap's allocator (.extern .func malloc, free,
+//                __cuda_syscall_aligned_malloc: from malloc/free, new/delete and
+//                __nv_aligned_device_malloc in device code). The device heap outlives a launch
+//                and a module reload, so a kernel could keep state from one checked or timed
+//                run to the next that the harness cannot scrub.
+std::vector<RuleViolation> check_ptx_rules(const std::string& ptx) {
+  std::vector<RuleViolation> out;
+  std::set<std::string> reported;
+  constexpr std::string_view kExtern = ".extern .func";
+  for (std::size_t at = ptx.find(kExtern); at != std::string::npos;
+       at = ptx.find(kExtern, at + kExtern.size())) {
+    std::size_t i = at + kExtern.size();
+    auto skip_space = [&] {
+      while (i < ptx.size() && is_space(ptx[i])) {
+        ++i;
+      }
+    };
+    skip_space();
+    if (i < ptx.size() && ptx[i] == '(') {  // the return parameter
+      std::size_t close = ptx.find(')', i);
+      if (close == std::string::npos) {
+        break;
+      }
+      i = close + 1;
+      skip_space();
+    }
+    std::size_t start = i;
+    while (i < ptx.size() && (is_ident_char(ptx[i]) || ptx[i] == '$' || ptx[i] == '.')) {
+      ++i;
+    }
+    std::string name = ptx.substr(start, i - start);
+    bool heap = name == "malloc" || name == "free" || name == "realloc" || name == "calloc" ||
+                name.find("aligned_malloc") != std::string::npos;
+    if (heap && reported.insert(name).second) {
+      out.push_back({"device_heap",
+                     fmt::format("the module calls the device heap ('{}': malloc/free, new/delete "
+                                 "or __nv_aligned_device_malloc in device code); the device heap "
+                                 "outlives a launch, so a kernel could carry state between runs "
+                                 "that the harness cannot scrub: use the plan's workspace",
+                                 name),
+                     "", 0});
     }
   }
   return out;

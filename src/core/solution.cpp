@@ -10,6 +10,7 @@
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
+#include "kharness/file.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness {
@@ -18,6 +19,10 @@ namespace {
 namespace ju = json_util;
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// Far above the source rules' limits (1 MiB a file), which then say how large it is; what is
+// larger is not read at all.
+constexpr std::size_t kMaxSourceFileBytes = std::size_t{16} << 20;
 
 const char* const kSourceExtensions[] = {".cu", ".cuh", ".h", ".hpp", ".hh", ".inc", ".inl"};
 
@@ -157,6 +162,21 @@ void check_relative_path(const std::string& p, const std::string& where) {
   }
 }
 
+// A plan's "definition" names an operator of the registry; it is never a path: a submission
+// does not choose the definition (tolerances, reference) it is judged by. Definition files and
+// folders come only from the person running kharness (--operator FILE, --operators-dir).
+void check_definition_name(const std::string& name, const std::string& where) {
+  if (name.empty()) return;
+  bool path_like = name.find_first_of("/\\") != std::string::npos || name == "." || name == ".." ||
+                   fs::path(name).extension() == ".json";
+  if (path_like) {
+    throw input_error(where, fmt::format("'{}' is a path; a plan's definition is an operator "
+                                         "name (definition files are given by whoever runs "
+                                         "kharness: --operator FILE or --operators-dir DIR)",
+                                         printable_line(name.substr(0, 200))));
+  }
+}
+
 bool blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
@@ -172,6 +192,17 @@ void take_metadata(const json& j, const std::string& source, Solution& s) {
 Solution load_folder(const fs::path& dir) {
   fs::path manifest = dir / "solution.json";
   std::string source = manifest.string();
+  // Every file of a folder solution resolves inside the folder: a symlink out of it (to a host
+  // file) is not read, compiled or archived.
+  auto inside = [&](const fs::path& file, const std::string& where) {
+    if (!resolves_inside(file, dir)) {
+      std::error_code ec;
+      bool link = fs::is_symlink(fs::symlink_status(file, ec));
+      throw input_error(where, link ? "a symlink that leads out of the solution folder"
+                                    : "resolves outside the solution folder");
+    }
+  };
+  inside(manifest, source);
   json j = ju::parse_text<json>(read_file(source), source);
   ju::require_object(j, source, "");
   Solution s;
@@ -190,14 +221,21 @@ Solution load_folder(const fs::path& dir) {
     }
   } else {
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-      if (entry.is_regular_file() && is_source_extension(entry.path())) {
-        paths.push_back(fs::relative(entry.path(), dir).generic_string());
+      // Symlinks are listed too (and refused below when they lead out); FIFOs and devices are
+      // refused by the read.
+      if (!entry.is_directory() && is_source_extension(entry.path())) {
+        paths.push_back(entry.path().lexically_relative(dir).generic_string());
       }
     }
     std::sort(paths.begin(), paths.end());
   }
   if (paths.empty()) throw input_error(ju::field(source, "sources"), "no source files");
-  for (const auto& p : paths) s.sources.push_back({p, read_file((dir / p).string())});
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const fs::path file = dir / paths[i];
+    std::error_code ec;
+    if (fs::exists(file, ec)) inside(file, file.string());
+    s.sources.push_back({paths[i], read_regular_file(file, kMaxSourceFileBytes)});
+  }
   std::string entry = ju::string_or(j, "entry", "", source, "");
   if (entry.empty()) {
     auto it = std::find_if(paths.begin(), paths.end(),
@@ -239,6 +277,7 @@ Solution load_flashinfer_bench(const fs::path& file, const json& j) {
   s.author = ju::string_or(j, "author", "", source, "");
   s.description = ju::string_or(j, "description", "", source, "");
   std::string definition = ju::string_or(j, "definition", "", source, "");
+  check_definition_name(definition, ju::field(source, "definition"));
   const auto& spec = ju::require_object(ju::require(j, "spec", source, ""), source, "spec");
   std::string language =
       ju::as_string(ju::require(spec, "language", source, "spec"), source, "spec.language");
@@ -335,6 +374,7 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
   plan.raw = j;
   for (const char* key : {"name", "author", "description"}) plan.raw.erase(key);
   plan.definition = ju::string_or(j, "definition", "", source, "");
+  check_definition_name(plan.definition, ju::field(source, "definition"));
   const auto& launches = ju::require(j, "launches", source, "");
   ju::expect_type(launches, launches.is_array(), "an array of launches", source, "launches");
   for (std::size_t i = 0; i < launches.size(); ++i) {
@@ -457,7 +497,7 @@ Solution load_solution(const fs::path& path) {
   }
   if (path.filename() == "solution.json")
     return load_folder(path.parent_path().empty() ? "." : path.parent_path());
-  std::string text = read_file(path.string());
+  std::string text = read_regular_file(path, kMaxSourceFileBytes);
   if (path.extension() == ".json") {
     json j = json_util::parse_text<json>(text, path.string());
     json_util::require_object(j, path.string(), "");

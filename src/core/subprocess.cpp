@@ -180,9 +180,9 @@ class BoundedCapture {
 
 // The environment for the child: ours, with `overrides` replacing or adding variables.
 std::vector<std::string> child_environment(
-    const std::vector<std::pair<std::string, std::string>>& overrides) {
+    const std::vector<std::pair<std::string, std::string>>& overrides, bool inherit) {
   std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = environ; inherit && e && *e; ++e) {
     std::string_view entry(*e);
     std::string_view name = entry.substr(0, entry.find('='));
     bool overridden = std::any_of(overrides.begin(), overrides.end(),
@@ -318,7 +318,8 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
     return result;
   }
 
-  std::vector<std::string> env_strings = child_environment(options.env);
+  std::vector<std::string> env_strings =
+      child_environment(options.env, options.inherit_environment);
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);
   for (auto& s : env_strings) envp.push_back(s.data());

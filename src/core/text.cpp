@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "kharness/error.hpp"
+#include "kharness/file.hpp"
 
 namespace kharness {
 
@@ -66,21 +67,7 @@ std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
   return {line, column};
 }
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw input_error(path, "no such file");
-  if (std::filesystem::is_directory(path, ec))
-    throw input_error(path, "is a directory, not a file");
-  // /dev/zero or /dev/urandom would be read until memory runs out. (Pipes end, and are read.)
-  if (std::filesystem::is_character_file(path, ec) || std::filesystem::is_block_file(path, ec))
-    throw input_error(path, "is a device, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw input_error(path, "read failed");
-  return ss.str();
-}
+std::string read_file(const std::string& path) { return read_regular_file(path); }
 
 void write_file_atomic(const std::string& path, std::string_view content) {
   std::filesystem::path target(path);

@@ -26,6 +26,7 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/sandbox.hpp"
 #include "kharness/subprocess.hpp"
 #include "profile/occupancy.hpp"
 #include "profile/range_profiler.hpp"
@@ -535,6 +536,8 @@ Profile profile_solution(const ProfileRequest& request) {
   sub.argv = worker_argv("__profile_worker");
   sub.stdin_data = request_json(request, w.uuid).dump();
   sub.timeout_seconds = request.timeout_seconds;
+  sub.inherit_environment = false;  // no API keys in the worker (sandbox.hpp)
+  sub.env = sandbox::scrubbed_environment();
   const auto worker_start = Clock::now();
   SubprocessResult r = run_subprocess(sub);
   const double worker_seconds = since(worker_start);

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <iterator>
@@ -11,6 +12,7 @@
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
+#include "kharness/sandbox.hpp"
 #include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
@@ -31,8 +33,13 @@ nlohmann::json compile_summary(const CompileResult& r) {
   return j;
 }
 
+// The compile limit is part of the solution's --timeout: never above it.
 CompileOptions compile_options(const CheckRequest& request) {
-  return make_compile_options(request.arch, request.use_cache);
+  CompileOptions options = make_compile_options(request.arch, request.use_cache);
+  if (request.timeout_seconds > 0)
+    options.limits.timeout_seconds =
+        std::min(options.limits.timeout_seconds, request.timeout_seconds);
+  return options;
 }
 
 verify::Loaded load_and_compile(const CheckRequest& request) {
@@ -90,6 +97,7 @@ Verdict check_solution(const CheckRequest& request) {
       json evidence = json::object();
       if (!c.diagnostics.empty())
         evidence = {{"file", c.diagnostics[0].file}, {"line", c.diagnostics[0].line}};
+      if (!c.limit.empty()) evidence["limit"] = c.limit;  // stopped at the compile sandbox's limit
       verdict.failure = Failure{"compile_error", first, evidence};
     }
     return verdict;
@@ -113,6 +121,9 @@ Verdict check_solution(const CheckRequest& request) {
   sub.argv = worker_argv("__worker");
   sub.stdin_data = request_json(request).dump();
   sub.timeout_seconds = request.timeout_seconds;
+  // Only what the driver, the toolkit and kharness's settings need: no API keys.
+  sub.inherit_environment = false;
+  sub.env = sandbox::scrubbed_environment();
   return verify::verdict_from_worker(request, std::move(verdict), run_subprocess(sub));
 }
 

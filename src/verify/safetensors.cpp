@@ -87,7 +87,8 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   SafetensorsFile file;
   file.path_ = path;
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in place of the file must not block the open (fstat refuses it below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     throw input_error(path.string(), fmt::format("cannot open: {}", std::strerror(errno)));
   }

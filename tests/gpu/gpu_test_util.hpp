@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,13 @@
 #include "kharness/numeric.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
+
+// The compile stage runs NVRTC in kharness re-executed as `__compile_worker`; a test binary is
+// not kharness, so it names the built one (before main, whichever test runs first).
+inline const bool kCompileWorkerNamed = [] {
+  ::setenv("KHARNESS_COMPILE_WORKER", KHARNESS_BINARY, 0);
+  return true;
+}();
 
 #define SKIP_WITHOUT_GPU()          \
   if (!::kharness::gpu_available()) \
