@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "bench/benchmark.hpp"
+#include "core/json_util.hpp"
 #include "device/driver.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
@@ -112,7 +113,7 @@ Verdict check_solution(const CheckRequest& request) {
   SubprocessOptions sub;
   // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
   sub.argv = worker_argv("__worker");
-  sub.stdin_data = request_json(request).dump();
+  sub.stdin_data = json_util::dump(request_json(request));
   sub.timeout_seconds = request.timeout_seconds;
   SubprocessResult r = run_subprocess(sub);
   verdict.worker_stderr = r.stderr_data;
@@ -125,7 +126,7 @@ Verdict check_solution(const CheckRequest& request) {
   std::istringstream lines(r.stdout_data);
   std::string line;
   while (std::getline(lines, line)) {
-    json event = json::parse(line, nullptr, false);
+    json event = json_util::parse_or_discarded(line);
     if (event.is_discarded() || !event.is_object()) {
       spdlog::debug("worker: not a protocol line: {}", line.substr(0, 200));
       continue;
@@ -209,7 +210,7 @@ int worker_main() {
   };
   try {
     std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    json j = json::parse(input, nullptr, false);
+    json j = json_util::parse_or_discarded(input);
     if (j.is_discarded()) throw Error(ExitCode::kInternal, "worker", "the request is not JSON");
     CheckRequest request = request_from_json(j);
     auto t0 = std::chrono::steady_clock::now();
