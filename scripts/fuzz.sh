@@ -74,6 +74,7 @@ failed=()
 for t in "${TARGETS[@]}"; do
   say "$t: ${SECONDS_PER_TARGET} s"
   log="$BUILD/fuzz_$t.log"
+  [[ -x "$BUILD/fuzz_$t" ]] || die "$BUILD/fuzz_$t was not built"
   if "$BUILD/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout="$TIMEOUT" \
        -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
        -artifact_prefix="$BUILD/artifacts/$t-" "$BUILD/corpus/$t" "$BUILD/seeds/$t" >"$log" 2>&1; then

@@ -88,7 +88,7 @@ bool is_valid(const TuneSpace& space, const Config& config, const std::vector<Bi
               std::string* why = nullptr);
 // Every valid configuration, in lexicographic order of value indices. Throws Error (exit 2) when
 // the full product of the knobs' values exceeds `max_product` (a space too large to enumerate),
-// or when checking the constraints would take more than about a second (estimated before the
+// or when checking the constraints would take more than a few seconds (estimated before the
 // first configuration, with a wall-clock limit of a few seconds behind the estimate).
 std::vector<Config> valid_configs(const TuneSpace& space, const std::vector<Bindings>& axes,
                                   std::size_t max_product = 1'000'000);
@@ -154,7 +154,8 @@ class Search {
 
   std::vector<std::size_t> arity_;  // values per knob
   std::vector<Config> valid_;
-  std::map<Config, std::size_t> index_of_;
+  bool sorted_ = false;                      // valid_ in lexicographic order: binary search
+  std::map<Config, std::size_t> index_of_;  // otherwise: an index
   SearchOptions options_;
   std::size_t explore_count_ = 0;
   std::size_t default_index_ = 0;

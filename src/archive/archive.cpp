@@ -496,7 +496,12 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
   exec(impl_->db, "PRAGMA journal_mode=WAL");
   exec(impl_->db, "PRAGMA synchronous=NORMAL");
   Transaction t(impl_->db);
-  exec(impl_->db, kSchema);
+  try {
+    exec(impl_->db, kSchema);
+  } catch (const Error&) {
+    check_schema(impl_->db);  // a table of another schema fails CREATE INDEX: say that instead
+    throw;
+  }
   t.commit();
   check_schema(impl_->db);
 }
