@@ -154,7 +154,7 @@ class Search {
 
   std::vector<std::size_t> arity_;  // values per knob
   std::vector<Config> valid_;
-  bool sorted_ = false;                      // valid_ in lexicographic order: binary search
+  bool sorted_ = false;                     // valid_ in lexicographic order: binary search
   std::map<Config, std::size_t> index_of_;  // otherwise: an index
   SearchOptions options_;
   std::size_t explore_count_ = 0;
