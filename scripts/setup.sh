@@ -4,6 +4,7 @@
 # installs only missing packages and rebuilds only what changed.
 #
 #   scripts/setup.sh            BUILD_DIR (default build) and BUILD_TYPE (default Release) may be set.
+#   SETUP_FUZZ=1 scripts/setup.sh   also installs what scripts/fuzz.sh needs (clang's libFuzzer).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +13,8 @@ BUILD_TYPE="${BUILD_TYPE:-Release}"
 PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libspdlog-dev
           libfmt-dev libgtest-dev libcurl4-openssl-dev libsqlite3-dev git
           libxml2-utils python3-jsonschema)  # the last two: schema checks of JUnit and JSON reports
+# The fuzz step only (scripts/fuzz.sh): clang with libFuzzer and the sanitizer run-times.
+if [[ "${SETUP_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev); fi
 
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }

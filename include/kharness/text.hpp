@@ -28,5 +28,8 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i);
 // JSON excerpt): control characters (a newline, a NUL) and bytes that are not UTF-8 become \n or
 // \xHH.
 std::string printable_line(std::string_view text);
+// `text` cut to at most about `max_bytes` (at a character boundary) with "... (N bytes)" appended:
+// what a user gave, quoted in a message (a name, a path, a JSON excerpt), has a length bound.
+std::string bounded(std::string_view text, std::size_t max_bytes = 200);
 
 }  // namespace kharness

@@ -87,9 +87,11 @@ nlohmann::json config_json(const TuneSpace& space, const Config& config);
 bool is_valid(const TuneSpace& space, const Config& config, const std::vector<Bindings>& axes,
               std::string* why = nullptr);
 // Every valid configuration, in lexicographic order of value indices. Throws Error (exit 2) when
-// the full product of the knobs' values exceeds `max_product` (a space too large to enumerate).
+// the full product of the knobs' values exceeds `max_product` (a space too large to enumerate),
+// or when checking the constraints would take more than a few seconds (estimated before the
+// first configuration, with a wall-clock limit of a few seconds behind the estimate).
 std::vector<Config> valid_configs(const TuneSpace& space, const std::vector<Bindings>& axes,
-                                  std::size_t max_product = 4'000'000);
+                                  std::size_t max_product = 1'000'000);
 std::size_t product_size(const TuneSpace& space);
 
 // The candidate source: the seed text with its `/* kharness */` plan rewritten for `config`
@@ -152,7 +154,8 @@ class Search {
 
   std::vector<std::size_t> arity_;  // values per knob
   std::vector<Config> valid_;
-  std::map<Config, std::size_t> index_of_;
+  bool sorted_ = false;                     // valid_ in lexicographic order: binary search
+  std::map<Config, std::size_t> index_of_;  // otherwise: an index
   SearchOptions options_;
   std::size_t explore_count_ = 0;
   std::size_t default_index_ = 0;

@@ -98,5 +98,8 @@ nlohmann::json to_json(const Verdict& verdict);
 WorkloadVerdict workload_verdict_from_json(const nlohmann::json& json);
 // Throws kharness::Error (exit 4: it is our own protocol) when the JSON is not a verdict.
 Verdict verdict_from_json(const nlohmann::json& json);
+// The same for a verdict read from a file (an archive, a run folder, which anyone may have
+// edited): Error is an input error (exit 2) naming `source`.
+Verdict verdict_from_json(const nlohmann::json& json, const std::string& source);
 
 }  // namespace kharness

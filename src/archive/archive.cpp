@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,10 +20,12 @@
 #include <sstream>
 
 #include "archive/sqlite.hpp"
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/file.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/report.hpp"
+#include "kharness/text.hpp"
 
 namespace kharness::archive {
 namespace fs = std::filesystem;
@@ -87,8 +90,8 @@ std::string verdict_cache_key(const CacheKeyParts& parts) {
   h.field("kharness.verdict-cache/1");
   h.field(std::to_string(parts.sources.size()));
   for (const auto& s : parts.sources) h.field(s.path).field(s.content);
-  h.field(parts.plan.dump());
-  h.field(parts.options.dump());
+  h.field(json_util::dump(parts.plan));
+  h.field(json_util::dump(parts.options));
   h.field(parts.definition);
   h.field(parts.workloads);
   h.field(parts.harness);
@@ -136,15 +139,65 @@ void write_durable(const fs::path& path, std::string_view content) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) io_error(path, "rename failed");
 }
 
-// A regular file only (kharness/file.hpp): a FIFO or device planted in an archive reads as
-// missing, never blocks.
-std::string read_all(const fs::path& path) { return try_read_regular_file(path).value_or(""); }
+// The most an archive file may hold (a cubin of a large kernel is a few MB).
+constexpr off_t kMaxArtifactBytes = off_t{256} << 20;
 
+// A file of a candidate folder, "" when absent. Anyone may have edited an archive: a FIFO or a
+// device in place of a file would block or never end, a huge file exhaust memory, so the file
+// must be a regular one of bounded size (opened non-blocking, checked with fstat); anything else
+// is an input error naming it.
+std::string read_all(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return "";
+    throw input_error(path.string(), fmt::format("cannot read: {}", std::strerror(errno)));
+  }
+  struct stat st {};
+  std::string out;
+  const char* problem = nullptr;
+  if (::fstat(fd, &st) != 0) {
+    problem = "cannot stat";
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "not a regular file (a FIFO, a device or a folder in an archive)";
+  } else if (st.st_size > kMaxArtifactBytes) {
+    problem = "larger than an archive file may be (256 MiB)";
+  } else {
+    out.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the file shrank while read: what is there
+      got += static_cast<std::size_t>(n);
+    }
+    out.resize(got);
+  }
+  ::close(fd);
+  if (problem) throw input_error(path.string(), problem);
+  return out;
+}
+
+// A JSON file of a candidate folder (null when absent); not JSON is an input error naming it.
 json read_json(const fs::path& path) {
   std::string text = read_all(path);
   if (text.empty()) return nullptr;
-  json j = json::parse(text, nullptr, false);
-  return j.is_discarded() ? json(nullptr) : j;
+  return json_util::parse_text<json>(text, path.string());
+}
+
+// The index file's path, for messages.
+std::string index_name(sqlite3* db) {
+  const char* f = sqlite3_db_filename(db, "main");
+  return f && *f ? std::string(f) : std::string("archive index");
+}
+
+// An error of the index (index.sqlite). A file that is not a database (or a damaged one) is bad
+// input naming the file; anything else (busy, read-only, I/O) is the environment.
+[[noreturn]] void index_error(sqlite3* db, const std::string& what) {
+  int code = sqlite3_errcode(db) & 0xff;
+  std::string message = fmt::format("{}: {}", what, sqlite3_errmsg(db));
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+    throw input_error(index_name(db), message + " (a damaged or foreign index.sqlite)");
+  throw environment_error(fmt::format("{}: {}", index_name(db), message));
 }
 
 // Fresh entropy on every call: a thread-local generator would repeat its ids in forked children.
@@ -232,9 +285,10 @@ CREATE TABLE IF NOT EXISTS workload_results (
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& sql) : db_(db) {
+    // Every statement is kharness's own: one that does not prepare meets a database of another
+    // schema (checked when opened) or a damaged one.
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
-      throw Error(ExitCode::kInternal, "archive index",
-                  fmt::format("cannot prepare '{}': {}", sql.substr(0, 60), sqlite3_errmsg(db)));
+      index_error(db, fmt::format("cannot prepare '{}'", sql.substr(0, 60)));
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;  // owns the prepared statement
@@ -265,7 +319,7 @@ class Statement {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw environment_error(fmt::format("archive index: {}", sqlite3_errmsg(db_)));
+    index_error(db_, "query failed");
   }
   std::string text(int col) const {
     const unsigned char* t = sqlite3_column_text(stmt_, col);
@@ -282,9 +336,8 @@ class Statement {
 void exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string message = err ? err : sqlite3_errmsg(db);
     sqlite3_free(err);
-    throw environment_error(fmt::format("archive index: {}: {}", sql, message));
+    index_error(db, bounded(sql, 60));
   }
 }
 
@@ -323,6 +376,44 @@ void remove_abandoned_folders(const fs::path& candidates) {
 // PASSED and not suspect (a suspect verdict's failure_kind holds its marker).
 constexpr const char* kCleanPass =
     "v.status = 'PASSED' AND (v.failure_kind IS NULL OR v.failure_kind = '')";
+
+// A database that has the tables but not the columns kharness writes (another program's, or an
+// edited one) is refused when opened, naming the file, not at the first query.
+void check_schema(sqlite3* db) {
+  static const char* const kTables[][2] = {
+      {"runs", "id, started_at, finished_at, state, command, operator, info"},
+      {"candidates",
+       "id, run_id, seq, step, parent_id, name, operator, origin, created_at, cache_key, "
+       "cached_from, dir"},
+      {"verdicts",
+       "candidate_id, status, failure_kind, failure_message, mean_speedup, geomean_speedup, "
+       "mean_sol_fraction, seconds, gpu"},
+      {"workload_results",
+       "candidate_id, uuid, axes, status, failure_kind, latency, baseline_latency, speedup, "
+       "sol_fraction"}};
+  for (const auto& [table, columns] : kTables) {
+    sqlite3_stmt* stmt = nullptr;
+    std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", columns, table);
+    int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_OK)
+      throw input_error(index_name(db),
+                        fmt::format("not a kharness archive index: table '{}' has another schema "
+                                    "({})",
+                                    table, sqlite3_errmsg(db)));
+  }
+}
+
+// A candidate's folder as the index names it must be one of the archive's candidates/ folders:
+// an edited index must not send a load to another folder of the machine.
+void check_candidate_dir(const fs::path& archive_dir, const fs::path& dir) {
+  fs::path rel = dir.lexically_normal().lexically_relative(archive_dir.lexically_normal());
+  auto parts = std::distance(rel.begin(), rel.end());
+  if (parts != 2 || *rel.begin() != "candidates" || rel.filename() == ".." || rel.filename() == ".")
+    throw input_error((archive_dir / "index.sqlite").string(),
+                      fmt::format("candidate folder '{}' is not under candidates/",
+                                  printable_line(bounded(dir.string(), 120))));
+}
 
 constexpr const char* kCandidateColumns =
     "c.id, c.run_id, c.seq, c.step, c.parent_id, c.name, c.operator, c.origin, c.created_at, "
@@ -389,6 +480,12 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
         fmt::format("{}: cannot create the archive folder: {}", dir.string(), ec.message()));
   remove_abandoned_folders(dir / "candidates");
   fs::path index = dir / "index.sqlite";
+  {
+    // A FIFO or a device as index.sqlite would block SQLite's first read.
+    struct stat st {};
+    if (::stat(index.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw input_error(index.string(), "not a regular file");
+  }
   int rc =
       sqlite3_open_v2(index.c_str(), &impl_->db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -404,8 +501,14 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
   exec(impl_->db, "PRAGMA journal_mode=WAL");
   exec(impl_->db, "PRAGMA synchronous=NORMAL");
   Transaction t(impl_->db);
-  exec(impl_->db, kSchema);
+  try {
+    exec(impl_->db, kSchema);
+  } catch (const Error&) {
+    check_schema(impl_->db);  // a table of another schema fails CREATE INDEX: say that instead
+    throw;
+  }
   t.commit();
+  check_schema(impl_->db);
 }
 
 Archive::~Archive() = default;
@@ -423,7 +526,7 @@ std::string Archive::begin_run(const json& info) {
   s.bind(1, id).bind(2, report::utc_now_iso8601());
   s.bind_or_null(3, clean.is_object() ? clean.value("command", "") : "");
   s.bind_or_null(4, clean.is_object() ? clean.value("operator", "") : "");
-  s.bind(5, clean.dump());
+  s.bind(5, json_util::dump(clean));
   s.step();
   return id;
 }
@@ -465,7 +568,7 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
     if (!text.empty()) put(name, scrub_secrets(text));
   };
   auto put_json = [&](const std::string& name, const json& j) {
-    if (!j.is_null()) put(name, scrub_json_secrets(j).dump(2) + "\n");
+    if (!j.is_null()) put(name, json_util::dump(scrub_json_secrets(j), 2) + "\n");
   };
   json sources = json::array();
   for (std::size_t i = 0; i < record.sources.size(); ++i) {
@@ -556,7 +659,7 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
         const json& x = w.timing[a];
         return x.contains(b) && x[b].is_number() ? x[b].get<double>() : 0.0;
       };
-      r.bind(1, id).bind(2, w.uuid).bind(3, w.axes.dump());
+      r.bind(1, id).bind(2, w.uuid).bind(3, json_util::dump(w.axes));
       r.bind(4, std::string(status_name(w.status)));
       r.bind_or_null(5, w.failure ? w.failure->kind : w.suspect ? w.suspect->kind : "");
       r.bind(6, number("candidate", "latency")).bind(7, number("baseline", "latency"));
@@ -589,7 +692,7 @@ std::vector<RunSummary> Archive::runs() const {
     r.state = s.text(3);
     r.command = s.text(4);
     r.operator_name = s.text(5);
-    r.info = json::parse(s.text(6), nullptr, false);
+    r.info = json_util::parse_or_discarded(s.text(6));
     if (r.info.is_discarded()) r.info = json::object();
     r.candidates = static_cast<int>(s.integer(7));
     r.passed = static_cast<int>(s.integer(8));
@@ -665,9 +768,12 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
   StoredCandidate out;
   out.summary = found[0];
   const fs::path& d = out.summary.dir;
+  check_candidate_dir(impl_->dir, d);
   CandidateRecord& r = out.record;
+  const std::string record_file = (d / "record.json").string();
   json meta = read_json(d / "record.json");
-  if (!meta.is_object()) meta = json::object();
+  if (meta.is_null()) meta = json::object();
+  json_util::require_object(meta, record_file, "");
   r.name = out.summary.name;
   r.operator_name = out.summary.operator_name;
   r.origin = out.summary.origin;
@@ -675,10 +781,24 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
   r.step = out.summary.step;
   r.cache_key = out.summary.cache_key;
   r.cached_from = out.summary.cached_from;
-  r.entry = meta.value("entry", std::size_t{0});
-  r.extra = meta.value("extra", json::object());
-  for (const auto& p : meta.value("sources", std::vector<std::string>{}))
-    r.sources.push_back(SourceFile{p, read_all(d / "sources" / p)});
+  if (auto it = meta.find("entry"); it != meta.end() && !it->is_null()) {
+    std::int64_t entry = json_util::as_int(*it, record_file, "entry");
+    if (entry < 0) throw input_error(json_util::field(record_file, "entry"), "negative");
+    r.entry = static_cast<std::size_t>(entry);
+  }
+  if (auto it = meta.find("extra"); it != meta.end() && !it->is_null()) r.extra = *it;
+  if (auto it = meta.find("sources"); it != meta.end() && !it->is_null()) {
+    json_util::expect_type(*it, it->is_array(), "an array of file names", record_file, "sources");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      std::string field = json_util::index_path("sources", i);
+      std::string p = json_util::as_string((*it)[i], record_file, field);
+      if (safe_relative(p, i) != fs::path(p).lexically_normal().string())
+        throw input_error(json_util::field(record_file, field),
+                          fmt::format("'{}' leaves the candidate's sources/ folder",
+                                      printable_line(bounded(p, 80))));
+      r.sources.push_back(SourceFile{p, read_all(d / "sources" / p)});
+    }
+  }
   if (r.sources.empty() && fs::exists(d / "source.cu"))
     r.sources.push_back(SourceFile{"source.cu", read_all(d / "source.cu")});
   r.plan = read_json(d / "plan.json");
@@ -687,7 +807,7 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
   r.ptx = read_all(d / "kernel.ptx");
   r.cubin = read_all(d / "kernel.cubin");
   json verdict = read_json(d / "verdict.json");
-  if (!verdict.is_null()) r.verdict = verdict_from_json(verdict);
+  if (!verdict.is_null()) r.verdict = verdict_from_json(verdict, (d / "verdict.json").string());
   r.prompt = read_all(d / "prompt.md");
   r.response = read_all(d / "response.md");
   r.usage = read_json(d / "usage.json");
@@ -701,6 +821,7 @@ std::optional<CandidateSummary> Archive::find_cached(const std::string& cache_ke
       "NOT NULL",
       {cache_key});
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    check_candidate_dir(impl_->dir, it->dir);
     if (fs::exists(it->dir / "verdict.json")) return *it;
   }
   return std::nullopt;

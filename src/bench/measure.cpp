@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/cupti_timer.hpp"
+#include "core/json_util.hpp"
 #include "device/cublaslt.hpp"
 #include "device/driver.hpp"
 #include "kharness/compile.hpp"
@@ -144,7 +145,7 @@ void save_measured_peaks(const MeasuredPeaks& m) {
   tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
   {
     std::ofstream out(tmp);
-    out << to_json(m).dump(2) << "\n";
+    out << json_util::dump(to_json(m), 2) << "\n";
     if (!out) throw Error(ExitCode::kEnvironment, tmp.string(), "cannot write");
   }
   std::filesystem::rename(tmp, file);
@@ -154,7 +155,8 @@ std::optional<MeasuredPeaks> load_measured_peaks(const std::string& gpu,
                                                  const std::string& driver) {
   std::ifstream in(measured_peaks_file(gpu, driver));
   if (!in) return std::nullopt;
-  auto j = nlohmann::json::parse(in, nullptr, false);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto j = json_util::parse_or_discarded(text);
   if (j.is_discarded()) return std::nullopt;
   try {
     return measured_peaks_from_json(j);

@@ -16,7 +16,8 @@ namespace kharness::cli {
 namespace {
 
 void print_error(const std::string& message) {
-  std::fprintf(stderr, "kharness: error: %s\n", printable_line(message).c_str());
+  // One line of bounded length, whatever a message quotes.
+  std::fprintf(stderr, "kharness: error: %s\n", printable_line(bounded(message, 2000)).c_str());
 }
 
 void setup_logging(const GlobalOptions& options) {

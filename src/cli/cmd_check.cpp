@@ -16,6 +16,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "core/json_util.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/device.hpp"
 #include "kharness/report.hpp"
@@ -73,7 +74,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
     for (const auto& w : v.workloads) {
       std::vector<std::string> axes;
       for (auto it = w.axes.begin(); it != w.axes.end(); ++it)
-        axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+        axes.push_back(fmt::format("{}={}", it.key(), json_util::dump(it.value())));
       double max_abs = 0, max_rel = 0, matched = 1;
       for (const auto& t : w.trials) {
         for (const auto& c : t.comparisons) {
@@ -103,7 +104,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
       const auto& c = w.timing["candidate"];
       std::vector<std::string> axes;
       for (auto it = w.axes.begin(); it != w.axes.end(); ++it)
-        axes.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+        axes.push_back(fmt::format("{}={}", it.key(), json_util::dump(it.value())));
       std::string note;
       if (!c.value("noise_met", true)) note = "noise target not met";
       if (w.suspect) note = "FASTER THAN LIGHT";
@@ -222,15 +223,14 @@ class Evaluator {
     std::string key;
     if (archive_) key = cache_key(request);
     if (!key.empty() && !args_.no_cache) {
-      if (auto hit = archive_->find_cached(key)) {
-        archive::StoredCandidate stored = archive_->load(hit->id);
-        if (stored.record.verdict) {
-          result.verdict = *stored.record.verdict;
+      if (auto stored = cached(key, path)) {
+        if (stored->record.verdict) {
+          result.verdict = *stored->record.verdict;
           result.verdict.source = path;
-          result.cached_from = hit->id;
-          archive::CandidateRecord record = stored.record;
+          result.cached_from = stored->summary.id;
+          archive::CandidateRecord record = stored->record;
           record.origin = path;
-          record.cached_from = hit->id;
+          record.cached_from = stored->summary.id;
           record.parent_id.clear();
           record.step = -1;
           record.prompt.clear();
@@ -247,6 +247,19 @@ class Evaluator {
   }
 
  private:
+  // The archived candidate whose verdict stands for `key`, if any. A cached candidate that does
+  // not load (an edited or damaged verdict.json, a FIFO in its folder) costs the cache hit, not
+  // the evaluation: a warning, and the candidate is evaluated again (its new verdict is the one
+  // later lookups find).
+  std::optional<archive::StoredCandidate> cached(const std::string& key, const std::string& path) {
+    try {
+      if (auto hit = archive_->find_cached(key)) return archive_->load(hit->id);
+    } catch (const Error& e) {
+      spdlog::warn("verdict cache: {}: ignored for {}, evaluating again", e.message(), path);
+    }
+    return std::nullopt;
+  }
+
   CheckRequest make_request(const std::string& path) const {
     CheckRequest request;
     request.solution = path;
@@ -320,7 +333,7 @@ class Evaluator {
       parts.options = cache_options();
       parts.definition = read_file(op.definition_file.string());
       if (op.workloads_file) parts.workloads = read_file(op.workloads_file->string());
-      for (const auto& w : op.workloads) parts.workloads += to_json(w).dump();
+      for (const auto& w : op.workloads) parts.workloads += json_util::dump(to_json(w));
       for (const auto& harness : {op.reference, op.baseline}) {
         if (!harness) continue;
         for (const auto& f : load_solution(*harness).sources) parts.harness += f.path + f.content;
@@ -420,7 +433,8 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
   }
   evaluator.finish();
   if (args.json)
-    std::fputs(((args.solutions.size() == 1 ? all[0] : all).dump(2) + "\n").c_str(), stdout);
+    std::fputs((json_util::dump((args.solutions.size() == 1 ? all[0] : all), 2) + "\n").c_str(),
+               stdout);
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
@@ -546,7 +560,8 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     verdicts.push_back(std::move(v));
   }
   evaluator.finish();
-  write_report("--json", args.json_file, report::to_report_json(verdicts).dump(2) + "\n");
+  write_report("--json", args.json_file,
+               json_util::dump(report::to_report_json(verdicts), 2) + "\n");
   write_report("--junit", args.junit_file, report::to_junit(verdicts, "kharness"));
   write_report("--markdown", args.markdown_file, report::to_markdown(verdicts));
   if (!args.traces_file.empty()) {

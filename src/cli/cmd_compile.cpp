@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "core/json_util.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
 
@@ -28,7 +29,7 @@ void write_artifacts(const std::filesystem::path& dir, const CompileResult& r) {
   write_output("--out", dir / "compile.log", r.log);
   if (!r.ptx.empty()) write_output("--out", dir / "kernel.ptx", r.ptx);
   if (!r.cubin.empty()) write_output("--out", dir / "kernel.cubin", r.cubin);
-  write_output("--out", dir / "compile.json", to_json(r).dump(2) + "\n");
+  write_output("--out", dir / "compile.json", json_util::dump(to_json(r), 2) + "\n");
 }
 
 ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
@@ -61,7 +62,7 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
     j["solution"] = args.solution;
     j["operator"] = op ? op->definition.name : "";
     if (!args.out.empty()) j["out"] = args.out;
-    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    std::fputs((json_util::dump(j, 2) + "\n").c_str(), stdout);
   } else {
     std::string what =
         op ? fmt::format("{} [{}]", args.solution, op->definition.name) : args.solution;

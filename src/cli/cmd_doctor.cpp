@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "core/json_util.hpp"
 #include "kharness/device.hpp"
 #include "kharness/sandbox.hpp"
 #include "kharness/text.hpp"
@@ -64,7 +65,7 @@ ExitCode run_measure(bool json) {
     if (spec)
       j["datasheet"] = {{"dram_bandwidth_bytes_per_s", spec->dram_bandwidth},
                         {"peak_flops", spec->peak_flops}};
-    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    std::fputs((json_util::dump(j, 2) + "\n").c_str(), stdout);
     return ExitCode::kPassed;
   }
   std::string out = fmt::format("measured on {} (driver {}), {}\n", m.gpu, m.driver, m.measured_at);
@@ -112,7 +113,7 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
                     {"compile_timeout_seconds", limits.timeout_seconds},
                     {"compile_address_space_bytes", limits.address_space_bytes},
                     {"allow_unsandboxed", !limits.require_landlock}};
-    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    std::fputs((json_util::dump(j, 2) + "\n").c_str(), stdout);
     return r.gpu_ready() ? ExitCode::kPassed : ExitCode::kEnvironment;
   }
   std::string out = fmt::format("kharness {} (commit {}) on {} ({})\n\n", r.kharness_version,

@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "core/json_util.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
 
@@ -30,6 +31,15 @@ struct OperatorsArgs {
 
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
+// Exit 2 says on stderr why, as every command's errors do: the first invalid operator (the table
+// on stdout has them all), and how many more there are.
+ExitCode invalid_exit(const std::vector<std::string>& errors) {
+  std::string more = errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : "";
+  std::fprintf(stderr, "kharness: error: %s%s\n",
+               printable_line(bounded(errors.front(), 2000)).c_str(), more.c_str());
+  return ExitCode::kUsage;
+}
+
 std::string shape_text(const TensorSpec& t) {
   return t.shape ? "[" + join(*t.shape, ", ") + "]" : "scalar";
 }
@@ -51,20 +61,20 @@ ExitCode run_list(const OperatorsArgs& args, const GlobalOptions& global) {
       if (!e.error.empty()) row["error"] = e.error;
       j.push_back(row);
     }
-    print(j.dump(2) + "\n");
+    print(json_util::dump(j, 2) + "\n");
     return ExitCode::kPassed;
   }
   Table table({"name", "op_type", "origin", "description"});
-  bool broken = false;
+  std::vector<std::string> broken;
   for (const auto& e : entries) {
     std::string description = e.error.empty() ? e.description : "INVALID: " + e.error;
     if (description.size() > 80) description = description.substr(0, 77) + "...";
     table.add({e.name, e.op_type, e.origin, description});
-    broken = broken || !e.error.empty();
+    if (!e.error.empty()) broken.push_back(e.error);
   }
   print(table.render());
   print(fmt::format("{} operators\n", entries.size()));
-  return broken ? ExitCode::kUsage : ExitCode::kPassed;
+  return broken.empty() ? ExitCode::kPassed : invalid_exit(broken);
 }
 
 ExitCode run_show(const OperatorsArgs& args, const GlobalOptions& global) {
@@ -78,7 +88,7 @@ ExitCode run_show(const OperatorsArgs& args, const GlobalOptions& global) {
   const Definition& d = op.definition;
   if (args.json) {
     nlohmann::json j;
-    j["definition"] = nlohmann::json::parse(to_json(d).dump());
+    j["definition"] = nlohmann::json::parse(json_util::dump(to_json(d)));
     j["workloads"] = nlohmann::json::array();
     for (const auto& w : op.workloads) j["workloads"].push_back(to_json(w));
     j["files"] = {{"definition", op.definition_file.string()},
@@ -87,7 +97,7 @@ ExitCode run_show(const OperatorsArgs& args, const GlobalOptions& global) {
                   {"seed", path_or_dash(op.seed)},
                   {"baseline", path_or_dash(op.baseline)}};
     j["origin"] = op.origin;
-    print(j.dump(2) + "\n");
+    print(json_util::dump(j, 2) + "\n");
     return ExitCode::kPassed;
   }
   std::string out = fmt::format("{}  ({}, {})\n", d.name,
@@ -153,7 +163,8 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
   options.limits.require_landlock = false;
   Table table({"operator", "workloads", "solution", "status", "seconds", "kernels (registers)"});
   nlohmann::json report = nlohmann::json::array();
-  bool failed = false, invalid = false;
+  bool failed = false;
+  std::vector<std::string> invalid;  // why each INVALID row is
   std::string details;
   for (const auto& name : names) {
     std::unique_ptr<Operator> op;
@@ -162,7 +173,7 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
     } catch (const Error& e) {
       table.add({name, "-", "-", "INVALID", "-", e.message()});
       report.push_back({{"operator", name}, {"status", "INVALID"}, {"error", e.message()}});
-      invalid = true;
+      invalid.push_back(e.message());
       continue;
     }
     std::vector<std::pair<std::string, std::optional<std::filesystem::path>>> roles = {
@@ -187,7 +198,7 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
                           {"role", role},
                           {"status", "INVALID"},
                           {"error", e.message()}});
-        invalid = true;
+        invalid.push_back(fmt::format("{} {}: {}", op->definition.name, role, e.message()));
         continue;
       }
       std::vector<std::string> kernels;
@@ -210,16 +221,17 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
     }
   }
   if (args.json) {
-    print(nlohmann::json(
-              {{"schema", "kharness.operators-check/1"}, {"arch", arch}, {"results", report}})
-              .dump(2) +
+    print(json_util::dump(
+              nlohmann::json(
+                  {{"schema", "kharness.operators-check/1"}, {"arch", arch}, {"results", report}}),
+              2) +
           "\n");
   } else {
     print(fmt::format("checking {} operator(s) for {}\n", names.size(), arch));
     print(table.render());
     if (!details.empty()) print("\n" + details);
   }
-  if (invalid) return ExitCode::kUsage;
+  if (!invalid.empty()) return invalid_exit(invalid);
   return failed ? ExitCode::kFailed : ExitCode::kPassed;
 }
 
@@ -266,7 +278,7 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
           fs::path out = fs::path(args.into) / name;
           write_output("--into", out / "definition.json", read_file(file.string()));
           std::string lines;
-          for (const auto& w : op->workloads) lines += to_json(w).dump() + "\n";
+          for (const auto& w : op->workloads) lines += json_util::dump(to_json(w)) + "\n";
           write_output("--into", out / "workloads.jsonl", lines);
         }
       }
@@ -279,7 +291,8 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
     }
   }
   if (args.json) {
-    print(nlohmann::json({{"schema", "kharness.import/1"}, {"definitions", report}}).dump(2) +
+    print(json_util::dump(
+              nlohmann::json({{"schema", "kharness.import/1"}, {"definitions", report}}), 2) +
           "\n");
   } else {
     print(table.render());

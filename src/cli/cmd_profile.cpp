@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "core/json_util.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/text.hpp"
 
@@ -79,7 +80,7 @@ ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   if (args.json) {
     nlohmann::json j = to_json(p);
     j["diagnosis_text"] = diagnosis_text(p);
-    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    std::fputs((json_util::dump(j, 2) + "\n").c_str(), stdout);
   } else {
     std::fputs(render_profile(p).c_str(), stdout);
   }

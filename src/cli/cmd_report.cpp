@@ -13,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "core/json_util.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/report.hpp"
 #include "kharness/text.hpp"
@@ -37,7 +38,7 @@ std::string axes_text(const json& axes) {
   std::vector<std::string> parts;
   if (axes.is_object()) {
     for (auto it = axes.begin(); it != axes.end(); ++it)
-      parts.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+      parts.push_back(fmt::format("{}={}", it.key(), json_util::dump(it.value())));
   }
   return join(parts, " ");
 }
@@ -88,7 +89,7 @@ Runner setup_runs_impl(CLI::App& app) {
                        {"passed", r.passed},
                        {"best_speedup", r.best_speedup}});
       }
-      std::fputs((out.dump(2) + "\n").c_str(), stdout);
+      std::fputs((json_util::dump(out, 2) + "\n").c_str(), stdout);
       return ExitCode::kPassed;
     }
     if (runs.empty()) {
@@ -210,7 +211,7 @@ Runner setup_show_impl(CLI::App& app) {
                   {"cached_from", s.cached_from},
                   {"dir", s.dir.string()},
                   {"verdict", c.record.verdict ? to_json(*c.record.verdict) : json()}};
-      std::fputs((out.dump(2) + "\n").c_str(), stdout);
+      std::fputs((json_util::dump(out, 2) + "\n").c_str(), stdout);
       return ExitCode::kPassed;
     }
     std::string out = fmt::format("candidate {} (#{} of run {})\n", s.id, s.seq, s.run_id);
@@ -229,7 +230,8 @@ Runner setup_show_impl(CLI::App& app) {
                          s.mean_sol_fraction > 0
                              ? fmt::format(", {:.1f}% of speed-of-light", 100 * s.mean_sol_fraction)
                              : "");
-    if (!c.record.usage.is_null()) out += fmt::format("  usage     {}\n", c.record.usage.dump());
+    if (!c.record.usage.is_null())
+      out += fmt::format("  usage     {}\n", json_util::dump(c.record.usage));
     out += fmt::format("  files     {}\n", s.dir.string());
     std::vector<std::string> files;
     std::error_code ec;

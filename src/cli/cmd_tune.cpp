@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
+#include "core/json_util.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
@@ -89,7 +90,7 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
                : std::min<std::size_t>(static_cast<std::size_t>(std::max(args.sample, 0)),
                                        problem.valid.size());
   if (count == 0) {
-    print(args.json ? space_json(problem).dump(2) + "\n" : space_text(problem));
+    print(args.json ? json_util::dump(space_json(problem), 2) + "\n" : space_text(problem));
     return ExitCode::kPassed;
   }
 
@@ -155,7 +156,7 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
     j["schema"] = "kharness.tune-space/1";
     j["sample"] = rows;
     if (args.compile_only) j["arch"] = arch;
-    print(j.dump(2) + "\n");
+    print(json_util::dump(j, 2) + "\n");
   } else {
     print(space_text(problem));
     print(table.render());

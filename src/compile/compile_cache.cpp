@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "kharness/file.hpp"
+#include "core/json_util.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/status.hpp"
 #include "kharness/text.hpp"
@@ -52,7 +53,7 @@ std::string make_key(const Solution& solution, const std::vector<std::string>& o
     h.field(s.content);
   }
   h.field(std::to_string(solution.entry));
-  h.field(solution.plan.raw.dump());
+  h.field(json_util::dump(solution.plan.raw));
   return h.hex();
 }
 
@@ -67,7 +68,7 @@ std::optional<Entry> load(const fs::path& cache_dir, const std::string& key) {
     if (!text) {
       return std::nullopt;
     }
-    json j = json::parse(*text);
+    json j = json_util::parse_text<json>(*text, (dir / "result.json").string());
     if (j.at("format").get<int>() != kFormatVersion || j.at("key").get<std::string>() != key) {
       spdlog::debug("compile cache: {} has another format or key; ignored", dir.string());
       return std::nullopt;
@@ -137,7 +138,7 @@ bool store(const fs::path& cache_dir, const std::string& key, const Entry& entry
       write_file_atomic((tmp / "kernel.ptx").string(), entry.ptx);
       write_file_atomic((tmp / "kernel.cubin").string(), entry.cubin);
     }
-    write_file_atomic((tmp / "result.json").string(), j.dump(1));
+    write_file_atomic((tmp / "result.json").string(), json_util::dump(j, 1));
     // An existing entry here is corrupt (or another process just wrote the same one): replace.
     if (fs::exists(dir, ec)) {
       fs::remove_all(dir, ec);

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/json_util.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness::controller {
@@ -63,7 +64,7 @@ std::string fit(const std::string& text, std::size_t limit, const std::string& p
 std::string fmt_axes(const json& axes) {
   std::vector<std::string> parts;
   for (auto it = axes.begin(); it != axes.end(); ++it)
-    parts.push_back(fmt::format("{}={}", it.key(), it.value().dump()));
+    parts.push_back(fmt::format("{}={}", it.key(), json_util::dump(it.value())));
   return join(parts, " ");
 }
 
@@ -286,7 +287,7 @@ std::string render_feedback(const std::string& id, const std::string& status,
     if (v->failure && errors == 0) {
       out += fmt::format("failure {}: {}\n", v->failure->kind, v->failure->message);
       if (!v->failure->evidence.empty()) {
-        std::string ev = v->failure->evidence.dump();
+        std::string ev = json_util::dump(v->failure->evidence);
         out += "evidence: " + (ev.size() > 600 ? ev.substr(0, 600) + "…" : ev) + "\n";
       }
     }

@@ -1,9 +1,13 @@
 #include "controller/recorder.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
+#include "kharness/verdict.hpp"
 
 namespace kharness::controller {
 
@@ -74,7 +78,7 @@ CandidateRecord record_from_json(const json& j) {
 
 void FileRecorder::begin(const json& run) {
   std::filesystem::create_directories(dir_ / "candidates");
-  write_file_atomic((dir_ / "run.json").string(), run.dump(2) + "\n");
+  write_file_atomic((dir_ / "run.json").string(), json_util::dump(run, 2) + "\n");
 }
 
 std::filesystem::path FileRecorder::solution_path(const std::string& id) const {
@@ -92,14 +96,15 @@ void FileRecorder::record(const CandidateRecord& r) {
   put("response.raw", r.answer.raw);
   put("answer.md", r.answer.text);
   put("solution.cu", r.source);
-  if (!r.verdict.is_null()) put("verdict.json", r.verdict.dump(2) + "\n");
-  if (!r.best_verdict.is_null()) put("best_verdict.json", r.best_verdict.dump(2) + "\n");
+  if (!r.verdict.is_null()) put("verdict.json", json_util::dump(r.verdict, 2) + "\n");
+  if (!r.best_verdict.is_null())
+    put("best_verdict.json", json_util::dump(r.best_verdict, 2) + "\n");
   // Last: a candidate folder without record.json is one a killed run left unfinished.
-  write_file_atomic((d / "record.json").string(), to_json(r).dump(2) + "\n");
+  write_file_atomic((d / "record.json").string(), json_util::dump(to_json(r), 2) + "\n");
 }
 
 void FileRecorder::finish(const json& summary, const std::string& summary_text) {
-  write_file_atomic((dir_ / "summary.json").string(), summary.dump(2) + "\n");
+  write_file_atomic((dir_ / "summary.json").string(), json_util::dump(summary, 2) + "\n");
   write_file_atomic((dir_ / "summary.md").string(), summary_text);
 }
 
@@ -107,8 +112,8 @@ json FileRecorder::load_run() {
   std::filesystem::path f = dir_ / "run.json";
   std::error_code ec;
   if (!std::filesystem::exists(f, ec)) throw input_error(dir_.string(), "no run.json: not a run");
-  json j = json::parse(read_file(f.string()), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw input_error(f.string(), "not a JSON object");
+  json j = json_util::parse_text<json>(read_file(f.string()), f.string());
+  if (!j.is_object()) throw input_error(f.string(), "not a JSON object");
   return j;
 }
 
@@ -122,16 +127,24 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
   }
   std::sort(dirs.begin(), dirs.end());
   for (const auto& d : dirs) {
-    json j = json::parse(read_file((d / "record.json").string()), nullptr, false);
-    if (j.is_discarded()) continue;
+    // An edited or damaged run folder is an input error naming the file: --resume must not
+    // continue from a state it cannot read.
+    const std::string file = (d / "record.json").string();
+    json j = json_util::parse_text<json>(read_file(file), file);
+    json_util::require_object(j, file, "");
     CandidateRecord r;
     try {
       r = record_from_json(j);
-    } catch (const json::exception& e) {  // an edited or damaged record: a field of a wrong type
-      std::string what = e.what();
-      throw input_error((d / "record.json").string(),
-                        "a field has the wrong type: " + what.substr(what.find(']') + 2));
+    } catch (const json::exception& e) {  // a field of a wrong type
+      throw input_error(file, "a field has the wrong type: " +
+                                  printable_line(bounded(json_util::exception_text(e))));
     }
+    // "c0001": the search numbers its candidates from the id.
+    if (r.id.size() < 2 || r.id.size() > 10 || r.id[0] != 'c' ||
+        r.id.find_first_not_of("0123456789", 1) != std::string::npos)
+      throw input_error(
+          json_util::field(file, "id"),
+          fmt::format("'{}' is not a candidate id (c0001)", printable_line(bounded(r.id, 40))));
     auto opt = [&](const char* name) {
       std::error_code e2;
       return std::filesystem::exists(d / name, e2) ? read_file((d / name).string()) : std::string();
@@ -140,10 +153,16 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
     r.answer.text = opt("answer.md");
     // The tune provider's raw answer is the configuration (the run summary names the best's).
     if (r.provider == "tune") r.answer.raw = opt("response.raw");
-    std::string v = opt("verdict.json");
-    if (!v.empty()) r.verdict = json::parse(v, nullptr, false);
-    std::string b = opt("best_verdict.json");
-    if (!b.empty()) r.best_verdict = json::parse(b, nullptr, false);
+    auto verdict = [&](const char* name) {
+      std::string text = opt(name);
+      if (text.empty()) return json();
+      const std::string f = (d / name).string();
+      json v = json_util::parse_text<json>(text, f);
+      verdict_from_json(v, f);  // the search reads it as a verdict
+      return v;
+    };
+    r.verdict = verdict("verdict.json");
+    r.best_verdict = verdict("best_verdict.json");
     out.push_back(std::move(r));
   }
   return out;

@@ -15,6 +15,7 @@
 
 #include "controller/answer.hpp"
 #include "controller/prompt.hpp"
+#include "core/json_util.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/text.hpp"
@@ -674,7 +675,7 @@ struct Search::Impl {
           best_sol = sc["mean_sol_fraction"].get<double>();
       }
       if (r.provider == "tune" && !r.answer.raw.empty()) {
-        json c = json::parse(r.answer.raw, nullptr, false);
+        json c = json_util::parse_or_discarded(r.answer.raw);
         if (c.is_object()) best_config = std::move(c);
       }
     }
@@ -688,7 +689,7 @@ struct Search::Impl {
                                    : std::string("unknown"));
     }
     if (!best_config.is_null())
-      text += fmt::format("Best configuration: {}\n", best_config.dump());
+      text += fmt::format("Best configuration: {}\n", json_util::dump(best_config));
     else if (best.id == "c0000" && options.provider == "tune")
       text += "Best configuration: the seed's defaults\n";
     text += fmt::format("Candidates: {} of a budget of {}; stopped: {}; dropout restarts: {}\n",

@@ -29,9 +29,11 @@ std::vector<std::string> axis_names(const Definition& d) {
 std::string unknown_name_message(const std::string& kind, const std::string& name,
                                  const std::vector<std::string>& known) {
   auto close = close_matches(name, known, 1);
-  std::string msg = fmt::format("unknown {} '{}'", kind, name);
+  std::string msg = fmt::format("unknown {} '{}'", kind, printable_line(bounded(name, 80)));
   if (!close.empty()) return msg + fmt::format(" (did you mean '{}'?)", close[0]);
-  return msg + fmt::format(" ({}s: {})", kind, known.empty() ? "none" : join(known, ", "));
+  // "axis" -> "axes", "tensor" -> "tensors".
+  std::string plural = kind == "axis" ? std::string("axes") : kind + "s";
+  return msg + fmt::format(" ({}: {})", plural, known.empty() ? "none" : join(known, ", "));
 }
 
 void parse_axes(const OJson& j, const std::string& source, Definition& d) {
@@ -331,7 +333,9 @@ void apply_family_defaults(Definition& definition, const nlohmann::ordered_json&
 }
 
 Definition parse_definition_text(const std::string& text, const std::string& source) {
-  return parse_definition(ju::parse_text<OJson>(text, source), source);
+  // ju::reading: a field of a wrong type that no check above caught is the file's error too.
+  return ju::reading(source,
+                     [&] { return parse_definition(ju::parse_text<OJson>(text, source), source); });
 }
 
 Definition load_definition(const std::filesystem::path& file) {
@@ -458,7 +462,7 @@ std::vector<Workload> load_workloads(const std::filesystem::path& file, const De
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string source = fmt::format("{}:{}", file.string(), number);
     auto json = ju::parse_text<nlohmann::json>(line, file.string(), number);
-    Workload w = parse_workload(json, d, source);
+    Workload w = ju::reading(source, [&] { return parse_workload(json, d, source); });
     if (!uuids.insert(w.uuid).second) {
       throw input_error(source, fmt::format("duplicate workload uuid '{}'", w.uuid));
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,20 +37,41 @@ inline std::string index_path(const std::string& path, std::size_t i) {
   return fmt::format("{}[{}]", path, i);
 }
 
-// A key given twice in one object: JSON parsers keep one of the two silently (nlohmann the last),
-// so a plan with two "launches" or a definition with two "tolerance"s would run something other
-// than what its author reads first. Thrown from the parser callback below.
-struct DuplicateKey {
+// How deep objects and arrays may nest in any JSON kharness reads. nlohmann parses without
+// recursion, but copying, comparing and dumping a value recurse once per level: JSON nested
+// 100,000 deep (a plan comment, a definition) would overflow the stack there.
+constexpr int kMaxDepth = 256;
+
+// Thrown from the parser callback below.
+struct DuplicateKey {  // a key given twice in one object
+  std::string path;
+};
+struct TooDeep {  // objects or arrays nested deeper than kMaxDepth
   std::string path;
 };
 
-// Parses JSON text; a syntax error names the file, line and column, a duplicate key its path.
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+inline std::string exception_text(const nlohmann::json::exception& e) {
+  std::string what = e.what();
+  auto close = what.find("] ");
+  return close == std::string::npos ? what : what.substr(close + 2);
+}
+
+// Parses JSON text that may come from anyone (a submission, an edited file, a model's answer):
+// the one JSON entry point of kharness. A syntax error names the file, line and column; a key
+// given twice, nesting deeper than kMaxDepth and a number beyond a double's range (1e400) are
+// errors too. Every failure is kharness::Error (exit 2); nothing else escapes.
+// A key given twice is refused because JSON parsers keep one of the two silently (nlohmann the
+// last), so a plan with two "launches" would run something other than what its author reads
+// first; `allow_duplicates` is for JSON that only a program wrote (an HTTP API's answer).
 template <class J = nlohmann::json>
-J parse_text(const std::string& text, const std::string& source, int first_line = 1) {
+J parse_text(const std::string& text, const std::string& source, int first_line = 1,
+             bool allow_duplicates = false) {
   struct Frame {
     bool object = true;
-    std::vector<std::string> keys;  // seen in this object
-    std::size_t index = 0;          // next element of this array
+    std::set<std::string> keys;  // seen in this object (a set: an object may have 100,000)
+    std::string last;            // the latest key, for paths
+    std::size_t index = 0;       // next element of this array
   };
   std::vector<Frame> frames;
   auto path = [&frames](const std::string& last) {
@@ -57,7 +79,7 @@ J parse_text(const std::string& text, const std::string& source, int first_line 
     for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
       const Frame& f = frames[i];
       if (f.object) {
-        p = join_path(p, f.keys.empty() ? std::string("?") : f.keys.back());
+        p = join_path(p, f.last.empty() ? std::string("?") : f.last);
       } else {
         p = index_path(p, f.index == 0 ? 0 : f.index - 1);
       }
@@ -65,18 +87,21 @@ J parse_text(const std::string& text, const std::string& source, int first_line 
     return join_path(p, last);
   };
   using Event = typename J::parse_event_t;
-  typename J::parser_callback_t check_keys = [&](int, Event event, J& parsed) {
+  typename J::parser_callback_t check = [&](int, Event event, J& parsed) {
     auto element = [&frames] {
       if (!frames.empty() && !frames.back().object) ++frames.back().index;
     };
     switch (event) {
       case Event::object_start:
-        element();
-        frames.push_back({true, {}, 0});
-        break;
       case Event::array_start:
         element();
-        frames.push_back({false, {}, 0});
+        if (frames.size() >= static_cast<std::size_t>(kMaxDepth)) {
+          frames.push_back(Frame{});
+          std::string where = path("");  // the container being opened, "a.b[0]."
+          if (!where.empty() && where.back() == '.') where.pop_back();
+          throw TooDeep{where};
+        }
+        frames.push_back(Frame{event == Event::object_start, {}, {}, 0});
         break;
       case Event::object_end:
       case Event::array_end:
@@ -84,10 +109,9 @@ J parse_text(const std::string& text, const std::string& source, int first_line 
         break;
       case Event::key:
         if (!frames.empty() && frames.back().object && parsed.is_string()) {
-          const std::string key = parsed.template get<std::string>();
-          auto& keys = frames.back().keys;
-          if (std::find(keys.begin(), keys.end(), key) != keys.end()) throw DuplicateKey{path(key)};
-          keys.push_back(key);
+          Frame& f = frames.back();
+          f.last = parsed.template get<std::string>();
+          if (!allow_duplicates && !f.keys.insert(f.last).second) throw DuplicateKey{path(f.last)};
         }
         break;
       case Event::value:
@@ -97,10 +121,14 @@ J parse_text(const std::string& text, const std::string& source, int first_line 
     return true;
   };
   try {
-    return J::parse(text, check_keys);
+    return J::parse(text, check);
   } catch (const DuplicateKey& d) {
-    throw input_error(field(source, d.path),
+    throw input_error(field(source, printable_line(bounded(d.path))),
                       "given twice in one object (which one counts would be a guess)");
+  } catch (const TooDeep& d) {
+    std::string where = d.path.empty() ? source : field(source, bounded(d.path));
+    throw input_error(printable_line(where),
+                      fmt::format("not valid JSON: nested deeper than {} levels", kMaxDepth));
   } catch (const nlohmann::json::parse_error& e) {
     auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
     std::string what = e.what();
@@ -109,7 +137,57 @@ J parse_text(const std::string& text, const std::string& source, int first_line 
     if (colon != std::string::npos) what = what.substr(colon + 2);
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) what = "empty, expected JSON";
     throw input_error(fmt::format("{}:{}:{}", source, line + first_line - 1, column),
-                      "not valid JSON: " + what);
+                      "not valid JSON: " + printable_line(bounded(what)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 406: "number overflow parsing '1e400'": the number is quoted, so find its line.
+    std::string what = exception_text(e);
+    std::string where = source;
+    auto open = what.find('\'');
+    auto close = what.rfind('\'');
+    if (open != std::string::npos && close > open + 1) {
+      auto at = text.find(what.substr(open + 1, close - open - 1));
+      if (at != std::string::npos) {
+        auto [line, column] = line_column(text, at);
+        where = fmt::format("{}:{}:{}", source, line + first_line - 1, column);
+      }
+    }
+    throw input_error(where, "not valid JSON: " + printable_line(bounded(what)) +
+                                 " (beyond the range of a double)");
+  } catch (const nlohmann::json::exception& e) {
+    throw input_error(source, "not valid JSON: " + printable_line(bounded(exception_text(e))));
+  }
+}
+
+// For JSON that is only ever read when well formed (a worker's answer, an HTTP body, a cache
+// entry): the checks of parse_text, and J(value_t::discarded) instead of any error. Duplicate
+// keys are allowed (the writer is a program).
+template <class J = nlohmann::json>
+J parse_or_discarded(const std::string& text) {
+  try {
+    return parse_text<J>(text, "", 1, true);
+  } catch (const Error&) {
+    return J(J::value_t::discarded);
+  }
+}
+
+// JSON text that never throws: bytes that are not UTF-8 (a compile log, a kernel name, a model's
+// answer) become U+FFFD. Every writer of JSON uses this instead of nlohmann's dump(), which throws
+// type_error 316 on the first bad byte.
+template <class J>
+std::string dump(const J& j, int indent = -1) {
+  return j.dump(indent, ' ', false, J::error_handler_t::replace);
+}
+
+// Runs `read`, a reader of JSON from `source`; a nlohmann exception it lets through (a field of a
+// wrong type that no check caught: .at(), .get<>(), .value()) becomes an input error naming the
+// file, not an internal error.
+template <class F>
+auto reading(const std::string& source, F&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const nlohmann::json::exception& e) {
+    throw input_error(source, "a field has the wrong type or is missing: " +
+                                  printable_line(bounded(exception_text(e))));
   }
 }
 

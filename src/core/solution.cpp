@@ -486,7 +486,10 @@ Solution parse_single_file_solution(const std::string& text, const std::string& 
   return s;
 }
 
-Solution load_solution(const fs::path& path) {
+namespace {
+
+// A single file, a folder or a FlashInfer-Bench JSON (see load_solution).
+Solution load_any_form(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw input_error(path.string(), "no such file or folder");
   if (fs::is_directory(path, ec)) {
@@ -506,6 +509,13 @@ Solution load_solution(const fs::path& path) {
   Solution s = parse_single_file_solution(text, path.string());
   s.origin = path;
   return s;
+}
+
+}  // namespace
+
+Solution load_solution(const fs::path& path) {
+  // A field of a wrong type that no check caught is the file's error (exit 2), not an internal one.
+  return json_util::reading(path.string(), [&] { return load_any_form(path); });
 }
 
 }  // namespace kharness

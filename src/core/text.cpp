@@ -142,4 +142,12 @@ std::string printable_line(std::string_view text) {
   return out;
 }
 
+std::string bounded(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t cut = max_bytes;
+  // Back to the start of a character: never split a UTF-8 sequence.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}... ({} bytes)", text.substr(0, cut), text.size());
+}
+
 }  // namespace kharness

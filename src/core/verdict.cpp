@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kharness/error.hpp"
+#include "kharness/text.hpp"
 
 namespace kharness {
 namespace {
@@ -18,6 +19,26 @@ Status status_from(const json& j, const char* field) {
   if (!s)
     throw std::runtime_error(fmt::format("unknown status '{}'", j.at(field).get<std::string>()));
   return *s;
+}
+
+// The member `key` of `j`, which must be of type `type` (or absent or null: `fallback`). A
+// verdict read back from a file may have been edited: a "score" that is a string would otherwise
+// throw far from here (in a report), as an internal error.
+json member(const json& j, const char* key, json::value_t type, json fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (it->type() != type)
+    throw std::runtime_error(fmt::format("'{}' is {} {}, expected {}", key,
+                                         it->is_object() || it->is_array() ? "an" : "a",
+                                         it->type_name(), json(type).type_name()));
+  return *it;
+}
+
+json object_member(const json& j, const char* key) {
+  return member(j, key, json::value_t::object, json::object());
+}
+json array_member(const json& j, const char* key) {
+  return member(j, key, json::value_t::array, json::array());
 }
 
 std::optional<Failure> failure_from(const json& j) {
@@ -132,20 +153,21 @@ json to_json(const Verdict& v) {
 WorkloadVerdict workload_verdict_from_json(const json& wj) {
   try {
     WorkloadVerdict w;
+    if (!wj.is_object()) throw std::runtime_error("a workload is not an object");
     w.uuid = wj.at("uuid").get<std::string>();
-    w.axes = wj.value("axes", json::object());
+    w.axes = object_member(wj, "axes");
     w.status = status_from(wj, "status");
     w.failure = failure_from(wj.value("failure", json(nullptr)));
     w.suspect = failure_from(wj.value("suspect", json(nullptr)));
-    w.timing = wj.value("timing", json::object());
-    for (const auto& tj : wj.value("trials", json::array())) {
+    w.timing = object_member(wj, "timing");
+    for (const auto& tj : array_member(wj, "trials")) {
       TrialResult t;
       t.seed = tj.value("seed", 0ull);
       t.status = status_from(tj, "status");
       t.failure = failure_from(tj.value("failure", json(nullptr)));
       t.bitwise_deterministic = tj.value("bitwise_deterministic", true);
       t.seconds = tj.value("seconds", 0.0);
-      for (const auto& cj : tj.value("comparisons", json::array()))
+      for (const auto& cj : array_member(tj, "comparisons"))
         t.comparisons.push_back(comparison_from(cj));
       w.trials.push_back(std::move(t));
     }
@@ -159,6 +181,7 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
 Verdict verdict_from_json(const json& j) {
   try {
     Verdict v;
+    if (!j.is_object()) throw std::runtime_error(fmt::format("{} is not an object", j.type_name()));
     v.solution = j.value("solution", "");
     v.source = j.value("source", "");
     v.definition = j.value("definition", "");
@@ -170,15 +193,30 @@ Verdict verdict_from_json(const json& j) {
     v.seconds = j.value("seconds", 0.0);
     v.worker_stderr = j.value("worker_stderr", "");
     v.worker_stderr_truncated = j.value("worker_stderr_truncated", false);
-    v.compile = j.value("compile", json::object());
-    v.environment = j.value("environment", json::object());
-    v.phases = j.value("phases", json::object());
-    v.score = j.value("score", json::object());
-    for (const auto& wj : j.value("workloads", json::array()))
+    v.compile = object_member(j, "compile");
+    v.environment = object_member(j, "environment");
+    v.phases = object_member(j, "phases");
+    v.score = object_member(j, "score");
+    for (auto it = v.score.begin(); it != v.score.end(); ++it) {
+      const json& x = it.value();
+      bool ok = x.is_number() || x.is_null() || x.is_boolean() || x.is_object() || x.is_array() ||
+                x == "nan" || x == "inf" || x == "-inf";
+      if (!ok) throw std::runtime_error(fmt::format("'score.{}' is not a number", it.key()));
+    }
+    for (const auto& wj : array_member(j, "workloads"))
       v.workloads.push_back(workload_verdict_from_json(wj));
     return v;
   } catch (const std::exception& e) {
     throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a verdict: {}", e.what()));
+  }
+}
+
+Verdict verdict_from_json(const json& j, const std::string& source) {
+  try {
+    return verdict_from_json(j);
+  } catch (const Error& e) {
+    std::string what = e.what();  // "not a verdict: ..."
+    throw input_error(source, printable_line(bounded(what, 300)));
   }
 }
 

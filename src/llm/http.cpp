@@ -14,6 +14,8 @@
 #include <random>
 #include <thread>
 
+#include "core/json_util.hpp"
+
 namespace kharness::llm {
 namespace {
 
@@ -168,7 +170,7 @@ double retry_delay(const HttpResponse& r, int attempt, const RetryPolicy& policy
 }
 
 std::string error_message(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json j = json_util::parse_or_discarded(body);
   if (!j.is_discarded() && j.is_object()) {
     if (j.contains("error")) {
       const auto& e = j["error"];

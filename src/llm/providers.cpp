@@ -91,7 +91,7 @@ class AnthropicProvider : public Provider {
     std::string model = request.model.empty() ? model_ : request.model;
     HttpResponse r = HttpClient().post_json(
         url_, {{"x-api-key", key_}, {"anthropic-version", "2023-06-01"}},
-        anthropic_request_body(request, model).dump(), http_options(options_, request));
+        json_util::dump(anthropic_request_body(request, model)), http_options(options_, request));
     return finish("anthropic", r, parse_anthropic_response, options_.cancel);
   }
 
@@ -113,7 +113,7 @@ class OpenAIProvider : public Provider {
   Answer complete(const Request& request) override {
     std::string model = request.model.empty() ? model_ : request.model;
     HttpResponse r = HttpClient().post_json(url_, {{"Authorization", "Bearer " + key_}},
-                                            openai_request_body(request, model).dump(),
+                                            json_util::dump(openai_request_body(request, model)),
                                             http_options(options_, request));
     return finish("openai", r, parse_openai_response, options_.cancel);
   }
@@ -216,19 +216,21 @@ class ReplayProvider : public Provider {
       a.stop_reason = "end_turn";
       return a;
     }
-    json j = json::parse(text, nullptr, false);
+    json j = json_util::parse_or_discarded(text);
     if (j.is_object() && j.contains("content")) return parse_anthropic_response(text);
     if (j.is_object() && j.contains("output")) return parse_openai_response(text);
     if (j.is_object() && j.contains("text")) {
-      Answer a;
-      a.text = j.value("text", "");
-      a.raw = text;
-      a.stop_reason = j.value("stop_reason", "end_turn");
-      a.truncated = j.value("truncated", false);
-      json u = j.value("usage", json::object());
-      a.usage.input_tokens = u.value("input_tokens", 0);
-      a.usage.output_tokens = u.value("output_tokens", 0);
-      return a;
+      return json_util::reading(file.string(), [&] {
+        Answer a;
+        a.text = j.value("text", "");
+        a.raw = text;
+        a.stop_reason = j.value("stop_reason", "end_turn");
+        a.truncated = j.value("truncated", false);
+        json u = j.value("usage", json::object());
+        a.usage.input_tokens = u.value("input_tokens", 0);
+        a.usage.output_tokens = u.value("output_tokens", 0);
+        return a;
+      });
     }
     return malformed(text, file.string() + ": not a recorded answer");
   }
@@ -335,8 +337,8 @@ json load_config(const std::filesystem::path& file) {
     if (!file.empty()) throw input_error(path.string(), "no such file");
     return json::object();
   }
-  json j = json::parse(read_file(path.string()), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw input_error(path.string(), "not a JSON object");
+  json j = json_util::parse_text<json>(read_file(path.string()), path.string());
+  if (!j.is_object()) throw input_error(path.string(), "not a JSON object");
   validate_config(j, path.string());
   return j;
 }
@@ -379,93 +381,112 @@ json openai_request_body(const Request& request, const std::string& model) {
 }
 
 Answer parse_anthropic_response(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("content") || !j["content"].is_array())
-    return malformed(body, "no content[]");
-  Answer a;
-  a.raw = body;
-  for (const auto& block : j["content"]) {
-    if (block.is_object() && block.value("type", "") == "text" && block.contains("text") &&
-        block["text"].is_string())
-      a.text += block["text"].get<std::string>();
-  }
-  json u = j.value("usage", json::object());
-  a.usage = usage_from(u, "input_tokens", "output_tokens");
-  if (u.is_object()) {
-    a.usage.cache_read_tokens = u.value("cache_read_input_tokens", std::int64_t{0});
-    // Anthropic counts cached input apart from input_tokens; Usage counts all input together.
-    a.usage.input_tokens += a.usage.cache_read_tokens;
-  }
-  a.stop_reason = j.value("stop_reason", std::string());
-  a.truncated = a.stop_reason == "max_tokens";
-  return a;
-}
-
-Answer parse_openai_response(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("output") || !j["output"].is_array())
-    return malformed(body, "no output[]");
-  Answer a;
-  a.raw = body;
-  for (const auto& item : j["output"]) {
-    if (!item.is_object() || item.value("type", "") != "message") continue;
-    for (const auto& c : item.value("content", json::array())) {
-      if (c.is_object() && c.value("type", "") == "output_text" && c.contains("text") &&
-          c["text"].is_string())
-        a.text += c["text"].get<std::string>();
+  // A field of an unexpected type (a model, a tool or an edited recording wrote it) makes a
+  // malformed answer, never an exception.
+  try {
+    json j = json_util::parse_or_discarded(body);
+    if (j.is_discarded() || !j.is_object() || !j.contains("content") || !j["content"].is_array())
+      return malformed(body, "no content[]");
+    Answer a;
+    a.raw = body;
+    for (const auto& block : j["content"]) {
+      if (block.is_object() && block.value("type", "") == "text" && block.contains("text") &&
+          block["text"].is_string())
+        a.text += block["text"].get<std::string>();
     }
-  }
-  json u = j.value("usage", json::object());
-  a.usage = usage_from(u, "input_tokens", "output_tokens");
-  if (u.is_object() && u.contains("input_tokens_details") && u["input_tokens_details"].is_object())
-    a.usage.cache_read_tokens = u["input_tokens_details"].value("cached_tokens", std::int64_t{0});
-  std::string status = j.value("status", std::string());
-  a.stop_reason = status;
-  a.truncated = status == "incomplete";
-  if (a.truncated && j.contains("incomplete_details") && j["incomplete_details"].is_object())
-    a.stop_reason += ": " + j["incomplete_details"].value("reason", std::string());
-  return a;
-}
-
-Answer parse_command_output(const std::string& out) {
-  Answer a;
-  a.raw = out;
-  a.stop_reason = "exited";
-  // claude -p --output-format json: one object {"type":"result","result":"...","usage":{...}}
-  json j = json::parse(out, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("result") && j["result"].is_string()) {
-    a.text = j["result"].get<std::string>();
     json u = j.value("usage", json::object());
     a.usage = usage_from(u, "input_tokens", "output_tokens");
     if (u.is_object()) {
       a.usage.cache_read_tokens = u.value("cache_read_input_tokens", std::int64_t{0});
+      // Anthropic counts cached input apart from input_tokens; Usage counts all input together.
       a.usage.input_tokens += a.usage.cache_read_tokens;
     }
-    a.stop_reason = j.value("subtype", std::string("success"));
+    a.stop_reason = j.value("stop_reason", std::string());
+    a.truncated = a.stop_reason == "max_tokens";
     return a;
+  } catch (const json::exception& e) {
+    return malformed(body, json_util::exception_text(e));
   }
-  // codex exec --json: JSON lines; the last agent message is the answer.
-  std::istringstream lines(out);
-  std::string line, message;
-  bool events = false;
-  while (std::getline(lines, line)) {
-    json e = json::parse(line, nullptr, false);
-    if (e.is_discarded() || !e.is_object()) continue;
-    events = true;
-    std::string type = e.value("type", "");
-    if (type == "item.completed" && e.contains("item") && e["item"].is_object() &&
-        e["item"].value("type", "") == "agent_message") {
-      message = e["item"].value("text", "");
-    } else if (type == "turn.completed" && e.contains("usage")) {
-      a.usage = usage_from(e["usage"], "input_tokens", "output_tokens");
-      a.usage.cache_read_tokens = e["usage"].value("cached_input_tokens", std::int64_t{0});
-    } else if (e.contains("msg") && e["msg"].is_object() &&
-               e["msg"].value("type", "") == "agent_message") {  // older codex event form
-      message = e["msg"].value("message", "");
+}
+
+Answer parse_openai_response(const std::string& body) {
+  // A field of an unexpected type (a model, a tool or an edited recording wrote it) makes a
+  // malformed answer, never an exception.
+  try {
+    json j = json_util::parse_or_discarded(body);
+    if (j.is_discarded() || !j.is_object() || !j.contains("output") || !j["output"].is_array())
+      return malformed(body, "no output[]");
+    Answer a;
+    a.raw = body;
+    for (const auto& item : j["output"]) {
+      if (!item.is_object() || item.value("type", "") != "message") continue;
+      for (const auto& c : item.value("content", json::array())) {
+        if (c.is_object() && c.value("type", "") == "output_text" && c.contains("text") &&
+            c["text"].is_string())
+          a.text += c["text"].get<std::string>();
+      }
     }
+    json u = j.value("usage", json::object());
+    a.usage = usage_from(u, "input_tokens", "output_tokens");
+    if (u.is_object() && u.contains("input_tokens_details") &&
+        u["input_tokens_details"].is_object())
+      a.usage.cache_read_tokens = u["input_tokens_details"].value("cached_tokens", std::int64_t{0});
+    std::string status = j.value("status", std::string());
+    a.stop_reason = status;
+    a.truncated = status == "incomplete";
+    if (a.truncated && j.contains("incomplete_details") && j["incomplete_details"].is_object())
+      a.stop_reason += ": " + j["incomplete_details"].value("reason", std::string());
+    return a;
+  } catch (const json::exception& e) {
+    return malformed(body, json_util::exception_text(e));
   }
-  a.text = events && !message.empty() ? message : out;
-  return a;
+}
+
+Answer parse_command_output(const std::string& out) {
+  // A field of an unexpected type (a model, a tool or an edited recording wrote it) makes a
+  // malformed answer, never an exception.
+  try {
+    Answer a;
+    a.raw = out;
+    a.stop_reason = "exited";
+    // claude -p --output-format json: one object {"type":"result","result":"...","usage":{...}}
+    json j = json_util::parse_or_discarded(out);
+    if (!j.is_discarded() && j.is_object() && j.contains("result") && j["result"].is_string()) {
+      a.text = j["result"].get<std::string>();
+      json u = j.value("usage", json::object());
+      a.usage = usage_from(u, "input_tokens", "output_tokens");
+      if (u.is_object()) {
+        a.usage.cache_read_tokens = u.value("cache_read_input_tokens", std::int64_t{0});
+        a.usage.input_tokens += a.usage.cache_read_tokens;
+      }
+      a.stop_reason = j.value("subtype", std::string("success"));
+      return a;
+    }
+    // codex exec --json: JSON lines; the last agent message is the answer.
+    std::istringstream lines(out);
+    std::string line, message;
+    bool events = false;
+    while (std::getline(lines, line)) {
+      json e = json_util::parse_or_discarded(line);
+      if (e.is_discarded() || !e.is_object()) continue;
+      events = true;
+      std::string type = e.value("type", "");
+      if (type == "item.completed" && e.contains("item") && e["item"].is_object() &&
+          e["item"].value("type", "") == "agent_message") {
+        message = e["item"].value("text", "");
+      } else if (type == "turn.completed" && e.contains("usage")) {
+        a.usage = usage_from(e["usage"], "input_tokens", "output_tokens");
+        a.usage.cache_read_tokens = e["usage"].value("cached_input_tokens", std::int64_t{0});
+      } else if (e.contains("msg") && e["msg"].is_object() &&
+                 e["msg"].value("type", "") == "agent_message") {  // older codex event form
+        message = e["msg"].value("message", "");
+      }
+    }
+    a.text = events && !message.empty() ? message : out;
+    return a;
+  } catch (const json::exception& e) {
+    return malformed(out, json_util::exception_text(e));
+  }
 }
 
 }  // namespace kharness::llm

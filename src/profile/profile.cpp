@@ -19,6 +19,7 @@
 
 #include "bench/cupti_timer.hpp"
 #include "bench/speed_of_light.hpp"
+#include "core/json_util.hpp"
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
 #include "device/watchdog.hpp"
@@ -534,7 +535,7 @@ Profile profile_solution(const ProfileRequest& request) {
 
   SubprocessOptions sub;
   sub.argv = worker_argv("__profile_worker");
-  sub.stdin_data = request_json(request, w.uuid).dump();
+  sub.stdin_data = json_util::dump(request_json(request, w.uuid));
   sub.timeout_seconds = request.timeout_seconds;
   sub.inherit_environment = false;  // no API keys in the worker (sandbox.hpp)
   sub.env = sandbox::scrubbed_environment();
@@ -547,7 +548,7 @@ Profile profile_solution(const ProfileRequest& request) {
   std::optional<json> hang;
   std::istringstream lines(r.stdout_data);
   for (std::string line; std::getline(lines, line);) {
-    json event = json::parse(line, nullptr, false);
+    json event = json_util::parse_or_discarded(line);
     if (event.is_discarded() || !event.is_object()) continue;
     const std::string type = event.value("event", "");
     if (type == "profile") {
@@ -596,7 +597,7 @@ int profile_worker_main() {
   try {
     const std::string input((std::istreambuf_iterator<char>(std::cin)),
                             std::istreambuf_iterator<char>());
-    json j = json::parse(input, nullptr, false);
+    json j = json_util::parse_or_discarded(input);
     if (j.is_discarded())
       throw Error(ExitCode::kInternal, "profile worker", "the request is not JSON");
     if (j.value("verbose", false)) spdlog::set_level(spdlog::level::debug);

@@ -17,7 +17,12 @@ constexpr std::size_t kExplorePool = 48;  // random draws a farthest point is ch
 Search::Search(const TuneSpace& space, std::vector<Config> valid, SearchOptions options)
     : valid_(std::move(valid)), options_(options), rng_(options.seed) {
   for (const auto& k : space.knobs) arity_.push_back(k.values.size());
-  for (std::size_t i = 0; i < valid_.size(); ++i) index_of_[valid_[i]] = i;
+  // valid_configs lists configurations in lexicographic order: found by binary search. A map
+  // of a million configurations (the product cap) took seconds and hundreds of MB.
+  sorted_ = std::is_sorted(valid_.begin(), valid_.end());
+  if (!sorted_) {
+    for (std::size_t i = 0; i < valid_.size(); ++i) index_of_[valid_[i]] = i;
+  }
   if (auto d = find(default_config(space))) {
     default_index_ = *d;
     has_default_ = true;
@@ -27,6 +32,11 @@ Search::Search(const TuneSpace& space, std::vector<Config> valid, SearchOptions 
 }
 
 std::optional<std::size_t> Search::find(const Config& config) const {
+  if (sorted_) {
+    auto at = std::lower_bound(valid_.begin(), valid_.end(), config);
+    if (at == valid_.end() || *at != config) return std::nullopt;
+    return static_cast<std::size_t>(at - valid_.begin());
+  }
   auto it = index_of_.find(config);
   if (it == index_of_.end()) return std::nullopt;
   return it->second;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 
@@ -84,7 +85,7 @@ llm::Answer TuneProvider::complete(const llm::Request& request) {
       "tune: configuration {} of {} valid ({} proposed): {}\n\n```cuda\n{}\n```\n", *index + 1,
       search_->valid().size(), search_->proposed(), config_text(problem_->space, config), source);
   answer.stop_reason = "completed";
-  answer.raw = config_json(problem_->space, config).dump();
+  answer.raw = json_util::dump(config_json(problem_->space, config));
   answer.latency_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return answer;

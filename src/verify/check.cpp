@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "bench/benchmark.hpp"
+#include "core/json_util.hpp"
 #include "device/driver.hpp"
 #include "device/watchdog.hpp"
 #include "kharness/compile.hpp"
@@ -119,7 +120,7 @@ Verdict check_solution(const CheckRequest& request) {
   SubprocessOptions sub;
   // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
   sub.argv = worker_argv("__worker");
-  sub.stdin_data = request_json(request).dump();
+  sub.stdin_data = json_util::dump(request_json(request));
   sub.timeout_seconds = request.timeout_seconds;
   // Only what the driver, the toolkit and kharness's settings need: no API keys.
   sub.inherit_environment = false;
@@ -132,7 +133,7 @@ int worker_main() {
   auto emit = [&](const json& j) { protocol.emit(j); };
   try {
     std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    json j = json::parse(input, nullptr, false);
+    json j = json_util::parse_or_discarded(input);
     if (j.is_discarded()) throw Error(ExitCode::kInternal, "worker", "the request is not JSON");
     CheckRequest request = request_from_json(j);
     // A launch that does not finish ends this process in seconds, with a `hang` line.

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
 
@@ -61,7 +62,7 @@ std::uint64_t as_size(const nlohmann::ordered_json& j, const std::filesystem::pa
                       fmt::format("must be >= 0, got {}", j.get<std::int64_t>()));
   }
   throw input_error(where(path, field),
-                    fmt::format("expected a non-negative integer, got {}", j.dump()));
+                    fmt::format("expected a non-negative integer, got {}", json_util::dump(j)));
 }
 
 }  // namespace
@@ -134,16 +135,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   const std::string header_text(reinterpret_cast<const char*>(bytes + 8), header_size);
 
   nlohmann::ordered_json header;
-  try {
-    header = nlohmann::ordered_json::parse(header_text);
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-    if (auto close = what.find("] "); close != std::string::npos) {
-      what = what.substr(close + 2);
-    }
-    throw input_error(where(path, "header"), "not valid JSON: " + what);
-  }
+  header = json_util::parse_text<nlohmann::ordered_json>(header_text, where(path, "header"));
   if (!header.is_object()) {
     throw input_error(where(path, "header"),
                       fmt::format("expected a JSON object, got {}", header.type_name()));

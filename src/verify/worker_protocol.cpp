@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 
 namespace kharness::verify {
@@ -91,7 +92,7 @@ Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
   std::istringstream lines(r.stdout_data);
   std::string line;
   while (std::getline(lines, line)) {
-    json event = json::parse(line, nullptr, false);
+    json event = json_util::parse_or_discarded(line);
     if (event.is_discarded() || !event.is_object()) {
       spdlog::debug("worker: not a protocol line: {}", line.substr(0, 200));
       continue;
