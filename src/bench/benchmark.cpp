@@ -136,25 +136,6 @@ class InputOrder {
   std::size_t pos_ = 0;
 };
 
-// A secret the kernels under test never see as data: the key that seals the reference outputs
-// and authenticates the check records (verify::TimedOutputs).
-std::uint64_t secret_key() {
-  std::random_device rd;
-  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-}
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-Status status_of(const Failure& f) {
-  return f.kind == "stale_output" || f.kind == "input_modified" ? Status::kIncorrectNumerical
-                                                                : Status::kRuntimeError;
-}
-
 // Device bytes one input set of `op` needs on `workload`: inputs, outputs twice (the candidate's
 // buffer and the sealed reference), workspace, and the guard zones.
 std::size_t bytes_per_set(const Operator& op, const Workload& workload, const LaunchPlan& plan) {
@@ -187,7 +168,7 @@ class WorkloadBench {
         options_(options),
         flush_(flush_buffer),
         gpu_(gpu),
-        rng_(mix(check.seed ^ mix(0x7469'6d65ull + workload_index))),
+        rng_(verify::splitmix(check.seed ^ verify::splitmix(0x7469'6d65ull + workload_index))),
         sets_(fit_input_sets(op, workload, candidate, baseline != nullptr)),
         order_(sets_, rng_()) {
     add("candidate", op, reference, candidate, check, workload);
@@ -282,7 +263,7 @@ class WorkloadBench {
     c->compiled = &solution;
     c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets_,
                                                       check, static_cast<int>(kMaxBatch),
-                                                      secret_key());
+                                                      verify::secret_key());
     c->module = std::make_unique<device::Module>(solution.result->cubin);
     c->global_names = parse_ptx_globals(solution.result->ptx);
     if (!c->global_names.empty()) {
@@ -331,7 +312,7 @@ class WorkloadBench {
     c->compiled = &vendor_plan_;
     c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_,
                                                       check, static_cast<int>(kMaxBatch),
-                                                      secret_key());
+                                                      verify::secret_key());
     c->cublaslt = std::make_unique<device::CublasLtGemm>(axes.at("M"), axes.at("N"), axes.at("K"),
                                                          input->dtype);
     c->vendor = c->cublaslt->description();
@@ -627,7 +608,7 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
                           options, *w, index, flush, gpu);
       wv.timing = bench.run();
       if (auto f = bench.failure()) {
-        wv.status = status_of(*f);
+        wv.status = verify::status_of_kind(f->kind);
         wv.failure = f;
       }
     } catch (const device::CudaError& e) {

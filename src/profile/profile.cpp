@@ -272,7 +272,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   // Inputs, the reference's outputs and the candidate's poisoned, guarded output buffers.
   verify::TimedOutputs io(l.op, {&l.reference, &l.reference_compiled},
                           {&l.candidate, &l.candidate_compiled}, w, 1, check, 1,
-                          std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32));
+                          verify::secret_key());
   device::Module module(l.candidate_compiled.cubin);
   device::PlanLauncher launcher(l.candidate.plan, l.candidate_compiled.kernels, module);
   device::Stream stream;

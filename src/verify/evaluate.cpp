@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <random>
 #include <memory>
 
 #include "device/driver.hpp"
@@ -148,21 +149,6 @@ InputGenerator generator_for(const Definition& d, const TensorSpec& t) {
     g.high = t.dtype == DType::kBool ? 1 : 15;
   }
   return g;
-}
-
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-Status status_of_kind(const std::string& kind) {
-  if (kind == "output_not_written" || kind == "nan_or_inf" || kind == "tolerance" ||
-      kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output") {
-    return Status::kIncorrectNumerical;
-  }
-  return Status::kRuntimeError;
 }
 
 Failure launch_failure(const LaunchOutcome& o, const std::string& role) {
@@ -602,6 +588,26 @@ class Evaluator {
 };
 
 }  // namespace
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+Status status_of_kind(const std::string& kind) {
+  if (kind == "output_not_written" || kind == "nan_or_inf" || kind == "tolerance" ||
+      kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output") {
+    return Status::kIncorrectNumerical;
+  }
+  return Status::kRuntimeError;
+}
+
+std::uint64_t secret_key() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
 
 nlohmann::json CheckOptions::to_json() const {
   nlohmann::json j = {

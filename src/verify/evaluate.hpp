@@ -54,6 +54,16 @@ std::vector<const Workload*> select_workloads(const Operator& op, const CheckOpt
 // The seed of one trial: a mix of the base seed, the workload's index and the trial number.
 std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int trial);
 
+// SplitMix64's finaliser: the seed mixer of trial_seed and of the timing loop's seeded choices.
+std::uint64_t splitmix(std::uint64_t x);
+// The status a failure kind gives a workload: INCORRECT_NUMERICAL for wrong outputs
+// (output_not_written, nan_or_inf, tolerance, nondeterministic, input_modified, stale_output),
+// RUNTIME_ERROR for everything else.
+Status status_of_kind(const std::string& kind);
+// A fresh 64-bit secret from the OS (std::random_device), for TimedOutputs' key: never derived
+// from the seed, which a verdict records.
+std::uint64_t secret_key();
+
 // The poison of one timed iteration: one element pattern per output tensor of the definition
 // (iteration_poison_element, kharness/numeric.hpp), a pure function of the draw.
 struct IterationPoison {
