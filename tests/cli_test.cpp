@@ -108,7 +108,9 @@ TEST(Cli, RuleViolationsAreRejectedWithExitOne) {
         Case{"bad/include_absolute.cu", "include"}, Case{"bad/include_parent.cu", "include"},
         Case{"bad/unknown_kernel.cu", "unknown_kernel"},
         Case{"bad/param_count.cu", "param_mismatch"}, Case{"bad/param_size.cu", "param_mismatch"},
-        Case{"bad/unknown_axis.cu", "unknown_axis"}, Case{"bad/div_zero.cu", "division_by_zero"}}) {
+        Case{"bad/unknown_axis.cu", "unknown_axis"}, Case{"bad/div_zero.cu", "division_by_zero"},
+        Case{"bad/tma_map_outside_tensor.cu", "may not reach outside its tensor"},
+        Case{"bad/tma_box_too_large.cu", "tensor map 'a_map' box[0]: 512 is above 256"}}) {
     auto r = kharness("compile " + fx(c.file) + " --no-cache");
     EXPECT_EQ(r.exit_code, 1) << c.file << "\n" << r.out;
     EXPECT_NE(r.out.find("REJECTED"), std::string::npos) << c.file << "\n" << r.out;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <map>
 #include <vector>
 
 #include "kharness/definition.hpp"
@@ -20,9 +21,16 @@ struct Operator {
   std::optional<std::filesystem::path> workloads_file;
   std::optional<std::filesystem::path> reference;  // the operator's, else its family's
   std::optional<std::filesystem::path> seed;
+  // Seeds for one target (seed.sm_90a.cu: TMA and wgmma), preferred over `seed` when compiling
+  // for that arch; `seed` stays the portable fallback.
+  std::map<std::string, std::filesystem::path> arch_seeds;
   std::optional<std::filesystem::path> baseline;  // a solution file or folder
   std::string origin;  // "builtin", "--operators-dir", "KHARNESS_OPERATORS", "file"
 };
+
+// The seed a run or a tune for `arch` starts from: the arch's own seed when there is one, else
+// the portable seed.
+std::optional<std::filesystem::path> seed_for(const Operator& op, const std::string& arch);
 
 struct OperatorEntry {
   std::string name;

@@ -13,6 +13,7 @@
 
 #include "kharness/dtype.hpp"
 #include "kharness/expr.hpp"
+#include "kharness/tensor_map.hpp"
 
 namespace kharness {
 
@@ -34,6 +35,7 @@ struct LaunchArg {
   // A name: a tensor (device pointer), an axis or a scalar input (by value), or "workspace".
   std::string name;
   std::optional<Literal> literal;  // set instead of name for a literal
+  std::string tensor_map;          // set instead of name for {"tensor_map": NAME} (a CUtensorMap)
   std::string text() const;        // for messages
 };
 
@@ -44,6 +46,12 @@ struct Launch {
   std::array<Expr, 3> cluster;
   Expr shared_bytes;
   std::vector<LaunchArg> args;
+  std::vector<TensorMapSpec> tensor_maps;  // declared for this launch, named by its args
+  // Programmatic dependent launch: this launch may begin while the previous launch of the plan
+  // finishes (the kernel waits with cudaGridDependencySynchronize / griddepcontrol.wait).
+  bool pdl = false;
+  bool cooperative = false;  // a cooperative launch (grid-wide sync); the grid must be resident
+  const TensorMapSpec* find_tensor_map(const std::string& name) const;
 };
 
 struct LaunchPlan {

@@ -95,6 +95,7 @@ struct Contender {
   std::unique_ptr<device::Module> module;
   std::unique_ptr<device::PlanLauncher> launcher;  // a solution's plan ...
   std::unique_ptr<device::CublasLtGemm> cublaslt;  // ... or the built-in cuBLASLt baseline
+  bool block_scaled = false;                        // its fp8 1x128 / 128x128 form
   std::string vendor;                              // what a built-in baseline is
   // The module's global variables, restored before every iteration; when some cannot be
   // resolved, the module is reloaded instead (reload = true).
@@ -293,11 +294,20 @@ class WorkloadBench {
     const TensorSpec* input = named(def.inputs, "A", {"M", "K"});
     const TensorSpec* weight = named(def.inputs, "B", {"N", "K"});
     const TensorSpec* output = named(def.outputs, "C", {"M", "N"});
-    if (!input || !weight || !output || def.inputs.size() != 2 || def.outputs.size() != 1 ||
-        weight->dtype != input->dtype || output->dtype != input->dtype) {
+    // DeepSeek's block-scaled fp8 GEMM (the gemm_fp8 family): A_scale [M, num_k_blocks] and
+    // B_scale [num_n_blocks, num_k_blocks] beside A and B, C bfloat16.
+    const bool block_scaled =
+        input && weight && output && def.inputs.size() == 4 && def.outputs.size() == 1 &&
+        named(def.inputs, "A_scale", {"M", "num_k_blocks"}) &&
+        named(def.inputs, "B_scale", {"num_n_blocks", "num_k_blocks"}) &&
+        input->dtype == DType::kFloat8E4M3 && weight->dtype == DType::kFloat8E4M3 &&
+        output->dtype == DType::kBFloat16;
+    if (!block_scaled &&
+        (!input || !weight || !output || def.inputs.size() != 2 || def.outputs.size() != 1 ||
+         weight->dtype != input->dtype || output->dtype != input->dtype)) {
       throw Error(ExitCode::kUsage, op.definition_file.string(),
                   "the cublaslt baseline needs a GEMM definition with inputs A [M, K], B [N, K] "
-                  "and output C [M, N]");
+                  "and output C [M, N] (or the block-scaled fp8 GEMM of gemm_fp8)");
     }
     Bindings axes = workload.bindings(def);
     static const Solution kNoPlan = [] {
@@ -313,8 +323,11 @@ class WorkloadBench {
     c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_,
                                                       check, static_cast<int>(kMaxBatch),
                                                       verify::secret_key());
-    c->cublaslt = std::make_unique<device::CublasLtGemm>(axes.at("M"), axes.at("N"), axes.at("K"),
-                                                         input->dtype);
+    c->cublaslt = std::make_unique<device::CublasLtGemm>(
+        axes.at("M"), axes.at("N"), axes.at("K"), input->dtype,
+        block_scaled ? device::CublasLtGemm::Kind::kBlockScaledFp8
+                     : device::CublasLtGemm::Kind::kHalf);
+    c->block_scaled = block_scaled;
     c->vendor = c->cublaslt->description();
     contenders_.push_back(std::move(c));
   }
@@ -324,7 +337,10 @@ class WorkloadBench {
     if (c.launcher) return c.launcher->launch(env, s, false);
     device::LaunchOutcome o;
     std::string error =
-        c.cublaslt->run(env.tensors.at("A"), env.tensors.at("B"), env.tensors.at("C"), s);
+        c.block_scaled
+            ? c.cublaslt->run(env.tensors.at("A"), env.tensors.at("B"), env.tensors.at("C"), s,
+                              env.tensors.at("A_scale"), env.tensors.at("B_scale"))
+            : c.cublaslt->run(env.tensors.at("A"), env.tensors.at("B"), env.tensors.at("C"), s);
     if (!error.empty()) {
       o.ok = false;
       o.kernel = "cublasLtMatmul";

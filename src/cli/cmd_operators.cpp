@@ -178,6 +178,10 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
     }
     std::vector<std::pair<std::string, std::optional<std::filesystem::path>>> roles = {
         {"reference", op->reference}, {"seed", op->seed}, {"baseline", op->baseline}};
+    // The seeds for one target compile only for it: checked when that is the target.
+    if (auto it = op->arch_seeds.find(arch); it != op->arch_seeds.end()) {
+      roles.emplace_back("seed." + arch, it->second);
+    }
     for (const auto& [role, path] : roles) {
       if (!path) {
         table.add(

@@ -84,6 +84,7 @@ std::string space_text(const tune::TuneProblem& p) {
 
 ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) {
   Operator op = make_registry(global).load(args.operator_name);
+  op.seed = seed_for(op, resolve_arch(args.arch));
   tune::TuneProblem problem = tune::load_tune_problem(op, args.seed_file, args.tune_file);
   std::size_t count =
       args.all ? problem.valid.size()

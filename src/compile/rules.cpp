@@ -851,7 +851,7 @@ std::vector<RuleViolation> check_plan_rules(const LaunchPlan& plan, const Defini
     const Launch& l = plan.launches[i];
     for (std::size_t a = 0; a < l.args.size(); ++a) {
       const LaunchArg& arg = l.args[a];
-      if (arg.literal || arg.name == "workspace") {
+      if (arg.literal || !arg.tensor_map.empty() || arg.name == "workspace") {
         continue;
       }
       if (definition.find_axis(arg.name) != nullptr ||
@@ -987,6 +987,27 @@ std::vector<RuleViolation> check_plan_rules(const LaunchPlan& plan, const Defini
     std::size_t ws = exprs.size() - 1;
     check(ws, "workspace_size", values[ws] && *values[ws] >= 0,
           "workspace_bytes must not be negative");
+    // Tensor maps: every rule of cuTensorMapEncodeTiled, and no byte outside the map's tensor or
+    // the workspace, for this workload (tensor_map.hpp).
+    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+      for (const TensorMapSpec& map : plan.launches[i].tensor_maps) {
+        std::string field;
+        std::string message;
+        try {
+          resolve_tensor_map(map, definition, bindings, values[ws].value_or(0));
+          continue;
+        } catch (const TensorMapError& e) {
+          field = e.field();
+          message = e.what();
+        } catch (const ExprError& e) {
+          field = "tensor_maps";
+          message = e.what();
+        }
+        report.add(i, fmt::format("tensor_maps.{}.{}", map.name, field), "tensor_map",
+                   fmt::format("{}: tensor map '{}' {}: {} for {}", launch_label(plan, i),
+                               map.name, field, message, workload_label(workload)));
+      }
+    }
   }
   report.finish();
   return out;
@@ -1165,7 +1186,12 @@ std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
       const LaunchArg& arg = launch.args[a];
       const PtxParam& param = kernel.params[a];
       std::string what;  // the argument, described, when it does not fit
-      if (arg.literal) {
+      if (!arg.tensor_map.empty()) {
+        // A CUtensorMap by value: `const __grid_constant__ CUtensorMap` is .align 64 .b8[128].
+        if (!is_aggregate(param) || param.size != 128 || param.align < 64) {
+          what = "a tensor map (a __grid_constant__ const CUtensorMap: .align 64 .b8[128])";
+        }
+      } else if (arg.literal) {
         if (!value_mismatch(arg.literal->dtype, param).empty()) {
           what = fmt::format("{} literal ({} bytes)", with_article(dtype_name(arg.literal->dtype)),
                              dtype_size(arg.literal->dtype));

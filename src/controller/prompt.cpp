@@ -226,6 +226,14 @@ Solution format: one file; its first block comment is the launch plan:
 grid/block/shared_bytes/workspace_bytes are integer expressions over the axes (+ - * / %, cdiv,
 min, max). args name tensors, axes, scalar inputs, "workspace", or typed literals. Several launches
 run in order on one stream; "cluster" and "workspace_bytes" are optional.
+On sm_90a/sm_100a a launch may declare TMA tensor maps, passed as `const __grid_constant__
+CUtensorMap` parameters: "tensor_maps": {{"a_map": {{"tensor": "A", "box": [128, 64],
+"swizzle": "128B"}}}} (box outermost dimension first, at most 256 each, innermost box bytes a
+multiple of 16 and within the swizzle span; optional dtype, shape, strides, offset_bytes,
+element_strides, interleave, l2_promotion, oob_fill) and {{"tensor_map": "a_map"}} in args.
+"pdl": true on a launch after the first lets it overlap the previous one
+(cudaGridDependencySynchronize); "cooperative": true makes a grid-synchronising launch (the grid
+must fit on the GPU at once).
 )TXT",
                      d.name);
   return out;

@@ -127,6 +127,7 @@ struct Search::Impl {
   Impl(SearchOptions o, llm::Provider& p, RunRecorder& r, const std::atomic<bool>* s)
       : options(std::move(o)), provider(p), recorder(r), stop(s), rng(options.seed ^ 0x5eedULL) {
     op = OperatorRegistry::from_environment(options.operators_dirs).load(options.operator_name);
+    op.seed = seed_for(op, options.arch);  // the arch's own seed (TMA, wgmma) when it has one
     reps = bucket_representatives(op);
     task_text = render_task(op, options.arch);
     skills = load_skills(options.skills_dir, op, options.arch);

@@ -241,6 +241,29 @@ std::vector<OperatorEntry> OperatorRegistry::list() const {
   return out;
 }
 
+namespace {
+
+// seed.<arch>.cu files of a folder: {"sm_90a": ".../seed.sm_90a.cu"}.
+void add_arch_seeds(const fs::path& dir, std::map<std::string, fs::path>& out) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 8 && name.rfind("seed.", 0) == 0 && it->path().extension() == ".cu") {
+      std::string arch = name.substr(5, name.size() - 5 - 3);
+      if (!arch.empty() && arch.find('.') == std::string::npos && !out.count(arch)) {
+        out[arch] = it->path();
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<fs::path> seed_for(const Operator& op, const std::string& arch) {
+  if (auto it = op.arch_seeds.find(arch); it != op.arch_seeds.end()) return it->second;
+  return op.seed;
+}
+
 Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
   Operator op;
   op.definition = load_definition(entry.definition_file);
@@ -252,6 +275,7 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
     fs::path dir = entry.definition_file.parent_path();
     op.reference = existing(dir / "reference.cu");
     op.seed = existing(dir / "seed.cu");
+    add_arch_seeds(dir, op.arch_seeds);
     if (op.definition.kharness.baseline == "cublaslt") {
       // The built-in cuBLASLt GEMM (timed by the bench stage); no solution file.
     } else if (!op.definition.kharness.baseline.empty()) {
@@ -301,7 +325,11 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
                                 read_file(family_file->string()), family_file->string()),
                             family_file->string());
     }
-    if (!op.seed) op.seed = existing(family_dir / "seed.cu");
+    // An operator folder with a seed of its own does not inherit the family's arch seeds.
+    if (!op.seed) {
+      op.seed = existing(family_dir / "seed.cu");
+      add_arch_seeds(family_dir, op.arch_seeds);
+    }
     if (!op.baseline) op.baseline = solution_in(existing(family_dir / "baseline"));
   }
   return op;

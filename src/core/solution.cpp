@@ -356,7 +356,15 @@ std::vector<std::uint8_t> Literal::encode() const {
   return out;
 }
 
+const TensorMapSpec* Launch::find_tensor_map(const std::string& name) const {
+  for (const auto& m : tensor_maps) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
 std::string LaunchArg::text() const {
+  if (!tensor_map.empty()) return fmt::format("{{tensor_map: {}}}", tensor_map);
   if (!literal) return name;
   if (is_floating(literal->dtype))
     return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->float_value);
@@ -380,7 +388,9 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
   for (std::size_t i = 0; i < launches.size(); ++i) {
     std::string path = ju::index_path("launches", i);
     const auto& l = ju::require_object(launches[i], source, path);
-    ju::reject_unknown_keys(l, {"kernel", "grid", "block", "shared_bytes", "cluster", "args"},
+    ju::reject_unknown_keys(l,
+                            {"kernel", "grid", "block", "shared_bytes", "cluster", "args",
+                             "tensor_maps", "pdl", "cooperative"},
                             source, path);
     Launch launch;
     launch.kernel = ju::as_string(ju::require(l, "kernel", source, path), source, path + ".kernel");
@@ -392,6 +402,26 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
     if (auto it = l.find("shared_bytes"); it != l.end()) {
       launch.shared_bytes = parse_size_expr(*it, source, path + ".shared_bytes");
     }
+    if (auto it = l.find("tensor_maps"); it != l.end()) {
+      std::string mpath = path + ".tensor_maps";
+      ju::expect_type(*it, it->is_object(), "an object of named tensor maps", source, mpath);
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (m.key().empty()) throw input_error(ju::field(source, mpath), "empty map name");
+        launch.tensor_maps.push_back(
+            parse_tensor_map(m.key(), m.value(), source, ju::join_path(mpath, m.key())));
+      }
+    }
+    for (const char* key : {"pdl", "cooperative"}) {
+      if (auto it = l.find(key); it != l.end()) {
+        ju::expect_type(*it, it->is_boolean(), "true or false", source, ju::join_path(path, key));
+        (std::string(key) == "pdl" ? launch.pdl : launch.cooperative) = it->get<bool>();
+      }
+    }
+    if (launch.pdl && i == 0) {
+      throw input_error(ju::field(source, path + ".pdl"),
+                        "programmatic dependent launch overlaps a launch with the one before it "
+                        "in the plan; launch 0 has none (the harness's own work precedes it)");
+    }
     std::string args_path = path + ".args";
     const auto& args = ju::require(l, "args", source, path);
     ju::expect_type(args, args.is_array(), "an array", source, args_path);
@@ -401,11 +431,22 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
       if (args[a].is_string()) {
         arg.name = args[a].get<std::string>();
         if (arg.name.empty()) throw input_error(ju::field(source, apath), "empty argument name");
+      } else if (args[a].is_object() && args[a].contains("tensor_map")) {
+        if (args[a].size() != 1) {
+          throw input_error(ju::field(source, apath), "a tensor map argument is {\"tensor_map\": NAME}");
+        }
+        arg.tensor_map = ju::as_string(args[a]["tensor_map"], source, apath + ".tensor_map");
+        if (launch.find_tensor_map(arg.tensor_map) == nullptr) {
+          throw input_error(ju::field(source, apath + ".tensor_map"),
+                            fmt::format("'{}' is not declared in this launch's tensor_maps",
+                                        arg.tensor_map));
+        }
       } else if (args[a].is_object()) {
         arg.literal = parse_literal(args[a], source, apath);
       } else {
-        ju::expect_type(args[a], false, "a name or a typed literal like {\"int32\": 4}", source,
-                        apath);
+        ju::expect_type(args[a], false,
+                        "a name, a typed literal like {\"int32\": 4} or {\"tensor_map\": NAME}",
+                        source, apath);
       }
       launch.args.push_back(std::move(arg));
     }

@@ -101,6 +101,23 @@ struct CublasLtGemm::Impl {
   cublasLtMatmulHeuristicResult_t heuristic{};
   std::unique_ptr<DeviceBuffer> workspace;
   std::string what;
+  bool block_scaled = false;
+  bool have_algo = false;
+  std::int64_t m = 0, n = 0, k = 0;
+
+  std::string choose_algo() {
+    int found = 0;
+    cublasStatus_t st =
+        lib.cublasLtMatmulAlgoGetHeuristic(handle, op, a_layout, b_layout, c_layout, c_layout,
+                                           preference, 1, &heuristic, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      return fmt::format("cuBLASLt has no algorithm for M={} N={} K={}{} (cublasStatus {})", m, n,
+                         k, block_scaled ? " with 1x128 / 128x128 fp8 block scales" : "",
+                         static_cast<int>(st));
+    }
+    have_algo = true;
+    return {};
+  }
 
   ~Impl() {
     if (preference) lib.cublasLtMatmulPreferenceDestroy(preference);
@@ -114,20 +131,32 @@ struct CublasLtGemm::Impl {
 
 bool CublasLtGemm::available() { return Library::get().handle != nullptr; }
 
-CublasLtGemm::CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype)
+CublasLtGemm::CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, Kind kind)
     : impl_(std::make_unique<Impl>()) {
   const Library& lib = impl_->lib;
   if (!lib.handle) throw environment_error("cublaslt baseline: " + lib.error);
   cudaDataType_t type;
-  if (dtype == DType::kFloat16) {
-    type = CUDA_R_16F;
+  cudaDataType_t out_type;
+  if (kind == Kind::kBlockScaledFp8) {
+    if (dtype != DType::kFloat8E4M3) {
+      throw std::runtime_error(fmt::format(
+          "the block-scaled cuBLASLt baseline takes float8_e4m3fn, not {}", dtype_name(dtype)));
+    }
+    type = CUDA_R_8F_E4M3;
+    out_type = CUDA_R_16BF;
+  } else if (dtype == DType::kFloat16) {
+    type = out_type = CUDA_R_16F;
   } else if (dtype == DType::kBFloat16) {
-    type = CUDA_R_16BF;
+    type = out_type = CUDA_R_16BF;
   } else {
     throw std::runtime_error(
         fmt::format("the cuBLASLt baseline takes float16 or bfloat16, not {}", dtype_name(dtype)));
   }
   Impl& s = *impl_;
+  s.block_scaled = kind == Kind::kBlockScaledFp8;
+  s.m = m;
+  s.n = n;
+  s.k = k;
   check(lib.cublasLtCreate(&s.handle), "cublasLtCreate");
   check(lib.cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
@@ -141,32 +170,59 @@ CublasLtGemm::CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType
   check(lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &transb,
                                            sizeof(transb)),
         "cublasLtMatmulDescSetAttribute(TRANSB)");
+  if (s.block_scaled) {
+    // cuBLASLt's A is our B (weights, 128x128 blocks), its B our A (activations, 1x128).
+    std::int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    check(lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
+                                             sizeof(a_mode)),
+          "cublasLtMatmulDescSetAttribute(A_SCALE_MODE)");
+    check(lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
+                                             sizeof(b_mode)),
+          "cublasLtMatmulDescSetAttribute(B_SCALE_MODE)");
+  }
   auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   check(lib.cublasLtMatrixLayoutCreate(&s.a_layout, type, u(k), u(n), k), "layout(B)");
   check(lib.cublasLtMatrixLayoutCreate(&s.b_layout, type, u(k), u(m), k), "layout(A)");
-  check(lib.cublasLtMatrixLayoutCreate(&s.c_layout, type, u(n), u(m), n), "layout(C)");
+  check(lib.cublasLtMatrixLayoutCreate(&s.c_layout, out_type, u(n), u(m), n), "layout(C)");
   check(lib.cublasLtMatmulPreferenceCreate(&s.preference), "cublasLtMatmulPreferenceCreate");
   std::uint64_t ws = kWorkspaceBytes;
   check(lib.cublasLtMatmulPreferenceSetAttribute(
             s.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
         "cublasLtMatmulPreferenceSetAttribute");
-  int found = 0;
-  check(lib.cublasLtMatmulAlgoGetHeuristic(s.handle, s.op, s.a_layout, s.b_layout, s.c_layout,
-                                           s.c_layout, s.preference, 1, &s.heuristic, &found),
-        "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0)
-    throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for M={} N={} K={}", m, n, k));
+  if (!s.block_scaled) {
+    if (std::string error = s.choose_algo(); !error.empty()) throw std::runtime_error(error);
+  }
   s.workspace = std::make_unique<DeviceBuffer>(kWorkspaceBytes);
-  s.what = fmt::format("cuBLASLt {} ({} M={} N={} K={}, workspace {} MiB)",
-                       lib.cublasLtGetVersion(), dtype_name(dtype), m, n, k, kWorkspaceBytes >> 20);
+  s.what = fmt::format("cuBLASLt {} ({}{} M={} N={} K={}, workspace {} MiB)",
+                       lib.cublasLtGetVersion(), dtype_name(dtype),
+                       s.block_scaled ? " 1x128/128x128 block-scaled" : "", m, n, k,
+                       kWorkspaceBytes >> 20);
 }
 
 CublasLtGemm::~CublasLtGemm() = default;
 
 std::string CublasLtGemm::description() const { return impl_->what; }
 
-std::string CublasLtGemm::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUstream stream) {
+std::string CublasLtGemm::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUstream stream,
+                              CUdeviceptr a_scale, CUdeviceptr b_scale) {
   Impl& s = *impl_;
+  if (s.block_scaled) {
+    // The scales move with the input set: the descriptor takes this call's pointers.
+    const void* weight_scale = reinterpret_cast<const void*>(b_scale);
+    const void* act_scale = reinterpret_cast<const void*>(a_scale);
+    if (s.lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                             &weight_scale, sizeof(weight_scale)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        s.lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                             &act_scale, sizeof(act_scale)) !=
+            CUBLAS_STATUS_SUCCESS) {
+      return "cublasLtMatmulDescSetAttribute(scale pointers) failed";
+    }
+    if (!s.have_algo) {
+      if (std::string error = s.choose_algo(); !error.empty()) return error;
+    }
+  }
   const float alpha = 1.0f, beta = 0.0f;
   cublasStatus_t status = s.lib.cublasLtMatmul(
       s.handle, s.op, &alpha, reinterpret_cast<const void*>(b), s.a_layout,

@@ -15,17 +15,25 @@ namespace kharness::device {
 
 // C[M,N] = A[M,K] @ B[N,K]^T, all row-major (nn.Linear layout), float32 accumulation, A, B and C
 // of one 16-bit float type. The algorithm is cuBLASLt's first heuristic choice for the shape.
+// With kBlockScaledFp8: A and B e4m3, A scaled per 1x128 block along K (A_scale [M, K/128]
+// row-major: cuBLASLt's VEC128_32F on its column-major B operand), B per 128x128 block (B_scale
+// [ceil(N/128), K/128] row-major: BLK128x128_32F on its A operand), C bfloat16: DeepSeek's fp8
+// GEMM, which cuBLASLt runs natively on sm_90 since CUDA 12.9.
 class CublasLtGemm {
  public:
+  enum class Kind { kHalf, kBlockScaledFp8 };
   // Throws CudaError-free kharness::Error (environment) when cuBLASLt cannot be loaded, and
-  // std::runtime_error when it has no algorithm for the shape.
-  CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype);
+  // std::runtime_error when it has no algorithm for the shape (for kBlockScaledFp8 the algorithm
+  // is chosen at the first run, when the scale pointers are known; a failure is run's message).
+  CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+               Kind kind = Kind::kHalf);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;  // owns cuBLASLt descriptors and a workspace
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   // Enqueues the GEMM on `stream`; a non-empty string describes a failure.
-  std::string run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUstream stream);
+  std::string run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUstream stream,
+                  CUdeviceptr a_scale = 0, CUdeviceptr b_scale = 0);
 
   static bool available();  // the library loads
   std::string description() const;

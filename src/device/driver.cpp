@@ -401,14 +401,28 @@ CUresult launch_kernel(CUfunction f, const LaunchConfig& c, void** params) {
   config.blockDimZ = c.block[2];
   config.sharedMemBytes = c.shared_bytes;
   config.hStream = c.stream;
-  CUlaunchAttribute attrs[1]{};
+  CUlaunchAttribute attrs[3]{};
+  unsigned n = 0;
   if (c.cluster[0] * c.cluster[1] * c.cluster[2] > 1) {
-    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[0].value.clusterDim.x = c.cluster[0];
-    attrs[0].value.clusterDim.y = c.cluster[1];
-    attrs[0].value.clusterDim.z = c.cluster[2];
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = c.cluster[0];
+    attrs[n].value.clusterDim.y = c.cluster[1];
+    attrs[n].value.clusterDim.z = c.cluster[2];
+    ++n;
+  }
+  if (c.pdl) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n].value.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (c.cooperative) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n].value.cooperative = 1;
+    ++n;
+  }
+  if (n > 0) {
     config.attrs = attrs;
-    config.numAttrs = 1;
+    config.numAttrs = n;
   }
   return cu().cuLaunchKernelEx(&config, f, params, nullptr);
 }

@@ -268,12 +268,15 @@ struct LaunchConfig {
   std::array<unsigned, 3> cluster{1, 1, 1};  // {1,1,1}: no cluster attribute
   unsigned shared_bytes = 0;                 // dynamic shared memory
   CUstream stream = nullptr;
+  bool pdl = false;          // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+  bool cooperative = false;  // CU_LAUNCH_ATTRIBUTE_COOPERATIVE
 };
 
 // Sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when `bytes` exceeds the 48 KiB default.
 CUresult opt_in_dynamic_shared(CUfunction f, unsigned bytes);
-// cuLaunchKernelEx with the cluster dimension attribute when cluster != {1,1,1}. Returns the
-// launch's CUresult (launch errors are a verdict, not an exception).
+// cuLaunchKernelEx with the cluster dimension attribute when cluster != {1,1,1} and the
+// programmatic-serialisation and cooperative attributes when asked. Returns the launch's CUresult
+// (launch errors are a verdict, not an exception).
 CUresult launch_kernel(CUfunction f, const LaunchConfig& config, void** params);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from cuDeviceGetUuid bytes (nvidia-smi's form).

@@ -100,6 +100,89 @@ std::vector<std::uint8_t> pack_arg(const LaunchArg& arg, const PtxParam& param,
   throw std::runtime_error(fmt::format("argument '{}' names nothing the definition has", arg.name));
 }
 
+// A declared tensor map, resolved for this workload and encoded over its tensor's (or the
+// workspace's) device address: the 128 bytes of the kernel's `const __grid_constant__
+// CUtensorMap` parameter. The rules were checked by the compile stage; resolving again here
+// keeps the launch itself safe (the map's extent stays inside its buffer).
+std::vector<std::uint8_t> encode_tensor_map(const TensorMapSpec& spec, const PtxParam& param,
+                                            const LaunchEnv& env, std::int64_t workspace_bytes) {
+  if (param.size != sizeof(CUtensorMap)) {
+    throw std::runtime_error(fmt::format("tensor map '{}' needs a {}-byte CUtensorMap parameter",
+                                         spec.name, sizeof(CUtensorMap)));
+  }
+  TensorMapGeometry g;
+  try {
+    g = resolve_tensor_map(spec, *env.definition, env.axes, workspace_bytes);
+  } catch (const TensorMapError& e) {
+    throw std::runtime_error(fmt::format("tensor map '{}' {}: {}", spec.name, e.field(), e.what()));
+  }
+  CUdeviceptr base = 0;
+  if (spec.tensor == "workspace") {
+    base = env.workspace;
+  } else if (auto t = env.tensors.find(spec.tensor); t != env.tensors.end()) {
+    base = t->second;
+  }
+  if (base == 0) {
+    throw std::runtime_error(fmt::format("tensor map '{}': '{}' has no buffer on this workload",
+                                         spec.name, spec.tensor));
+  }
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  switch (g.dtype) {
+    case DType::kFloat16:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+      break;
+    case DType::kBFloat16:
+      type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      break;
+    case DType::kFloat32:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+      break;
+    case DType::kInt32:
+      type = CU_TENSOR_MAP_DATA_TYPE_INT32;
+      break;
+    case DType::kInt64:
+      type = CU_TENSOR_MAP_DATA_TYPE_INT64;
+      break;
+    case DType::kInt16:
+      type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
+      break;
+    default:  // fp8, int8, uint8, bool: bytes
+      type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+      break;
+  }
+  // Indexed by the enums of tensor_map.hpp, in their order.
+  constexpr CUtensorMapSwizzle kSwizzle[] = {CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
+                                             CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
+  constexpr CUtensorMapInterleave kInterleave[] = {
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_INTERLEAVE_16B, CU_TENSOR_MAP_INTERLEAVE_32B};
+  constexpr CUtensorMapL2promotion kL2[] = {
+      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B};
+  const CUtensorMapSwizzle swizzle = kSwizzle[static_cast<int>(spec.swizzle)];
+  const CUtensorMapInterleave interleave = kInterleave[static_cast<int>(spec.interleave)];
+  const CUtensorMapL2promotion l2 = kL2[static_cast<int>(spec.l2_promotion)];
+  CUtensorMapFloatOOBfill fill = spec.oob_fill == TmaOobFill::kNan
+                                     ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                                     : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  const Driver& d = Driver::instance();
+  if (d.cuTensorMapEncodeTiled == nullptr) {
+    throw std::runtime_error("this driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12)");
+  }
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof map);
+  CUresult c = d.cuTensorMapEncodeTiled(
+      &map, type, g.rank, reinterpret_cast<void*>(base + g.offset_bytes), g.dims.data(),
+      g.strides_bytes.data(), g.box.data(), g.element_strides.data(), interleave, swizzle, l2,
+      fill);
+  if (c != CUDA_SUCCESS) {
+    throw std::runtime_error(fmt::format("tensor map '{}': cuTensorMapEncodeTiled: {} ({})",
+                                         spec.name, d.error_name(c), d.error_string(c)));
+  }
+  std::vector<std::uint8_t> out(sizeof map);
+  std::memcpy(out.data(), &map, sizeof map);
+  return out;
+}
+
 unsigned dim(const Expr& e, const Bindings& axes) {
   std::int64_t v = e.eval(axes);
   if (v < 0 || v > std::numeric_limits<unsigned>::max()) {
@@ -156,9 +239,17 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
         config.cluster[k] = dim(r.launch->cluster[k], env.axes);
       }
       config.shared_bytes = dim(r.launch->shared_bytes, env.axes);
+      config.pdl = r.launch->pdl;
+      config.cooperative = r.launch->cooperative;
       storage.reserve(r.launch->args.size());
       for (std::size_t a = 0; a < r.launch->args.size(); ++a) {
-        storage.push_back(pack_arg(r.launch->args[a], r.info->params[a], env));
+        const LaunchArg& arg = r.launch->args[a];
+        if (!arg.tensor_map.empty()) {
+          storage.push_back(encode_tensor_map(*r.launch->find_tensor_map(arg.tensor_map),
+                                              r.info->params[a], env, workspace_bytes(env.axes)));
+        } else {
+          storage.push_back(pack_arg(arg, r.info->params[a], env));
+        }
       }
     } catch (const std::exception& e) {
       fail.error_name = "PLAN_ERROR";
@@ -188,6 +279,35 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
                                             CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
           c != CUDA_SUCCESS) {
         return failed(c, "cannot opt into a non-portable cluster size");
+      }
+    }
+    if (config.cooperative) {
+      // Every block of a cooperative grid must be resident at once (grid-wide sync): a grid that
+      // cannot be is refused here, with the numbers, instead of a driver error after the fact.
+      int per_sm = 0;
+      unsigned threads = config.block[0] * config.block[1] * config.block[2];
+      if (CUresult c = d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, r.function,
+                                                                      static_cast<int>(threads),
+                                                                      config.shared_bytes);
+          c != CUDA_SUCCESS) {
+        return failed(c, "cannot compute the occupancy of a cooperative launch");
+      }
+      CUdevice dev = 0;
+      int sms = 0;
+      if (d.cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+        d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+      }
+      std::uint64_t blocks =
+          std::uint64_t{config.grid[0]} * config.grid[1] * config.grid[2];
+      std::uint64_t resident = static_cast<std::uint64_t>(per_sm) * static_cast<std::uint64_t>(sms);
+      if (blocks > resident) {
+        fail.error_name = "COOPERATIVE_NOT_RESIDENT";
+        fail.code = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        fail.message = fmt::format(
+            "launch {} ({}): a cooperative grid of {} blocks cannot be resident at once: at most "
+            "{} ({} per SM x {} SMs at {} threads and {} bytes of shared memory a block)",
+            i, r.launch->kernel, blocks, resident, per_sm, sms, threads, config.shared_bytes);
+        return fail;
       }
     }
     note_launch(static_cast<int>(i), r.launch->kernel);  // for the watchdog's hang report

@@ -97,6 +97,33 @@ void check_size(const ordered_json& value, bool dim, const std::string& source,
   }
 }
 
+// The sizes of a tensor map a tune.json launch may set per knob configuration: {"a_map":
+// {"box": ["BM", 64]}} is merged into the seed's map of that name (tensor_map.hpp).
+constexpr const char* kTensorMapSizeFields[] = {"box", "shape", "strides", "element_strides"};
+
+void check_tensor_map_fields(const ordered_json& maps, const std::string& source,
+                             const std::string& path) {
+  ju::expect_type(maps, maps.is_object(), "an object of tensor map names", source, path);
+  for (auto m = maps.begin(); m != maps.end(); ++m) {
+    std::string mpath = ju::join_path(path, m.key());
+    ju::require_object(m.value(), source, mpath);
+    ju::reject_unknown_keys(m.value(), {"box", "shape", "strides", "element_strides", "offset_bytes"},
+                            source, mpath);
+    for (auto f = m.value().begin(); f != m.value().end(); ++f) {
+      std::string fpath = ju::join_path(mpath, f.key());
+      if (f.key() == "offset_bytes") {
+        check_size(f.value(), false, source, fpath);
+        continue;
+      }
+      ju::expect_type(f.value(), f.value().is_array() && !f.value().empty() && f.value().size() <= 5,
+                      "an array of 1 to 5 sizes", source, fpath);
+      for (std::size_t i = 0; i < f.value().size(); ++i) {
+        check_size(f.value()[i], false, source, ju::index_path(fpath, i));
+      }
+    }
+  }
+}
+
 std::vector<std::int64_t> parse_values(const ordered_json& k, const std::string& source,
                                        const std::string& path) {
   std::vector<std::int64_t> values;
@@ -205,8 +232,13 @@ TuneSpace parse_tune_space(const ordered_json& j, const std::string& source) {
     for (std::size_t i = 0; i < it->size(); ++i) {
       std::string path = ju::index_path("launches", i);
       ju::require_object((*it)[i], source, path);
-      ju::reject_unknown_keys((*it)[i], {"grid", "block", "cluster", "shared_bytes"}, source, path);
+      ju::reject_unknown_keys((*it)[i], {"grid", "block", "cluster", "shared_bytes", "tensor_maps"},
+                              source, path);
       for (auto field = (*it)[i].begin(); field != (*it)[i].end(); ++field) {
+        if (field.key() == "tensor_maps") {
+          check_tensor_map_fields(field.value(), source, ju::join_path(path, field.key()));
+          continue;
+        }
         check_size(field.value(), field.key() != "shared_bytes", source,
                    ju::join_path(path, field.key()));
       }
@@ -227,9 +259,12 @@ TuneSpace load_tune_space(const fs::path& file) {
   });
 }
 
+// tune.json beside the seed; for an arch's seed (seed.sm_90a.cu), tune.sm_90a.json.
 fs::path tune_file_for(const fs::path& seed) {
   std::error_code ec;
   if (fs::is_directory(seed, ec)) return seed / "tune.json";
+  const std::string stem = seed.stem().string();  // "seed" or "seed.sm_90a"
+  if (stem.rfind("seed.", 0) == 0) return seed.parent_path() / ("tune." + stem.substr(5) + ".json");
   return seed.parent_path() / "tune.json";
 }
 
@@ -419,6 +454,14 @@ std::string instantiate(const std::string& seed_text, const std::string& seed_na
     }
     for (std::size_t i = 0; i < space.launches.size(); ++i) {
       for (const auto& [key, value] : space.launches[i].items()) {
+        if (key == "tensor_maps") {  // merged field by field into the seed's maps of those names
+          for (const auto& [name, fields] : value.items()) {
+            for (const auto& [field, v] : fields.items()) {
+              (*it)[i][key][name][field] = ordered_json::parse(json_util::dump(v));
+            }
+          }
+          continue;
+        }
         (*it)[i][key] = ordered_json::parse(json_util::dump(value));
       }
     }
@@ -426,6 +469,17 @@ std::string instantiate(const std::string& seed_text, const std::string& seed_na
       if (!launch.is_object()) continue;
       for (const char* key : {"grid", "block", "cluster"}) {
         if (launch.contains(key)) launch[key] = substitute_dim(launch[key], knobs);
+      }
+      if (auto maps = launch.find("tensor_maps"); maps != launch.end() && maps->is_object()) {
+        for (auto& map : *maps) {
+          if (!map.is_object()) continue;
+          for (const char* key : kTensorMapSizeFields) {
+            if (map.contains(key)) map[key] = substitute_dim(map[key], knobs);
+          }
+          if (map.contains("offset_bytes")) {
+            map["offset_bytes"] = substitute_size(map["offset_bytes"], knobs);
+          }
+        }
       }
       if (launch.contains("shared_bytes")) {
         launch["shared_bytes"] = substitute_size(launch["shared_bytes"], knobs);

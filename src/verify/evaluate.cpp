@@ -154,6 +154,7 @@ InputGenerator generator_for(const Definition& d, const TensorSpec& t) {
 Failure launch_failure(const LaunchOutcome& o, const std::string& role) {
   std::string kind =
       o.error_name == "PLAN_ERROR" ? "launch_failed" : device::failure_kind_of(o.error_name);
+  if (o.error_name == "COOPERATIVE_NOT_RESIDENT") kind = "cooperative_not_resident";
   if (o.error_name == "CUDA_ERROR_INVALID_VALUE" ||
       o.error_name == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") {
     kind = "launch_failed";
@@ -601,6 +602,8 @@ Status status_of_kind(const std::string& kind) {
       kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output") {
     return Status::kIncorrectNumerical;
   }
+  // Refused before it ran: a cooperative grid that cannot be resident on this GPU.
+  if (kind == "cooperative_not_resident") return Status::kRejected;
   return Status::kRuntimeError;
 }
 

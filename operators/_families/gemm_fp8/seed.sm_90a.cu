@@ -1,0 +1,277 @@
+/* kharness
+{
+  "launches": [
+    { "kernel": "gemm_fp8_tma_wgmma_kernel",
+      "grid": ["cdiv(M, 128) * cdiv(N, 128)", 1, 1],
+      "block": [384, 1, 1],
+      "shared_bytes": "5 * (128 + 128) * 128 + 1024",
+      "tensor_maps": {
+        "a_map": {"tensor": "A", "box": [128, 128], "swizzle": "128B", "l2_promotion": "256B"},
+        "b_map": {"tensor": "B", "box": [128, 128], "swizzle": "128B", "l2_promotion": "256B"}
+      },
+      "args": [{"tensor_map": "a_map"}, {"tensor_map": "b_map"}, "A_scale", "B_scale", "C",
+               "M", "N", "K", "num_k_blocks"] }
+  ],
+  "compile_options": ["-std=c++17"]
+}
+*/
+// Hopper (sm_90a) seed for the gemm_fp8 family in the DeepGEMM style: C[M, N] =
+// bf16(dequant(A) @ dequant(B)^T), A e4m3 [M, K] with 1x128 scales A_scale [M, K/128], B e4m3
+// [N, K] with 128x128 scales B_scale [ceil(N/128), K/128].
+//  - TMA: one tensor map per operand (BM x 128 and BN x 128 byte boxes, 128-byte swizzle), loaded
+//    by one producer thread into a STAGES-deep ring of shared-memory stages guarded by mbarriers
+//    (full: the copy engine's byte count; empty: one arrival per consumer warp).
+//  - Warp specialisation: warpgroup 0 produces (40 registers after setmaxnreg), warpgroups
+//    1..BM/64 consume, one 64-row slice each (232 registers).
+//  - FP8 wgmma m64nBNk32 (e4m3 x e4m3 -> f32), four per 128-wide K block, into a block
+//    accumulator that starts from zero (scale-d = 0 on the first); after each block the partial
+//    sums are promoted into float32 accumulators with A_scale[row][kb] * B_scale[nb][kb]
+//    (DeepGEMM's promotion: the Hopper FP8 tensor cores accumulate with limited precision, so a
+//    block's sum never grows long). The scales are read with __ldg before the stage's wait.
+//  - BN divides 128, so a tile lies in one 128-column block of B_scale.
+//  - Grouped tile order (GROUP_M); bf16 epilogue from registers with bounds checks.
+// Knobs (tune.sm_90a.json): BM (64, 128), BN (64, 128), STAGES, GROUP_M.
+// Directions: a persistent scheduler with the epilogue overlapped, TMA-loaded A scales (in the
+// transposed [K/128, M] layout DeepGEMM uses), 2-CTA clusters multicasting B, BN = 256 or
+// non-power-of-two BN (DeepGEMM's 112/120/144) to fill 132 SMs, a TMA-store epilogue.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef STAGES
+#define STAGES 5
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+constexpr int kBM = BM, kBN = BN, kStages = STAGES, kGroupM = GROUP_M;
+constexpr int kBK = 128;  // 128 fp8 = 128 bytes: one row of the 128-byte swizzle, one scale block
+constexpr int kConsumers = kBM / 64;
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kATileBytes = kBM * kBK;
+constexpr int kBTileBytes = kBN * kBK;
+constexpr int kStageBytes = kATileBytes + kBTileBytes;
+static_assert(kBM == 64 || kBM == 128, "BM is 64 or 128 (one or two consumer warpgroups)");
+static_assert(kBN == 64 || kBN == 128, "BN is 64 or 128 (a divisor of the 128-wide scale block)");
+static_assert(kStages >= 2 && kStages * kStageBytes + 1024 <= 232448, "stages exceed 227 KiB");
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarriers -------------------------------------------------------------------------------
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// ---- TMA ---------------------------------------------------------------------------------------
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar,
+                                            int inner, int outer) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(inner), "r"(outer)
+      : "memory");
+}
+
+// ---- wgmma -------------------------------------------------------------------------------------
+// A K-major operand tile in shared memory with the 128-byte swizzle: rows of 128 bytes, 8-row
+// core groups 1024 bytes apart; the tile base is 1024-byte aligned.
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  uint64_t addr = smem_u32(p);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t(16 >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+// Ties the accumulators to this point, so no use of them is moved above a wgmma wait.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+
+template <int N>
+__device__ __forceinline__ void wgmma_tile(float (&d)[N / 2], uint64_t da, uint64_t db,
+                                           int accumulate) {
+  if constexpr (N == 64) {
+    wgmma_m64n64k32_e4m3(d, da, db, accumulate);
+  } else {
+    wgmma_m64n128k32_e4m3(d, da, db, accumulate);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    gemm_fp8_tma_wgmma_kernel(const __grid_constant__ CUtensorMap a_map,
+                              const __grid_constant__ CUtensorMap b_map,
+                              const float* __restrict__ A_scale, const float* __restrict__ B_scale,
+                              __nv_bfloat16* __restrict__ C, int M, int N, int K,
+                              int num_k_blocks) {
+  __shared__ __align__(8) uint64_t full[kStages];
+  __shared__ __align__(8) uint64_t empty[kStages];
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+
+  const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
+  const int tile = blockIdx.x;
+  const int per_group = kGroupM * tiles_n;
+  const int first_m = (tile / per_group) * kGroupM;
+  const int group_rows = min(tiles_m - first_m, kGroupM);
+  const int tile_m = first_m + (tile % per_group) % group_rows;
+  const int tile_n = (tile % per_group) / group_rows;
+  const int m0 = tile_m * kBM, n0 = tile_n * kBN;
+  const int k_blocks = num_k_blocks;
+
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers * 4);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&a_map)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&b_map)) : "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        const int s = kb % kStages;
+        mbar_wait(&empty[s], ((kb / kStages) & 1) ^ 1);
+        uint8_t* a = smem + s * kStageBytes;
+        uint8_t* b = a + kATileBytes;
+        mbar_expect_tx(&full[s], kStageBytes);
+        tma_load_2d(a, &a_map, &full[s], kb * kBK, m0);
+        tma_load_2d(b, &b_map, &full[s], kb * kBK, n0);
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int c = wg - 1;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
+  const int row0 = m0 + c * 64 + warp * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
+  const float* a_scale0 = A_scale + static_cast<size_t>(min(row0, M - 1)) * num_k_blocks;
+  const float* a_scale1 = A_scale + static_cast<size_t>(min(row0 + 8, M - 1)) * num_k_blocks;
+  const float* b_scale = B_scale + static_cast<size_t>(n0 / 128) * num_k_blocks;
+  float acc[kBN / 2];
+  float part[kBN / 2];
+#pragma unroll
+  for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+  for (int kb = 0; kb < k_blocks; ++kb) {
+    const int s = kb % kStages;
+    const float sb = __ldg(b_scale + kb);
+    const float s0 = __ldg(a_scale0 + kb) * sb, s1 = __ldg(a_scale1 + kb) * sb;
+    mbar_wait(&full[s], (kb / kStages) & 1);
+    const uint8_t* a = smem + s * kStageBytes + c * 64 * 128;
+    const uint8_t* b = smem + s * kStageBytes + kATileBytes;
+    const uint64_t da = smem_desc(a), db = smem_desc(b);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kBK / 32; ++k) {
+      wgmma_tile<kBN>(part, da + 2 * k, db + 2 * k, k > 0);  // +32 bytes per K step of 32
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_regs(part);
+    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[s]);
+    // Promotion: register 4j + 2h + e holds row row0 + 8h.
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      acc[4 * j + 0] += part[4 * j + 0] * s0;
+      acc[4 * j + 1] += part[4 * j + 1] * s0;
+      acc[4 * j + 2] += part[4 * j + 2] * s1;
+      acc[4 * j + 3] += part[4 * j + 3] * s1;
+    }
+  }
+
+  const bool pairs = (N & 1) == 0;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+    const int col = n0 + 8 * j + 2 * (lane & 3);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      if (row >= M || col >= N) continue;
+      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      __nv_bfloat16* out = C + static_cast<size_t>(row) * N + col;
+      if (pairs && col + 1 < N) {
+        *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
+      } else {
+        out[0] = __float2bfloat16_rn(v0);
+        if (col + 1 < N) out[1] = __float2bfloat16_rn(v1);
+      }
+    }
+  }
+}

@@ -1,0 +1,325 @@
+#include "kharness/tensor_map.hpp"
+
+#include <fmt/format.h>
+
+#include "core/json_util.hpp"
+#include "kharness/error.hpp"
+
+namespace kharness {
+namespace {
+
+namespace ju = json_util;
+using nlohmann::json;
+
+constexpr std::uint64_t kMaxStrideBytes = std::uint64_t{1} << 40;
+constexpr std::uint64_t kMaxDim = std::uint64_t{1} << 32;
+
+std::vector<Expr> parse_expr_list(const json& obj, const char* key, const std::string& source,
+                                  const std::string& path) {
+  std::vector<Expr> out;
+  auto it = obj.find(key);
+  if (it == obj.end()) return out;
+  std::string p = ju::join_path(path, key);
+  ju::expect_type(*it, it->is_array() && !it->empty() && it->size() <= 5,
+                  "an array of 1 to 5 integers or expressions", source, p);
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& e = (*it)[i];
+    std::string ep = ju::index_path(p, i);
+    if (e.is_number_integer()) {
+      out.push_back(Expr::constant(ju::as_int(e, source, ep)));
+      continue;
+    }
+    ju::expect_type(e, e.is_string(), "an integer or an expression string", source, ep);
+    try {
+      out.push_back(Expr::parse(e.get<std::string>()));
+    } catch (const ExprError& error) {
+      throw input_error(ju::field(source, ep), error.what());
+    }
+  }
+  return out;
+}
+
+template <typename Enum, std::size_t N>
+Enum parse_choice(const json& obj, const char* key, Enum fallback,
+                  const std::array<std::pair<const char*, Enum>, N>& choices,
+                  const std::string& source, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  std::string p = ju::join_path(path, key);
+  std::string value = ju::as_string(*it, source, p);
+  std::string names;
+  for (const auto& [name, e] : choices) {
+    if (value == name) return e;
+    names += names.empty() ? name : fmt::format(", {}", name);
+  }
+  throw input_error(ju::field(source, p), fmt::format("'{}' is not one of: {}", value, names));
+}
+
+std::uint64_t eval_positive(const Expr& e, const Bindings& axes, const std::string& field) {
+  std::int64_t v = e.eval(axes);
+  if (v <= 0) throw TensorMapError(field, fmt::format("'{}' = {} is not positive", e.text(), v));
+  return static_cast<std::uint64_t>(v);
+}
+
+unsigned swizzle_bytes(TmaSwizzle s) {
+  switch (s) {
+    case TmaSwizzle::k32B:
+      return 32;
+    case TmaSwizzle::k64B:
+      return 64;
+    case TmaSwizzle::k128B:
+      return 128;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+std::size_t tma_element_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return 1;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16:
+      return 2;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+TensorMapSpec parse_tensor_map(const std::string& name, const json& j, const std::string& source,
+                               const std::string& path) {
+  ju::require_object(j, source, path);
+  ju::reject_unknown_keys(j,
+                          {"tensor", "dtype", "shape", "strides", "offset_bytes", "box",
+                           "element_strides", "swizzle", "interleave", "l2_promotion", "oob_fill"},
+                          source, path);
+  TensorMapSpec spec;
+  spec.name = name;
+  spec.where = ju::field(source, path);
+  spec.tensor = ju::as_string(ju::require(j, "tensor", source, path), source, path + ".tensor");
+  if (spec.tensor.empty()) throw input_error(ju::field(source, path + ".tensor"), "empty name");
+  if (auto it = j.find("dtype"); it != j.end()) {
+    std::string d = ju::as_string(*it, source, path + ".dtype");
+    spec.dtype = parse_dtype(d);
+    if (!spec.dtype || tma_element_bytes(*spec.dtype) == 0) {
+      throw input_error(ju::field(source, path + ".dtype"),
+                        fmt::format("'{}' is not a dtype TMA can load (one of: {})", d,
+                                    dtype_names()));
+    }
+  }
+  spec.shape = parse_expr_list(j, "shape", source, path);
+  spec.strides = parse_expr_list(j, "strides", source, path);
+  spec.box = parse_expr_list(j, "box", source, path);
+  if (spec.box.empty()) throw input_error(ju::field(source, path + ".box"), "missing required field");
+  spec.element_strides = parse_expr_list(j, "element_strides", source, path);
+  if (auto it = j.find("offset_bytes"); it != j.end()) {
+    std::string p = path + ".offset_bytes";
+    if (it->is_number_integer()) {
+      spec.offset_bytes = Expr::constant(ju::as_int(*it, source, p));
+    } else {
+      ju::expect_type(*it, it->is_string(), "an integer or an expression string", source, p);
+      try {
+        spec.offset_bytes = Expr::parse(it->get<std::string>());
+      } catch (const ExprError& error) {
+        throw input_error(ju::field(source, p), error.what());
+      }
+    }
+  }
+  spec.swizzle = parse_choice<TmaSwizzle, 4>(j, "swizzle", TmaSwizzle::kNone,
+                                             {{{"none", TmaSwizzle::kNone},
+                                               {"32B", TmaSwizzle::k32B},
+                                               {"64B", TmaSwizzle::k64B},
+                                               {"128B", TmaSwizzle::k128B}}},
+                                             source, path);
+  spec.interleave = parse_choice<TmaInterleave, 3>(j, "interleave", TmaInterleave::kNone,
+                                                   {{{"none", TmaInterleave::kNone},
+                                                     {"16B", TmaInterleave::k16B},
+                                                     {"32B", TmaInterleave::k32B}}},
+                                                   source, path);
+  spec.l2_promotion = parse_choice<TmaL2Promotion, 4>(j, "l2_promotion", TmaL2Promotion::kNone,
+                                                      {{{"none", TmaL2Promotion::kNone},
+                                                        {"64B", TmaL2Promotion::k64B},
+                                                        {"128B", TmaL2Promotion::k128B},
+                                                        {"256B", TmaL2Promotion::k256B}}},
+                                                      source, path);
+  spec.oob_fill = parse_choice<TmaOobFill, 2>(
+      j, "oob_fill", TmaOobFill::kZero,
+      {{{"zero", TmaOobFill::kZero}, {"nan", TmaOobFill::kNan}}}, source, path);
+  // Ranks that can be checked without a definition.
+  std::size_t rank = spec.box.size();
+  if (!spec.shape.empty() && spec.shape.size() != rank) {
+    throw input_error(ju::field(source, path + ".box"),
+                      fmt::format("has {} dimensions but shape has {}", rank, spec.shape.size()));
+  }
+  if (!spec.strides.empty() && spec.strides.size() + 1 != rank) {
+    throw input_error(ju::field(source, path + ".strides"),
+                      fmt::format("a rank-{} map takes {} strides (every dimension but the "
+                                  "innermost, which is contiguous), got {}",
+                                  rank, rank - 1, spec.strides.size()));
+  }
+  if (!spec.element_strides.empty() && spec.element_strides.size() != rank) {
+    throw input_error(ju::field(source, path + ".element_strides"),
+                      fmt::format("takes {} values (one per dimension), got {}", rank,
+                                  spec.element_strides.size()));
+  }
+  if (spec.interleave != TmaInterleave::kNone && rank < 3) {
+    throw input_error(ju::field(source, path + ".interleave"),
+                      "an interleaved map has rank 3 or more");
+  }
+  if (spec.interleave == TmaInterleave::k32B && spec.swizzle != TmaSwizzle::k32B) {
+    throw input_error(ju::field(source, path + ".swizzle"),
+                      "a 32-byte interleaved map needs the 32B swizzle");
+  }
+  return spec;
+}
+
+TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition& definition,
+                                     const Bindings& axes, std::int64_t workspace_bytes) {
+  TensorMapGeometry g;
+  const bool over_workspace = spec.tensor == "workspace";
+  const TensorSpec* tensor = over_workspace ? nullptr : definition.find_tensor(spec.tensor);
+  if (!over_workspace && (tensor == nullptr || tensor->is_scalar())) {
+    throw TensorMapError("tensor", fmt::format("'{}' is not a tensor of {} nor 'workspace'",
+                                               spec.tensor, definition.name));
+  }
+  if (spec.dtype) {
+    g.dtype = *spec.dtype;
+  } else if (tensor) {
+    g.dtype = tensor->dtype;
+  } else {
+    throw TensorMapError("dtype", "a map over the workspace names its dtype");
+  }
+  const std::size_t elem = tma_element_bytes(g.dtype);
+  if (elem == 0) {
+    throw TensorMapError("dtype",
+                         fmt::format("TMA has no element type for {}", dtype_name(g.dtype)));
+  }
+  // The region the map may address: the whole tensor, or the plan's workspace.
+  std::uint64_t region = 0;
+  std::vector<std::uint64_t> shape;  // outermost first
+  if (tensor) {
+    std::vector<std::int64_t> ts = tensor_shape(*tensor, axes);
+    std::uint64_t n = 1;
+    for (std::int64_t v : ts) n *= static_cast<std::uint64_t>(v);
+    region = n * dtype_size(tensor->dtype);
+    if (spec.shape.empty()) {
+      for (std::int64_t v : ts) shape.push_back(static_cast<std::uint64_t>(v));
+    }
+  } else {
+    region = workspace_bytes > 0 ? static_cast<std::uint64_t>(workspace_bytes) : 0;
+    if (spec.shape.empty()) throw TensorMapError("shape", "a map over the workspace names its shape");
+  }
+  for (std::size_t i = 0; i < spec.shape.size(); ++i) {
+    shape.push_back(eval_positive(spec.shape[i], axes, fmt::format("shape[{}]", i)));
+  }
+  const std::size_t rank = shape.size();
+  if (rank == 0 || rank > 5) {
+    throw TensorMapError("shape", fmt::format("a tensor map has rank 1 to 5, this one {}", rank));
+  }
+  if (spec.box.size() != rank) {
+    throw TensorMapError("box", fmt::format("has {} dimensions; the map over '{}' has {}",
+                                            spec.box.size(), spec.tensor, rank));
+  }
+  g.rank = static_cast<unsigned>(rank);
+  // Strides in elements, outermost first; the innermost dimension is contiguous.
+  std::vector<std::uint64_t> strides(rank, 1);
+  if (!spec.strides.empty()) {
+    if (spec.strides.size() + 1 != rank) {
+      throw TensorMapError("strides", fmt::format("a rank-{} map takes {} strides", rank, rank - 1));
+    }
+    for (std::size_t i = 0; i + 1 < rank; ++i) {
+      strides[i] = eval_positive(spec.strides[i], axes, fmt::format("strides[{}]", i));
+    }
+  } else {
+    for (std::size_t i = rank - 1; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
+  }
+  std::int64_t offset = spec.offset_bytes.eval(axes);
+  if (offset < 0) throw TensorMapError("offset_bytes", fmt::format("{} is negative", offset));
+  g.offset_bytes = static_cast<std::uint64_t>(offset);
+  const std::uint64_t base_align = spec.interleave == TmaInterleave::k32B ? 32 : 16;
+  if (g.offset_bytes % base_align != 0) {
+    throw TensorMapError("offset_bytes",
+                         fmt::format("the map's base is {} bytes past an aligned allocation; TMA "
+                                     "needs a {}-byte aligned base",
+                                     g.offset_bytes, base_align));
+  }
+  // Dimensions and strides, innermost first for the driver.
+  std::uint64_t extent = elem;  // one past the last byte: sum of (dim - 1) * stride + element
+  for (std::size_t d = 0; d < rank; ++d) {
+    std::size_t outer = rank - 1 - d;  // index in the written (outermost-first) order
+    if (shape[outer] > kMaxDim) {
+      throw TensorMapError(spec.shape.empty() ? "tensor" : fmt::format("shape[{}]", outer),
+                           fmt::format("{} is above 2^32", shape[outer]));
+    }
+    g.dims[d] = shape[outer];
+    std::uint64_t stride_bytes = strides[outer] * elem;
+    if (d > 0) {
+      if (stride_bytes % 16 != 0 || stride_bytes >= kMaxStrideBytes) {
+        throw TensorMapError(
+            spec.strides.empty() ? "shape" : fmt::format("strides[{}]", outer),
+            fmt::format("dimension {} has a stride of {} bytes; TMA needs a multiple of 16 "
+                        "below 2^40 (pad the rows or use another layout)",
+                        outer, stride_bytes));
+      }
+      g.strides_bytes[d - 1] = stride_bytes;
+    }
+    extent += (shape[outer] - 1) * stride_bytes;
+  }
+  g.extent_bytes = g.offset_bytes + extent;
+  if (g.extent_bytes > region) {
+    throw TensorMapError(
+        spec.shape.empty() && spec.strides.empty() ? "offset_bytes" : "shape",
+        fmt::format("addresses {} bytes from the base of '{}', which holds {}: a map may not "
+                    "reach outside its tensor or the workspace",
+                    g.extent_bytes, spec.tensor, region));
+  }
+  const unsigned swizzle = swizzle_bytes(spec.swizzle);
+  for (std::size_t d = 0; d < rank; ++d) {
+    std::size_t outer = rank - 1 - d;
+    std::string field = fmt::format("box[{}]", outer);
+    std::uint64_t b = eval_positive(spec.box[outer], axes, field);
+    if (b > 256) throw TensorMapError(field, fmt::format("{} is above 256, TMA's largest box", b));
+    g.box[d] = static_cast<std::uint32_t>(b);
+    std::uint64_t es = 1;
+    if (!spec.element_strides.empty()) {
+      std::string efield = fmt::format("element_strides[{}]", outer);
+      es = eval_positive(spec.element_strides[outer], axes, efield);
+      if (es > 8) throw TensorMapError(efield, fmt::format("{} is above 8", es));
+    }
+    g.element_strides[d] = static_cast<std::uint32_t>(es);
+  }
+  if (spec.interleave == TmaInterleave::kNone) {
+    std::uint64_t inner = std::uint64_t{g.box[0]} * elem;
+    std::string field = fmt::format("box[{}]", rank - 1);
+    if (inner % 16 != 0) {
+      throw TensorMapError(field, fmt::format("the innermost box is {} bytes; TMA needs a "
+                                              "multiple of 16",
+                                              inner));
+    }
+    if (swizzle != 0 && inner > swizzle) {
+      throw TensorMapError(
+          "swizzle", fmt::format("the innermost box is {} bytes, wider than the {}-byte swizzle "
+                                 "span ({} elements of {} bytes at most)",
+                                 inner, swizzle, swizzle / elem, elem));
+    }
+  }
+  // fp8 travels as bytes (CU_TENSOR_MAP_DATA_TYPE_UINT8): no NaN of its own.
+  if (spec.oob_fill == TmaOobFill::kNan && (!is_floating(g.dtype) || elem < 2)) {
+    throw TensorMapError("oob_fill", fmt::format("NaN fill needs a floating type, not {}",
+                                                 dtype_name(g.dtype)));
+  }
+  return g;
+}
+
+}  // namespace kharness
