@@ -9,6 +9,7 @@
 #
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
 # gpu-tests operators bench-compile bench-check measure run-command bench-aa cheats bench-integrity run-tune
+# bench-hopper-gemm
 # bench-profile bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
@@ -302,6 +303,10 @@ step cheats need_binary cheats
 step bench-integrity need_binary env BEFORE=scripts/data/bench-integrity-before.json \
   scripts/bench-integrity.sh "$KHARNESS"
 step run-tune need_binary run_tune
+# The sm_90a GEMM seeds against cuBLASLt (fp16, and fp8 with native block scales): per workload
+# table in bench-hopper-gemm.log, the geomeans the tables below quote.
+step bench-hopper-gemm need_binary env KHARNESS="$KHARNESS" OUT_DIR="$LOGS/hopper-gemm" \
+  scripts/bench-hopper-gemm.sh
 if [[ -x scripts/bench-profile.sh ]]; then
   step bench-profile need_binary env ONLY="${PROFILE_ONLY:-}" \
     timeout "${PROFILE_TIMEOUT:-240}" scripts/bench-profile.sh "$KHARNESS"
@@ -372,6 +377,7 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   [[ -n "$AA_TABLE" ]] && echo && echo "$AA_TABLE"
   [[ -s "$LOGS/cheats-table.txt" ]] && echo && cat "$LOGS/cheats-table.txt"
   [[ -n "$INTEGRITY_TABLE" ]] && echo && echo "$INTEGRITY_TABLE"
+  [[ -s "$LOGS/bench-hopper-gemm.log" ]] && echo && grep -h -E '^(fp16|fp8):|^geomean' "$LOGS/bench-hopper-gemm.log"
   [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
