@@ -198,7 +198,9 @@ TEST(TensorMapPlan, CompiledGridConstantMapMatches) {
   "tensor_maps":{"a_map":{"tensor":"A","box":[64,64],"swizzle":"128B"}},
   "args":[{"tensor_map":"a_map"},"C","M"]}]}
 */
-#include <cuda.h>
+struct alignas(64) CUtensorMap {  // cuda.h's, which NVRTC cannot include
+  unsigned long long opaque[16];
+};
 #include <cuda_fp16.h>
 extern "C" __global__ void tma_copy(const __grid_constant__ CUtensorMap a_map, __half* C, int M) {
   if (threadIdx.x == 0 && M < 0) asm volatile("prefetch.tensormap [%0];" :: "l"(&a_map));

@@ -38,9 +38,16 @@
 // Directions: a persistent tile scheduler (overlap one tile's epilogue with the next tile's
 // loads), a TMA store epilogue through shared memory, 2-CTA clusters with the B tile multicast,
 // split-K or stream-K for decode shapes (M <= 64) where too few tiles fill 132 SMs.
-#include <cuda.h>
 #include <cuda_fp16.h>
-#include <stdint.h>
+
+// NVRTC has no C standard headers: the fixed-width types the PTX wrappers use.
+using u32 = unsigned int;
+using u64 = unsigned long long;
+// The driver's CUtensorMap (cuda.h, which NVRTC cannot include): 128 opaque bytes, 64-byte
+// aligned; taken by __grid_constant__ value, the PTX parameter is .param .align 64 .b8 [128].
+struct alignas(64) CUtensorMap {
+  u64 opaque[16];
+};
 
 #ifndef BM
 #define BM 128
@@ -66,24 +73,24 @@ static_assert(kBM == 64 || kBM == 128, "BM is 64 or 128 (one or two consumer war
 static_assert(kBN == 64 || kBN == 128 || kBN == 256, "BN is 64, 128 or 256");
 static_assert(kStages >= 2 && kStages * kStageBytes + 1024 <= 232448, "stages exceed 227 KiB");
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
 }
 
 // ---- mbarriers -------------------------------------------------------------------------------
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+__device__ __forceinline__ void mbar_init(u64* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
 }
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
                "r"(bytes)
                : "memory");
 }
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  uint32_t done = 0;
+__device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
+  u32 done = 0;
   do {
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
@@ -95,22 +102,22 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar,
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u64* bar,
                                             int inner, int outer) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(inner), "r"(outer)
+      "l"(reinterpret_cast<u64>(map)), "r"(smem_u32(bar)), "r"(inner), "r"(outer)
       : "memory");
 }
 
 // ---- wgmma -------------------------------------------------------------------------------------
 // A K-major operand tile in shared memory with the 128-byte swizzle: rows of 128 bytes, 8-row
 // core groups 1024 bytes apart; the tile base is 1024-byte aligned.
-__device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  uint64_t addr = smem_u32(p);
-  return ((addr & 0x3FFFF) >> 4) | (uint64_t(16 >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
+__device__ __forceinline__ u64 smem_desc(const void* p) {
+  u64 addr = smem_u32(p);
+  return ((addr & 0x3FFFF) >> 4) | (u64(16 >> 4) << 16) | (u64(1024 >> 4) << 32) |
+         (u64(1) << 62);
 }
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -128,7 +135,7 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], u64 desc_a, u64 desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
@@ -142,7 +149,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], u64 desc_a, u64 desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
@@ -162,7 +169,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], uint64_t de
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], u64 desc_a, u64 desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
@@ -196,7 +203,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], uint64_t d
 
 
 template <int N>
-__device__ __forceinline__ void wgmma_tile(float (&d)[N / 2], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_tile(float (&d)[N / 2], u64 da, u64 db) {
   if constexpr (N == 64) {
     wgmma_m64n64k16_f16(d, da, db, 1);
   } else if constexpr (N == 128) {
@@ -210,11 +217,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     gemm_tma_wgmma_kernel(const __grid_constant__ CUtensorMap a_map,
                           const __grid_constant__ CUtensorMap b_map, __half* __restrict__ C,
                           int M, int N, int K) {
-  __shared__ __align__(8) uint64_t full[kStages];
-  __shared__ __align__(8) uint64_t empty[kStages];
-  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) u64 full[kStages];
+  __shared__ __align__(8) u64 empty[kStages];
+  extern __shared__ unsigned char smem_raw[];
   // The swizzled tiles need 1024-byte alignment (shared_bytes has 1024 bytes of slack for this).
-  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
 
   // Grouped tile order: GROUP_M tile rows sweep the tile columns together.
   const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
@@ -234,8 +241,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&empty[s], kConsumers * 4);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&a_map)) : "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&b_map)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(&a_map)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(&b_map)) : "memory");
   }
   __syncthreads();
 
@@ -245,8 +252,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = 0; kb < k_blocks; ++kb) {
         const int s = kb % kStages;
         mbar_wait(&empty[s], ((kb / kStages) & 1) ^ 1);
-        uint8_t* a = smem + s * kStageBytes;
-        uint8_t* b = a + kATileBytes;
+        unsigned char* a = smem + s * kStageBytes;
+        unsigned char* b = a + kATileBytes;
         mbar_expect_tx(&full[s], kStageBytes);
         tma_load_2d(a, &a_map, &full[s], kb * kBK, m0);
         tma_load_2d(b, &b_map, &full[s], kb * kBK, n0);
@@ -264,9 +271,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   for (int kb = 0; kb < k_blocks; ++kb) {
     const int s = kb % kStages;
     mbar_wait(&full[s], (kb / kStages) & 1);
-    const uint8_t* a = smem + s * kStageBytes + c * 64 * 128;
-    const uint8_t* b = smem + s * kStageBytes + kATileBytes;
-    const uint64_t da = smem_desc(a), db = smem_desc(b);
+    const unsigned char* a = smem + s * kStageBytes + c * 64 * 128;
+    const unsigned char* b = smem + s * kStageBytes + kATileBytes;
+    const u64 da = smem_desc(a), db = smem_desc(b);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBK / 16; ++k) {
