@@ -323,11 +323,22 @@ class WorkloadBench {
     c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_,
                                                       check, static_cast<int>(kMaxBatch),
                                                       verify::secret_key());
-    c->cublaslt = std::make_unique<device::CublasLtGemm>(
-        axes.at("M"), axes.at("N"), axes.at("K"), input->dtype,
-        block_scaled ? device::CublasLtGemm::Kind::kBlockScaledFp8
-                     : device::CublasLtGemm::Kind::kHalf);
+    try {
+      c->cublaslt = std::make_unique<device::CublasLtGemm>(
+          axes.at("M"), axes.at("N"), axes.at("K"), input->dtype,
+          block_scaled ? device::CublasLtGemm::Kind::kBlockScaledFp8
+                       : device::CublasLtGemm::Kind::kHalf);
+    } catch (const std::runtime_error& e) {
+      // The library cannot run this shape (cuBLASLt's fp8 block scales need M % 4 == 0): the
+      // candidate is timed without a baseline here, and the report says why.
+      baseline_unavailable_ = e.what();
+      return;
+    }
     c->block_scaled = block_scaled;
+    if (block_scaled) {
+      for (int set = 0; set < sets_; ++set)
+        c->cublaslt->prepare_activation_scales(c->timed->env(set).tensors.at("A_scale"));
+    }
     c->vendor = c->cublaslt->description();
     contenders_.push_back(std::move(c));
   }
@@ -500,6 +511,7 @@ class WorkloadBench {
           {"state_reset", !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")}};
       j[c->role] = cj;
     }
+    if (!baseline_unavailable_.empty()) j["baseline_unavailable"] = baseline_unavailable_;
     if (j.contains("baseline") && j["candidate"]["latency"].get<double>() > 0) {
       j["speedup"] =
           j["baseline"]["latency"].get<double>() / j["candidate"]["latency"].get<double>();
@@ -507,6 +519,7 @@ class WorkloadBench {
     return j;
   }
 
+  std::string baseline_unavailable_;  // why the cuBLASLt baseline does not run this workload
   const Definition& def_;
   const BenchOptions& options_;
   device::DeviceBuffer& flush_;

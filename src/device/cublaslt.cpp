@@ -4,8 +4,10 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <map>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "device/driver.hpp"
 #include "kharness/error.hpp"
@@ -104,6 +106,15 @@ struct CublasLtGemm::Impl {
   bool block_scaled = false;
   bool have_algo = false;
   std::int64_t m = 0, n = 0, k = 0;
+  std::map<CUdeviceptr, DeviceBuffer> m_major_scales;  // A_scale buffer -> its [K/128][M] copy
+
+  bool set_scale_pointers(const void* weight_scale, const void* act_scale) {
+    return lib.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                              &weight_scale, sizeof(weight_scale)) ==
+               CUBLAS_STATUS_SUCCESS &&
+           lib.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &act_scale,
+                                              sizeof(act_scale)) == CUBLAS_STATUS_SUCCESS;
+  }
 
   std::string choose_algo() {
     int found = 0;
@@ -190,10 +201,15 @@ CublasLtGemm::CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType
   check(lib.cublasLtMatmulPreferenceSetAttribute(
             s.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
         "cublasLtMatmulPreferenceSetAttribute");
-  if (!s.block_scaled) {
-    if (std::string error = s.choose_algo(); !error.empty()) throw std::runtime_error(error);
-  }
   s.workspace = std::make_unique<DeviceBuffer>(kWorkspaceBytes);
+  // The heuristic needs the scale modes, not the scale tensors: the workspace stands in for them.
+  if (s.block_scaled) {
+    const void* any = reinterpret_cast<const void*>(s.workspace->ptr());
+    if (!s.set_scale_pointers(any, any)) {
+      throw std::runtime_error("cublasLtMatmulDescSetAttribute(scale pointers) failed");
+    }
+  }
+  if (std::string error = s.choose_algo(); !error.empty()) throw std::runtime_error(error);
   s.what = fmt::format("cuBLASLt {} ({}{} M={} N={} K={}, workspace {} MiB)",
                        lib.cublasLtGetVersion(), dtype_name(dtype),
                        s.block_scaled ? " 1x128/128x128 block-scaled" : "", m, n, k,
@@ -202,6 +218,22 @@ CublasLtGemm::CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType
 
 CublasLtGemm::~CublasLtGemm() = default;
 
+void CublasLtGemm::prepare_activation_scales(CUdeviceptr a_scale) {
+  Impl& s = *impl_;
+  if (!s.block_scaled || s.m_major_scales.count(a_scale)) return;
+  const std::size_t blocks = static_cast<std::size_t>(s.k / 128), rows = static_cast<std::size_t>(s.m);
+  std::vector<float> row_major(rows * blocks), m_major(rows * blocks);
+  const Driver& d = Driver::instance();
+  d.check(d.cuCtxSynchronize(), "cuCtxSynchronize");  // the inputs' upload has landed
+  d.check(d.cuMemcpyDtoH(row_major.data(), a_scale, row_major.size() * sizeof(float)),
+          "cuMemcpyDtoH(A_scale)");
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t b = 0; b < blocks; ++b) m_major[b * rows + r] = row_major[r * blocks + b];
+  DeviceBuffer copy(m_major.size() * sizeof(float));
+  copy.upload(m_major.data(), m_major.size() * sizeof(float));
+  s.m_major_scales.emplace(a_scale, std::move(copy));
+}
+
 std::string CublasLtGemm::description() const { return impl_->what; }
 
 std::string CublasLtGemm::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUstream stream,
@@ -209,18 +241,13 @@ std::string CublasLtGemm::run(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUstr
   Impl& s = *impl_;
   if (s.block_scaled) {
     // The scales move with the input set: the descriptor takes this call's pointers.
-    const void* weight_scale = reinterpret_cast<const void*>(b_scale);
-    const void* act_scale = reinterpret_cast<const void*>(a_scale);
-    if (s.lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                             &weight_scale, sizeof(weight_scale)) !=
-            CUBLAS_STATUS_SUCCESS ||
-        s.lib.cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                             &act_scale, sizeof(act_scale)) !=
-            CUBLAS_STATUS_SUCCESS) {
-      return "cublasLtMatmulDescSetAttribute(scale pointers) failed";
+    auto copy = s.m_major_scales.find(a_scale);
+    if (copy == s.m_major_scales.end()) {
+      return "internal: the activation scales of this input set were not prepared";
     }
-    if (!s.have_algo) {
-      if (std::string error = s.choose_algo(); !error.empty()) return error;
+    if (!s.set_scale_pointers(reinterpret_cast<const void*>(b_scale),
+                              reinterpret_cast<const void*>(copy->second.ptr()))) {
+      return "cublasLtMatmulDescSetAttribute(scale pointers) failed";
     }
   }
   const float alpha = 1.0f, beta = 0.0f;
