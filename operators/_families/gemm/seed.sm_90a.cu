@@ -2,15 +2,21 @@
 {
   "launches": [
     { "kernel": "gemm_tma_wgmma_kernel",
-      "grid": ["cdiv(M, 128) * cdiv(N, 256)", 1, 1],
+      "grid": ["cdiv(M, 128) * cdiv(N, 256) * max(1, min(4, 512 / M))", 1, 1],
       "block": [384, 1, 1],
       "shared_bytes": "4 * (128 + 256) * 128 + 1024",
       "tensor_maps": {
         "a_map": {"tensor": "A", "box": [128, 64], "swizzle": "128B", "l2_promotion": "256B"},
         "b_map": {"tensor": "B", "box": [256, 64], "swizzle": "128B", "l2_promotion": "256B"}
       },
-      "args": [{"tensor_map": "a_map"}, {"tensor_map": "b_map"}, "C", "M", "N", "K"] }
+      "args": [{"tensor_map": "a_map"}, {"tensor_map": "b_map"}, "C", "workspace", "M", "N", "K"] },
+    { "kernel": "gemm_split_k_reduce",
+      "grid": ["max(1, min(1, 256 / M) * cdiv(M * N, 2048))", 1, 1],
+      "block": [256, 1, 1],
+      "pdl": true,
+      "args": ["workspace", "C", "M", "N"] }
   ],
+  "workspace_bytes": "16 + min(1, 256 / M) * 16 * M * N",
   "compile_options": ["-std=c++17"]
 }
 */
@@ -31,6 +37,14 @@
 //  - Grouped tile order (GROUP_M tile rows per group) so the blocks running at once share B
 //    tiles in L2; the epilogue rounds to fp16 and stores pairs straight from registers with
 //    bounds checks.
+//  - Split-K for small M (decode), where cdiv(M, BM) * N / BN tiles leave most of 132 SMs idle:
+//    the plan's grid holds S = max(1, min(4, 512 / M)) copies of the tile grid (4 up to M = 128,
+//    2 at M = 256, 1 from M = 512); the kernel reads S from gridDim, split s sums the K blocks
+//    [s * kb / S, (s + 1) * kb / S) and, when S > 1, stores float32 partials to the workspace
+//    (S slices of M x N after a 16-byte header that holds S). A second launch, with programmatic
+//    dependent launch ("pdl": it waits in griddepcontrol.wait, so its launch overlaps the GEMM's
+//    tail), adds the S partials in a fixed order and rounds once to fp16; with S = 1 it returns
+//    at once. No atomics: the sum order is fixed, so the result is deterministic.
 // Knobs (tune.sm_90a.json beside this file; the tune provider passes -DBM=.. and the matching
 // grid, block, shared_bytes and tensor-map boxes): BM (64 or 128: 1 or 2 consumer warpgroups),
 // BN (64, 128, 256), STAGES, GROUP_M. The portable mma.sync seed (seed.cu) stays the fallback
@@ -216,7 +230,7 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[N / 2], u64 da, u64 db) {
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
     gemm_tma_wgmma_kernel(const __grid_constant__ CUtensorMap a_map,
                           const __grid_constant__ CUtensorMap b_map, __half* __restrict__ C,
-                          int M, int N, int K) {
+                          float* __restrict__ workspace, int M, int N, int K) {
   __shared__ __align__(8) u64 full[kStages];
   __shared__ __align__(8) u64 empty[kStages];
   extern __shared__ unsigned char smem_raw[];
@@ -225,14 +239,21 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   // Grouped tile order: GROUP_M tile rows sweep the tile columns together.
   const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
-  const int tile = blockIdx.x;
+  const int tiles = tiles_m * tiles_n;
+  const int splits = gridDim.x / tiles;  // split-K factor S, from the plan's grid
+  const int split = blockIdx.x / tiles;
+  const int tile = blockIdx.x % tiles;
   const int per_group = kGroupM * tiles_n;
   const int first_m = (tile / per_group) * kGroupM;
   const int group_rows = min(tiles_m - first_m, kGroupM);
   const int tile_m = first_m + (tile % per_group) % group_rows;
   const int tile_n = (tile % per_group) / group_rows;
   const int m0 = tile_m * kBM, n0 = tile_n * kBN;
-  const int k_blocks = (K + kBK - 1) / kBK;
+  const int all_k_blocks = (K + kBK - 1) / kBK;
+  const int kb_begin = static_cast<int>(static_cast<long long>(all_k_blocks) * split / splits);
+  const int kb_end = static_cast<int>(static_cast<long long>(all_k_blocks) * (split + 1) / splits);
+  const int k_blocks = kb_end - kb_begin;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<int*>(workspace) = splits;
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -255,8 +276,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         unsigned char* a = smem + s * kStageBytes;
         unsigned char* b = a + kATileBytes;
         mbar_expect_tx(&full[s], kStageBytes);
-        tma_load_2d(a, &a_map, &full[s], kb * kBK, m0);
-        tma_load_2d(b, &b_map, &full[s], kb * kBK, n0);
+        tma_load_2d(a, &a_map, &full[s], (kb_begin + kb) * kBK, m0);
+        tma_load_2d(b, &b_map, &full[s], (kb_begin + kb) * kBK, n0);
       }
     }
     return;
@@ -290,6 +311,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
   const int row0 = m0 + c * 64 + warp * 16 + lane / 4;
   const bool pairs = (N & 1) == 0;
+  if (splits > 1) {  // float32 partials, slice `split` of the workspace
+    float* part = workspace + 4 + static_cast<size_t>(split) * M * N;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int col = n0 + 8 * j + 2 * (lane & 3);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= M || col >= N) continue;
+        float* out = part + static_cast<size_t>(row) * N + col;
+        out[0] = acc[4 * j + 2 * h];
+        if (col + 1 < N) out[1] = acc[4 * j + 2 * h + 1];
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
     const int col = n0 + 8 * j + 2 * (lane & 3);
@@ -305,6 +342,28 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         out[0] = __float2half_rn(v0);
         if (col + 1 < N) out[1] = __float2half_rn(v1);
       }
+    }
+  }
+}
+
+// The split-K sum: C = fp16(sum over s of the partials), in split order; nothing to do when the
+// GEMM ran unsplit (S = 1 in the workspace header). Launched with PDL: the wait is the first
+// thing it does.
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_split_k_reduce(const float* __restrict__ workspace, __half* __restrict__ C, int M, int N) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int splits = *reinterpret_cast<const int*>(workspace);
+  if (splits <= 1) return;
+  const size_t elements = static_cast<size_t>(M) * N;
+  const float* part = workspace + 4;
+  for (size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8; i < elements;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x * 8) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (i + e >= elements) break;
+      float sum = 0.0f;
+      for (int sp = 0; sp < splits; ++sp) sum += part[static_cast<size_t>(sp) * elements + i + e];
+      C[i + e] = __float2half_rn(sum);
     }
   }
 }
