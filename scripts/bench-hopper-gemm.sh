@@ -52,14 +52,16 @@ for name, split_axis, split in (("fp16", "M", 256), ("fp8", "M", 1024)):
         t = w.get("timing", {})
         lat = t.get("candidate", {}).get("latency")
         base = t.get("baseline", {}).get("latency")
-        m, n, k = ax.get("M"), ax.get("N"), ax.get("K")
+        # gemm_n6144_k4096's workloads give only M (N and K are constant axes).
+        m, n, k = ax.get("M"), ax.get("N", 6144), ax.get("K", 4096)
         tf = 2 * m * n * k / lat / 1e12 if lat else float("nan")
         ratio = base / lat if (lat and base) else float("nan")
         sol = t.get("sol", {}).get("fraction", float("nan")) * 100
         (big if m >= split else small).append(ratio)
         if m >= split: sol_big.append(sol)
         f = lambda x, d=2: f"{x*1e6:.{d}f}" if x else "-"
-        print(f"{m:6d} {n:6d} {k:6d} {w.get('status','?'):8} {f(lat):>9} {f(base):>11} {ratio:10.3f} {tf:8.1f} {sol:6.1f}")
+        print(f"{m:6d} {n:6d} {k:6d} {w.get('status','?'):8} {f(lat):>9} {f(base):>11} {ratio:10.3f} {tf:8.1f} {sol:6.1f}"
+              + (f"  (no cuBLASLt: {t['baseline_unavailable']})" if t.get("baseline_unavailable") else ""))
     print(f"geomean x cuBLASLt: M >= {split}: {geo(big):.3f}   M < {split}: {geo(small):.3f}   "
           f"mean % SOL at M >= {split}: {sum(sol_big)/max(len(sol_big),1):.1f}  geomean {geo(sol_big):.1f}")
 PY
