@@ -2,7 +2,7 @@
 {
   "launches": [
     { "kernel": "gemm_tma_wgmma_kernel",
-      "grid": ["cdiv(M, 128) * cdiv(N, 256) * max(1, min(4, 512 / M))", 1, 1],
+      "grid": ["cdiv(M, 128) * cdiv(N, 256) * (1 + 3 * min(1, 64 / M))", 1, 1],
       "block": [384, 1, 1],
       "shared_bytes": "4 * (128 + 256) * 128 + 1024",
       "tensor_maps": {
@@ -11,12 +11,12 @@
       },
       "args": [{"tensor_map": "a_map"}, {"tensor_map": "b_map"}, "C", "workspace", "M", "N", "K"] },
     { "kernel": "gemm_split_k_reduce",
-      "grid": ["max(1, min(1, 256 / M) * cdiv(M * N, 2048))", 1, 1],
+      "grid": ["max(1, min(1, 64 / M) * cdiv(M * N, 2048))", 1, 1],
       "block": [256, 1, 1],
       "pdl": true,
       "args": ["workspace", "C", "M", "N"] }
   ],
-  "workspace_bytes": "16 + min(1, 256 / M) * 16 * M * N",
+  "workspace_bytes": "16 + min(1, 64 / M) * 16 * M * N",
   "compile_options": ["-std=c++17"]
 }
 */
@@ -38,8 +38,10 @@
 //    tiles in L2; the epilogue rounds to fp16 and stores pairs straight from registers with
 //    bounds checks.
 //  - Split-K for small M (decode), where cdiv(M, BM) * N / BN tiles leave most of 132 SMs idle:
-//    the plan's grid holds S = max(1, min(4, 512 / M)) copies of the tile grid (4 up to M = 128,
-//    2 at M = 256, 1 from M = 512); the kernel reads S from gridDim, split s sums the K blocks
+//    the plan's grid holds S = 1 + 3 * min(1, 64 / M) copies of the tile grid (4 up to M = 64, 1
+//    above: measured on the H200, S = 4 took M = 1..16 from 42 to 24 us and M = 64 from 43 to
+//    33 us, but cost 2 us at M = 128 and S = 2 cost 13 us at M = 256, where writing and reading
+//    the float32 partials outweighs the SMs gained); the kernel reads S from gridDim, split s sums the K blocks
 //    [s * kb / S, (s + 1) * kb / S) and, when S > 1, stores float32 partials to the workspace
 //    (S slices of M x N after a 16-byte header that holds S). A second launch, with programmatic
 //    dependent launch ("pdl": it waits in griddepcontrol.wait, so its launch overlaps the GEMM's
