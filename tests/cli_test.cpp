@@ -182,7 +182,8 @@ TEST(Cli, OperatorsImportSaysWhatRunsAndWritesOperatorFolders) {
   // The written folder is an operator kharness loads and whose reference compiles.
   auto check = kharness("--operators-dir '" + out.path().string() +
                         "' operators check gemm_n64_k128 --arch sm_90a");
-  EXPECT_NE(check.out.find("reference  PASSED"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("reference    PASSED"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("seed.sm_90a  PASSED"), std::string::npos) << check.out;
   auto missing = kharness("operators import /nonexistent/fib");
   EXPECT_EQ(missing.exit_code, 2) << missing.out;
 }

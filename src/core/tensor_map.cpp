@@ -310,8 +310,8 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
     if (swizzle != 0 && inner > swizzle) {
       throw TensorMapError(
           "swizzle", fmt::format("the innermost box is {} bytes, wider than the {}-byte swizzle "
-                                 "span ({} elements of {} bytes at most)",
-                                 inner, swizzle, swizzle / elem, elem));
+                                 "span ({} elements of {} byte{} at most)",
+                                 inner, swizzle, swizzle / elem, elem, elem == 1 ? "" : "s"));
     }
   }
   // fp8 travels as bytes (CU_TENSOR_MAP_DATA_TYPE_UINT8): no NaN of its own.
