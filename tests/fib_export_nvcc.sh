@@ -36,9 +36,9 @@ for spec in rmsnorm_h4096:operators/rmsnorm_h4096/seed.cu \
   seed="${spec#*:}"
   out="$WORK/$op"
   mkdir -p "$out"
-  "$KHARNESS" export "$SRC/$seed" --operator "$op" --fib "$out/solution.json" --arch sm_90a
+  "$KHARNESS" export "$SRC/$seed" --operator "$op" --fib "$out/fib_solution.json" --arch sm_90a
   # The sources as FlashInfer-Bench writes them: one folder, each file at its path.
-  python3 - "$out/solution.json" "$out/src" <<'PY'
+  python3 - "$out/fib_solution.json" "$out/src" <<'PY'
 import json, os, sys
 s = json.load(open(sys.argv[1]))
 assert s["spec"]["language"] == "cuda" and "::" in s["spec"]["entry_point"], s["spec"]
@@ -46,9 +46,8 @@ for f in s["sources"]:
     p = os.path.join(sys.argv[2], f["path"])
     os.makedirs(os.path.dirname(p), exist_ok=True)
     open(p, "w").write(f["content"])
-print(s["spec"]["entry_point"].split("::")[-1])
 PY
-  symbol="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["entry_point"].split("::")[-1])' "$out/solution.json")"
+  symbol="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["entry_point"].split("::")[-1])' "$out/fib_solution.json")"
   objs=()
   for cu in "$out"/src/*.cu; do
     obj="$out/$(basename "$cu").o"

@@ -398,6 +398,7 @@ class LauncherWriter {
 #include <tvm/ffi/function.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -409,7 +410,10 @@ class LauncherWriter {
   static std::string helpers() {
     return R"KH(using tvm::ffi::TensorView;
 
-[[noreturn]] void fail(const std::string& what) { TVM_FFI_THROW(ValueError) << what; }
+[[noreturn]] void fail(const std::string& what) {
+  TVM_FFI_THROW(ValueError) << what;
+  std::abort();  // not reached: the error is thrown as the statement above ends
+}
 
 void check_cuda(cudaError_t e, const char* kernel, const char* what) {
   if (e != cudaSuccess)
