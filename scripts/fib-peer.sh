@@ -49,6 +49,8 @@ if [[ ! -x "$KHARNESS" ]]; then
   KHARNESS="$ROOT/build/kharness"
 fi
 export KHARNESS_ARCHIVE="$OUT/archive"
+# The operators of this checkout, wherever the binary was built.
+export KHARNESS_HOME="$ROOT"
 
 # 2. FlashInfer-Bench from the wheels, without network, in a folder of its own.
 PY="${PYTHON:-python3}"
