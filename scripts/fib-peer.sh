@@ -106,7 +106,8 @@ tail -n 20 "$OUT/fib-run.log" >&2
 if [[ "${FIB_PEER_SKIP_KHARNESS:-0}" != 1 ]]; then
   for op in "${OPS[@]}"; do
     say "kharness validate ${SEED[$op]} --operator $op"
-    "$KHARNESS" validate "${SEED[$op]}" --operator "$op" --json --max-time 1 \
+    # The shipped seeds, not untrusted submissions: no compile sandbox needed where Landlock is off.
+    KHARNESS_ALLOW_UNSANDBOXED=1 "$KHARNESS" validate "${SEED[$op]}" --operator "$op" --json --max-time 1 \
       >"$OUT/kharness-$op.json" 2>"$OUT/kharness-$op.log" || say "kharness validate $op exited $?"
   done
 fi
