@@ -202,8 +202,8 @@ void expect_refused(const Probe& p, const std::string& why) {
 }
 
 TEST(FibExport, RefusesWhatTheLauncherCannotExpress) {
-  EXPECT_NO_THROW(exchange::export_fib_solution(probe("cdiv(n, 128)").solution,
-                                                probe("").definition, probe("").kernels, {}));
+  Probe fine = probe("cdiv(n, 128)");
+  EXPECT_NO_THROW(exchange::export_fib_solution(fine.solution, fine.definition, fine.kernels, {}));
   expect_refused(probe("steps"), "var axis 'steps' is the size of no tensor");
   expect_refused(probe("n", "[\"--use_fast_math\"]"), "compile option '--use_fast_math'");
   Probe wrong = probe("n");
