@@ -5,6 +5,8 @@
 #
 #   scripts/setup.sh            BUILD_DIR (default build) and BUILD_TYPE (default Release) may be set.
 #   SETUP_FUZZ=1 scripts/setup.sh   also installs what scripts/fuzz.sh needs (clang's libFuzzer).
+#   SETUP_BROWSER=1 scripts/setup.sh  also installs Chromium, for the HTML report's browser test
+#                                     (tests/html_browser.sh; it skips without it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +17,8 @@ PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libs
           libxml2-utils python3-jsonschema)  # the last two: schema checks of JUnit and JSON reports
 # The fuzz step only (scripts/fuzz.sh): clang with libFuzzer and the sanitizer run-times.
 if [[ "${SETUP_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev); fi
+# The browser test only (tests/html_browser.sh): headless Chromium renders the HTML report.
+if [[ "${SETUP_BROWSER:-0}" == 1 ]]; then PACKAGES+=(chromium); fi
 
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
@@ -29,6 +33,7 @@ has_package() {
     cmake) command -v cmake >/dev/null 2>&1 && return 0 ;;
     ninja-build) command -v ninja >/dev/null 2>&1 && return 0 ;;
     git) command -v git >/dev/null 2>&1 && return 0 ;;
+    chromium) command -v chromium >/dev/null 2>&1 && return 0 ;;
   esac
   command -v dpkg-query >/dev/null 2>&1 || return 0  # not Debian-like: assume present
   [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]

@@ -29,6 +29,9 @@ struct CheckRequest {
   // "compile" (compile and rules only: no GPU needed).
   std::string mode = "check";
   nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions, as JSON
+  // Workloads added to the operator's for this check (held-out shapes, kharness/holdout.hpp), as
+  // workload JSON; checked and compiled against like the shipped ones.
+  std::vector<nlohmann::json> extra_workloads;
 };
 
 // Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)

@@ -19,7 +19,9 @@
 #include "core/json_util.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/device.hpp"
+#include "kharness/holdout.hpp"
 #include "kharness/report.hpp"
+#include "kharness/run_compare.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
@@ -30,6 +32,8 @@ namespace {
 struct CheckArgs {
   // score: report files
   std::string json_file, junit_file, markdown_file, traces_file;
+  std::string csv_file;        // every mode: one row per solution x workload
+  int holdout = 0;             // --holdout N: held-out shapes per definition (kharness/holdout.hpp)
   std::string mode = "check";  // "check", "bench" or "validate"
   std::string timing = "adaptive";
   std::string timer = "cupti";
@@ -133,6 +137,12 @@ std::string render_verdict(const Verdict& v, int verbosity) {
       out += "\n";
     }
   }
+  if (auto h = v.score.find("holdout"); h != v.score.end() && h->is_object()) {
+    out += fmt::format(
+        "  holdout: {} of {} held-out workloads, seed {}{}\n", h->value("drawn", 0),
+        h->value("requested", 0), h->value("seed_hash", ""),
+        h->value("seed_from_environment", false) ? " (KHARNESS_HOLDOUT_SEED)" : " (random)");
+  }
   out += fmt::format("  seed {} (replay with --seed {}), {:.2f} s\n", v.seed, v.seed, v.seconds);
   if (!v.worker_stderr.empty() && (verbosity > 0 || !v.clean_pass())) {
     std::string tail = v.worker_stderr.size() > 2000
@@ -156,6 +166,8 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
   if (args.warmup < 0) throw input_error("--warmup-runs", "must be >= 0");
   if (args.iterations < 1) throw input_error("--iterations", "must be at least 1");
   if (args.num_trials < 1) throw input_error("--num-trials", "must be at least 1");
+  if (args.holdout < 0 || args.holdout > 1000)
+    throw input_error("--holdout", "must be between 0 and 1000 workloads per definition");
   // The tolerances default to the definition's (-1 below means "not given"); bench has none.
   auto given = [&](const char* name) {
     const CLI::Option* option = app.get_option_no_throw(name);
@@ -182,6 +194,15 @@ class Evaluator {
   Evaluator(const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed,
             std::string arch, const std::string& command)
       : args_(args), global_(global), seed_(seed), arch_(std::move(arch)) {
+    if (args.holdout > 0) {
+      holdout_seed_ = holdout_seed_from_environment();
+      if (!holdout_seed_.from_environment) {
+        spdlog::warn(
+            "--holdout: KHARNESS_HOLDOUT_SEED is not set: the held-out shapes come from a random "
+            "seed for this process (recorded as {}); set it to draw the same shapes again",
+            holdout_seed_hash(holdout_seed_.value));
+      }
+    }
     std::filesystem::path dir =
         global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
     try {
@@ -227,6 +248,7 @@ class Evaluator {
         if (stored->record.verdict) {
           result.verdict = *stored->record.verdict;
           result.verdict.source = path;
+          record_holdout(request, result.verdict);
           result.cached_from = stored->summary.id;
           archive::CandidateRecord record = stored->record;
           record.origin = path;
@@ -242,6 +264,7 @@ class Evaluator {
       }
     }
     result.verdict = check_solution(request);
+    record_holdout(request, result.verdict);
     if (archive_) result.candidate_id = archive(evaluated_record(request, result.verdict, key));
     return result;
   }
@@ -258,6 +281,40 @@ class Evaluator {
       spdlog::warn("verdict cache: {}: ignored for {}, evaluating again", e.message(), path);
     }
     return std::nullopt;
+  }
+
+  // The held-out shapes of the solution's operator (drawn once per operator), or none. A solution
+  // whose operator cannot be found gets none here: its check says why.
+  const HoldoutDraw* holdout_for(const std::string& path) const {
+    if (args_.holdout <= 0 || path.empty()) return nullptr;
+    std::string op_name = args_.operator_name;
+    try {
+      if (op_name.empty()) op_name = load_solution(path).plan.definition;
+      if (op_name.empty()) return nullptr;
+      auto it = draws_.find(op_name);
+      if (it == draws_.end()) {
+        Operator op = make_registry(global_).load(op_name);
+        it = draws_.emplace(op_name, draw_holdout(op, args_.holdout, holdout_seed_.value)).first;
+        for (const auto& note : it->second.notes) spdlog::warn("--holdout: {}", note);
+      }
+      return &it->second;
+    } catch (const Error&) {
+      return nullptr;
+    }
+  }
+
+  // What the verdict says of the held-out shapes: how many, and the seed only as a hash.
+  void record_holdout(const CheckRequest& request, Verdict& v) const {
+    if (args_.holdout <= 0) return;
+    nlohmann::json uuids = nlohmann::json::array();
+    for (const auto& w : request.extra_workloads) uuids.push_back(w.value("uuid", ""));
+    const HoldoutDraw* draw = holdout_for(request.solution.string());
+    v.score["holdout"] = {{"requested", args_.holdout},
+                          {"drawn", request.extra_workloads.size()},
+                          {"seed_hash", holdout_seed_hash(holdout_seed_.value)},
+                          {"seed_from_environment", holdout_seed_.from_environment},
+                          {"workloads", uuids},
+                          {"notes", draw ? draw->notes : std::vector<std::string>{}}};
   }
 
   CheckRequest make_request(const std::string& path) const {
@@ -277,6 +334,12 @@ class Evaluator {
     if (args_.matched_ratio >= 0) request.options.required_matched_ratio = args_.matched_ratio;
     request.mode = args_.mode;
     request.bench = bench_json();
+    if (const HoldoutDraw* draw = holdout_for(path)) {
+      for (const auto& w : draw->workloads) request.extra_workloads.push_back(to_json(w));
+      // --workloads narrows the shipped workloads; the held-out ones are always checked.
+      if (!request.options.workloads.empty() && !draw->workloads.empty())
+        request.options.workloads.push_back("holdout-");
+    }
     return request;
   }
 
@@ -303,6 +366,10 @@ class Evaluator {
     verify::CheckOptions o = make_request("").options;
     nlohmann::json j = {{"mode", args_.mode}, {"arch", arch_}, {"check", o.to_json()}};
     if (args_.seed.empty()) j["check"].erase("seed");
+    if (args_.holdout > 0) {
+      j["holdout"] = {{"count", args_.holdout},
+                      {"seed_hash", holdout_seed_hash(holdout_seed_.value)}};
+    }
     if (args_.mode == "compile") {
       j.erase("check");
     } else {
@@ -334,6 +401,7 @@ class Evaluator {
       parts.definition = read_file(op.definition_file.string());
       if (op.workloads_file) parts.workloads = read_file(op.workloads_file->string());
       for (const auto& w : op.workloads) parts.workloads += json_util::dump(to_json(w));
+      for (const auto& w : request.extra_workloads) parts.workloads += json_util::dump(w);
       for (const auto& harness : {op.reference, op.baseline}) {
         if (!harness) continue;
         for (const auto& f : load_solution(*harness).sources) parts.harness += f.path + f.content;
@@ -397,6 +465,8 @@ class Evaluator {
   std::string run_id_;
   std::optional<EnvironmentReport> env_;
   bool finished_ = false;
+  HoldoutSeed holdout_seed_;
+  mutable std::map<std::string, HoldoutDraw> draws_;  // by operator name
 };
 
 // " (cached: verdict of candidate ID)" or "".
@@ -408,13 +478,16 @@ std::string cached_note(const Evaluator::Result& r) {
 ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
   validate_args(args, app);
   require_compile_sandbox(args.mode);
+  if (!args.csv_file.empty()) check_output_file("--csv", args.csv_file);
   std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   std::string arch = resolve_arch(args.arch);
   Evaluator evaluator(args, global, seed, arch, args.mode);
   nlohmann::json all = nlohmann::json::array();
+  std::vector<Verdict> verdicts;
   bool all_passed = true;
   for (const auto& path : args.solutions) {
     Evaluator::Result r = evaluator.evaluate(path);
+    verdicts.push_back(r.verdict);
     const Verdict& v = r.verdict;
     all_passed = all_passed && v.clean_pass();
     if (args.json) {
@@ -432,6 +505,7 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
     }
   }
   evaluator.finish();
+  if (!args.csv_file.empty()) write_output("--csv", args.csv_file, report::to_csv(verdicts));
   if (args.json)
     std::fputs((json_util::dump((args.solutions.size() == 1 ? all[0] : all), 2) + "\n").c_str(),
                stdout);
@@ -530,7 +604,8 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
        {std::pair<const char*, const std::string&>{"--json", args.json_file},
         {"--junit", args.junit_file},
         {"--markdown", args.markdown_file},
-        {"--traces", args.traces_file}}) {
+        {"--traces", args.traces_file},
+        {"--csv", args.csv_file}}) {
     if (!file.empty()) check_output_file(option, file);
   }
   std::vector<std::string> solutions = expand_solutions(args.solutions);
@@ -564,6 +639,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
                json_util::dump(report::to_report_json(verdicts), 2) + "\n");
   write_report("--junit", args.junit_file, report::to_junit(verdicts, "kharness"));
   write_report("--markdown", args.markdown_file, report::to_markdown(verdicts));
+  write_report("--csv", args.csv_file, report::to_csv(verdicts));
   if (!args.traces_file.empty()) {
     // The workloads of every operator scored, so a solution that failed before running any still
     // gets trace lines (a Trace needs a workload).
@@ -642,6 +718,15 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
         ->type_name("FILE");
   } else {
     app.add_flag("--json", args->json, "Print verdicts as JSON");
+  }
+  app.add_option("--csv", args->csv_file,
+                 "Write CSV (RFC 4180): a header, then one row per solution and workload")
+      ->type_name("FILE");
+  if (mode != "bench") {
+    app.add_option("--holdout", args->holdout,
+                   "Add N held-out workloads per definition, drawn within the shipped shapes' "
+                   "range from KHARNESS_HOLDOUT_SEED (random when unset; recorded as a hash)")
+        ->type_name("N");
   }
   if (mode != "bench") {
     app.add_option("--trials", args->trials,

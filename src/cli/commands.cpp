@@ -32,6 +32,14 @@ const std::vector<Command>& commands() {
       {"run",
        "Optimise an operator's kernel with a model: prompts, candidates, verdicts, promotion",
        setup_run},
+      {"export",
+       "Write a solution as a FlashInfer-Bench Solution JSON with a host launcher generated "
+       "from its plan (--fib FILE)",
+       setup_export},
+      {"compare",
+       "Compare two score/validate/bench JSON files: per solution and workload, faster, slower, "
+       "same or unclear within the measured noise; --fail-on-regression PCT",
+       setup_compare},
       {"tune-space",
        "Show the knob space of an operator's seed; list, write or compile configurations",
        setup_tune_space},

@@ -10,6 +10,7 @@
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
+#include "kharness/export.hpp"
 #include "kharness/file.hpp"
 #include "kharness/text.hpp"
 
@@ -302,6 +303,33 @@ Solution load_flashinfer_bench(const fs::path& file, const json& j) {
   std::string entry_file;
   std::string entry_point = ju::string_or(spec, "entry_point", "", source, "spec");
   if (!entry_point.empty()) entry_file = entry_point.substr(0, entry_point.find("::"));
+  // A solution exported by kharness (kharness/export.hpp) carries a generated host launcher for
+  // FlashInfer-Bench's builder. kharness launches the plan itself and never compiles host code,
+  // so the launcher is left out; when it is the entry point, its second line names the kernel
+  // source that is the entry here.
+  for (auto it = s.sources.begin(); it != s.sources.end();) {
+    if (it->content.rfind(exchange::kFibLauncherMarker, 0) != 0) {
+      ++it;
+      continue;
+    }
+    if (it->path == entry_file) {
+      std::size_t line = it->content.find('\n');
+      std::size_t next = line == std::string::npos ? line : it->content.find('\n', line + 1);
+      std::string second =
+          line == std::string::npos
+              ? std::string()
+              : it->content.substr(line + 1,
+                                   next == std::string::npos ? std::string::npos : next - line - 1);
+      if (second.rfind(exchange::kFibEntryPrefix, 0) != 0)
+        throw input_error(ju::field(source, "sources"),
+                          fmt::format("the generated launcher '{}' does not name its kernel "
+                                      "source (a second line \"{}PATH\")",
+                                      it->path, exchange::kFibEntryPrefix));
+      entry_file = second.substr(std::string(exchange::kFibEntryPrefix).size());
+    }
+    it = s.sources.erase(it);
+  }
+  if (s.sources.empty()) throw input_error(ju::field(source, "sources"), "no kernel source");
   auto found = std::find_if(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) {
     return entry_file.empty() ? fs::path(f.path).extension() == ".cu" : f.path == entry_file;
   });

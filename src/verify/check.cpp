@@ -45,7 +45,7 @@ CompileOptions compile_options(const CheckRequest& request) {
 
 verify::Loaded load_and_compile(const CheckRequest& request) {
   return verify::load_and_compile(request.solution, request.operator_name, request.operators_dirs,
-                                  compile_options(request));
+                                  compile_options(request), request.extra_workloads);
 }
 
 json request_json(const CheckRequest& r) {
@@ -59,7 +59,8 @@ json request_json(const CheckRequest& r) {
           {"options", r.options.to_json()},
           {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"mode", r.mode},
-          {"bench", r.bench}};
+          {"bench", r.bench},
+          {"extra_workloads", r.extra_workloads}};
 }
 
 CheckRequest request_from_json(const json& j) {
@@ -74,6 +75,7 @@ CheckRequest request_from_json(const json& j) {
   r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
   r.mode = j.value("mode", "check");
   r.bench = j.value("bench", json::object());
+  r.extra_workloads = j.value("extra_workloads", std::vector<json>{});
   return r;
 }
 

@@ -10,7 +10,8 @@ namespace kharness::verify {
 
 Loaded load_and_compile(const std::filesystem::path& solution, const std::string& operator_name,
                         const std::vector<std::filesystem::path>& operators_dirs,
-                        const CompileOptions& options) {
+                        const CompileOptions& options,
+                        const std::vector<nlohmann::json>& extra_workloads) {
   Solution candidate = load_solution(solution);
   std::string op_name = operator_name.empty() ? candidate.plan.definition : operator_name;
   if (op_name.empty()) {
@@ -18,6 +19,10 @@ Loaded load_and_compile(const std::filesystem::path& solution, const std::string
                       "no operator: give --operator or \"definition\" in the plan");
   }
   Operator op = OperatorRegistry::from_environment(operators_dirs).load(op_name);
+  for (std::size_t i = 0; i < extra_workloads.size(); ++i) {
+    op.workloads.push_back(
+        parse_workload(extra_workloads[i], op.definition, fmt::format("extra workload {}", i)));
+  }
   if (!op.reference) {
     throw input_error(op.definition_file.string(),
                       fmt::format("no reference.cu for {} (nor for its family '{}')",

@@ -24,8 +24,10 @@ struct Loaded {
 // The operator is `operator_name`, else the plan's "definition". Throws kharness::Error: exit 2
 // for no operator, an unknown one, an operator without a reference or with an unknown comparator;
 // exit 4 when the reference does not compile (a kharness bug, not the solution's).
+// `extra_workloads` (workload JSON: held-out shapes) join the operator's before anything compiles.
 Loaded load_and_compile(const std::filesystem::path& solution, const std::string& operator_name,
                         const std::vector<std::filesystem::path>& operators_dirs,
-                        const CompileOptions& options);
+                        const CompileOptions& options,
+                        const std::vector<nlohmann::json>& extra_workloads = {});
 
 }  // namespace kharness::verify

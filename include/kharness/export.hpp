@@ -1,0 +1,56 @@
+// Exchange out: a kharness solution as a FlashInfer-Bench Solution (DESIGN §10) that
+// FlashInfer-Bench 0.1.2's tvm-ffi builder compiles with nvcc and its runner calls in
+// destination-passing style: the definition's inputs (tensors as TensorView, scalars as int64_t,
+// double or bool) then its outputs. The host launcher is generated C++/CUDA from the launch plan
+// (grid, block, dynamic shared memory with the opt-in above 48 KiB, clusters through
+// cudaLaunchKernelEx, workspace, axis, scalar and literal arguments sized to the compiled
+// kernel's parameters). The kernel source keeps the plan as its first block comment, so
+// `kharness check` of the exported JSON reads the same plan back; kharness's loader leaves the
+// generated launcher out (a solution never runs host code under kharness).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kharness/compile.hpp"
+#include "kharness/definition.hpp"
+#include "kharness/solution.hpp"
+
+namespace kharness::exchange {
+
+// The generated launcher's file in the exported sources, and the marker its first line carries.
+// The second line names the kernel source kharness compiles: "// kharness-entry: PATH".
+inline constexpr const char* kFibLauncherFile = "kharness_fib_launcher.cu";
+inline constexpr const char* kFibLauncherMarker =
+    "// kharness: generated FlashInfer-Bench host launcher";
+inline constexpr const char* kFibEntryPrefix = "// kharness-entry: ";
+
+struct FibExportOptions {
+  std::string name;    // the Solution's name; empty: the solution's
+  std::string author;  // empty: the solution's, else "kharness"
+  std::string entry_symbol = "run";
+  std::vector<std::string> target_hardware = {"cuda"};
+  std::string arch;  // the target kharness compiled for (a note in the description)
+};
+
+struct FibExport {
+  nlohmann::ordered_json solution;  // the FlashInfer-Bench Solution JSON
+  std::vector<std::string> notes;   // what the user should know (one line each)
+};
+
+// `kernels` are the compiled module's kernels (their PTX parameter sizes decide how each
+// argument is passed). Throws Error with exit code 1 ("cannot export ...: <reason>", one line)
+// when the generated launcher cannot express the plan: a var axis no tensor's shape gives, a
+// compile option nvcc's build cannot reproduce, a second translation unit, a kernel the plan
+// names but the module lacks, an argument whose size does not match its parameter.
+FibExport export_fib_solution(const Solution& solution, const Definition& definition,
+                              const std::vector<KernelInfo>& kernels,
+                              const FibExportOptions& options);
+
+// The generated launcher's source alone (what export_fib_solution puts in kFibLauncherFile).
+std::string fib_launcher_source(const Solution& solution, const Definition& definition,
+                                const std::vector<KernelInfo>& kernels,
+                                const std::string& entry_symbol, const std::string& entry_path);
+
+}  // namespace kharness::exchange

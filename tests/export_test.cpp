@@ -1,0 +1,243 @@
+// `kharness export --fib`: the FlashInfer-Bench Solution JSON and its generated tvm-ffi launcher
+// for the rmsnorm, fused_add_rmsnorm and GEMM seeds (structure, the plan read back), and the
+// refusal of plans the launcher cannot express. tests/fib_export_nvcc.sh compiles the launchers
+// with nvcc against tvm-ffi's headers where they are at hand; scripts/fib-peer.sh runs them under
+// FlashInfer-Bench itself on a GPU.
+#include "kharness/export.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kharness/solution.hpp"
+#include "test_util.hpp"
+
+namespace kharness {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+struct Exported {
+  json solution;
+  std::string launcher, kernel;
+};
+
+Exported export_seed(const TempDir& dir, const std::string& seed, const std::string& op,
+                     const std::string& extra = "") {
+  std::string out = (dir.path() / (op + ".json")).string();
+  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" +
+                             (testing::source_dir() / seed).string() + "' --operator " + op +
+                             " --fib '" + out + "' --arch sm_90a " + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  Exported e;
+  std::ifstream in(out);
+  e.solution = json::parse(in);
+  for (const auto& s : e.solution["sources"]) {
+    if (s["path"] == exchange::kFibLauncherFile) {
+      e.launcher = s["content"];
+    } else {
+      e.kernel = s["content"];
+    }
+  }
+  return e;
+}
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+TEST(FibExport, RmsnormSeed) {
+  TempDir dir;
+  Exported e = export_seed(dir, "operators/rmsnorm_h4096/seed.cu", "rmsnorm_h4096");
+  const json& s = e.solution;
+  EXPECT_EQ(s["name"], "rmsnorm_h4096_seed");
+  EXPECT_EQ(s["definition"], "rmsnorm_h4096");
+  EXPECT_EQ(s["spec"]["language"], "cuda");
+  EXPECT_EQ(s["spec"]["binding"], "tvm-ffi");
+  EXPECT_EQ(s["spec"]["destination_passing_style"], true);
+  EXPECT_EQ(s["spec"]["target_hardware"], json::array({"cuda"}));
+  EXPECT_EQ(s["spec"]["entry_point"], "kharness_fib_launcher.cu::run");
+  ASSERT_EQ(s["sources"].size(), 2u);
+  EXPECT_EQ(s["sources"][0]["path"], "seed.cu");
+  // The kernel source is the seed as it is (its plan comment first).
+  EXPECT_EQ(e.kernel.rfind("/* kharness", 0), 0u);
+  const std::string& l = e.launcher;
+  EXPECT_EQ(l.rfind(exchange::kFibLauncherMarker, 0), 0u);
+  EXPECT_TRUE(has(l, "// kharness-entry: seed.cu\n"));
+  EXPECT_TRUE(has(l, "#include <tvm/ffi/container/tensor.h>"));
+  EXPECT_TRUE(has(l, "extern \"C\" void kharness_stub_0(void) __asm__(\"rmsnorm_kernel\");"));
+  EXPECT_TRUE(has(l,
+                  "void run(TensorView t_hidden_states, TensorView t_weight, TensorView "
+                  "t_output) {"));
+  EXPECT_TRUE(has(l, "check_tensor(t_hidden_states, \"hidden_states\", 2, 16);"));
+  EXPECT_TRUE(has(l, "const int64_t ax_batch_size = t_hidden_states.size(0);"));
+  EXPECT_TRUE(has(l, "const int64_t ax_hidden_size = 4096LL;"));
+  EXPECT_TRUE(has(l, "check_dim(t_weight, \"weight\", 0, ax_hidden_size, \"hidden_size\");"));
+  EXPECT_TRUE(has(l, "check_dim(t_output, \"output\", 0, ax_batch_size, \"batch_size\");"));
+  // batch_size is an int parameter; eps the float literal 1e-5 as its bytes.
+  EXPECT_TRUE(has(l, "int32_t a3 = narrow<int32_t>(ax_batch_size, \"batch_size\");"));
+  EXPECT_TRUE(has(l, "alignas(8) unsigned char a4[4] = {0xac, 0xc5, 0x27, 0x37};"));
+  EXPECT_TRUE(has(l, "void* args[] = {&a0, &a1, &a2, &a3, a4};"));
+  EXPECT_TRUE(has(l, "dim((ax_batch_size), \"grid.x\")"));
+  EXPECT_TRUE(has(l, "TVMFFIEnvGetStream(kDLCUDA, guard.device)"));
+  EXPECT_TRUE(has(l, "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, kharness_fib::run);"));
+  EXPECT_FALSE(has(l, "workspace(guard.device"));  // the plan has none
+}
+
+TEST(FibExport, FusedAddRmsnormSeed) {
+  TempDir dir;
+  Exported e = export_seed(dir, "operators/fused_add_rmsnorm_h4096/seed.cu",
+                           "fused_add_rmsnorm_h4096", "--name fused_seed --author tester");
+  EXPECT_EQ(e.solution["name"], "fused_seed");
+  EXPECT_EQ(e.solution["author"], "tester");
+  EXPECT_TRUE(has(e.launcher,
+                  "void run(TensorView t_hidden_states, TensorView t_residual, "
+                  "TensorView t_weight, TensorView t_output) {"));
+  EXPECT_TRUE(has(e.launcher, "__asm__(\"fused_add_rmsnorm_kernel\")"));
+  EXPECT_TRUE(has(e.launcher, "check_dim(t_residual, \"residual\", 0, ax_batch_size"));
+}
+
+TEST(FibExport, GemmSeedOptsIntoSharedMemory) {
+  TempDir dir;
+  Exported e = export_seed(dir, "operators/_families/gemm/seed.cu", "gemm_n6144_k4096");
+  const std::string& l = e.launcher;
+  EXPECT_EQ(e.solution["definition"], "gemm_n6144_k4096");
+  EXPECT_TRUE(has(l, "void run(TensorView t_A, TensorView t_B, TensorView t_C) {"));
+  EXPECT_TRUE(has(l, "const int64_t ax_M = t_A.size(0);"));
+  EXPECT_TRUE(has(l, "dim((kx_cdiv(ax_N, INT64_C(128))), \"grid.x\")"));
+  EXPECT_TRUE(has(l, "dim((INT64_C(61440)), \"shared_bytes\")"));
+  // Above 48 KiB: the launch helper opts in before launching.
+  EXPECT_TRUE(has(l, "cudaFuncAttributeMaxDynamicSharedMemorySize"));
+  EXPECT_TRUE(has(l, "cudaLaunchKernelExC"));
+}
+
+TEST(FibExport, RoundTripGivesTheSamePlan) {
+  TempDir dir;
+  for (auto [seed, op] :
+       {std::pair<std::string, std::string>{"operators/rmsnorm_h4096/seed.cu", "rmsnorm_h4096"},
+        {"operators/_families/gemm/seed.cu", "gemm_n6144_k4096"}}) {
+    export_seed(dir, seed, op);
+    std::string file = (dir.path() / (op + ".json")).string();
+    Solution back = load_solution(file);
+    Solution original = load_solution(testing::source_dir() / seed);
+    EXPECT_EQ(back.plan.raw, original.plan.raw) << op;
+    EXPECT_EQ(back.sources.size(), 1u) << "the generated launcher is left out";
+    EXPECT_EQ(back.entry_source().path, "seed.cu");
+    EXPECT_EQ(back.entry_source().content, original.entry_source().content);
+    auto compiled = testing::kharness("compile '" + file + "' --operator " + op + " --arch sm_90a");
+    EXPECT_EQ(compiled.exit_code, 0) << compiled.out;
+  }
+}
+
+TEST(FibExport, MacrosBecomeDefines) {
+  TempDir dir;
+  std::string src = (dir.path() / "k.cu").string();
+  std::string seed = (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string();
+  // The seed's knobs given as -D options, as the tune provider writes them.
+  auto r = testing::run_command(
+      "sed 's/\"compile_options\": \\[\"-std=c++17\"\\]/"
+      "\"compile_options\": [\"-std=c++17\", \"-DTHREADS=128\", "
+      "\"-DVEC=8\"]/; s/\"block\": \\[256, 1, 1\\]/\"block\": [128, 1, "
+      "1]/' '" +
+      seed + "' > '" + src + "'");
+  ASSERT_EQ(r.exit_code, 0);
+  std::string out = (dir.path() / "k.json").string();
+  auto e = testing::kharness("--archive '" + dir.path().string() + "/a' export '" + src +
+                             "' --operator rmsnorm_h4096 --fib '" + out + "' --arch sm_90a");
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  std::ifstream in(out);
+  json j = json::parse(in);
+  std::string kernel = j["sources"][0]["content"];
+  EXPECT_TRUE(has(kernel, "*/\n// kharness export: the plan's compile options"));
+  EXPECT_TRUE(has(kernel, "#define THREADS 128\n#define VEC 8\n"));
+  EXPECT_TRUE(
+      has(j["sources"][1]["content"].get<std::string>(), "dim((INT64_C(128)), \"block.x\")"));
+}
+
+// A definition with a var axis no tensor carries, and a plan that launches on it.
+struct Probe {
+  Definition definition;
+  Solution solution;
+  std::vector<KernelInfo> kernels;
+};
+
+Probe probe(const std::string& grid, const std::string& options = "[]") {
+  Probe p;
+  p.definition = parse_definition_text(R"({
+    "name": "probe", "op_type": "probe",
+    "axes": {"n": {"type": "var"}, "steps": {"type": "var"}},
+    "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+    "outputs": {"y": {"shape": ["n"], "dtype": "float32"}}
+  })",
+                                       "probe.json");
+  p.solution = parse_single_file_solution(
+      "/* kharness {\"definition\": \"probe\", \"launches\": [{\"kernel\": \"k\", \"grid\": [\"" +
+          grid +
+          "\", 1, 1], \"block\": [128, 1, 1], \"args\": [\"x\", \"y\", \"n\"]}], "
+          "\"compile_options\": " +
+          options +
+          "} */\nextern \"C\" __global__ void k(const float* x, "
+          "float* y, int n) {}\n",
+      "probe.cu");
+  KernelInfo k;
+  k.name = k.mangled = "k";
+  k.params = {{"u64", 8, 8}, {"u64", 8, 8}, {"u32", 4, 4}};
+  p.kernels = {k};
+  return p;
+}
+
+void expect_refused(const Probe& p, const std::string& why) {
+  try {
+    exchange::export_fib_solution(p.solution, p.definition, p.kernels, {});
+    ADD_FAILURE() << "exported; expected a refusal naming " << why;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kFailed);
+    std::string what = e.what();
+    EXPECT_NE(what.find("cannot export to FlashInfer-Bench"), std::string::npos) << what;
+    EXPECT_NE(what.find(why), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+  }
+}
+
+TEST(FibExport, RefusesWhatTheLauncherCannotExpress) {
+  Probe fine = probe("cdiv(n, 128)");
+  EXPECT_NO_THROW(exchange::export_fib_solution(fine.solution, fine.definition, fine.kernels, {}));
+  expect_refused(probe("steps"), "var axis 'steps' is the size of no tensor");
+  expect_refused(probe("n", "[\"--use_fast_math\"]"), "compile option '--use_fast_math'");
+  Probe wrong = probe("n");
+  wrong.kernels[0].params[2].size = 2;
+  expect_refused(wrong, "an axis for a 2-byte parameter");
+  Probe missing = probe("n");
+  missing.kernels[0].name = missing.kernels[0].mangled = "other";
+  expect_refused(missing, "kernel 'k' is not in the compiled module");
+  Probe two = probe("n");
+  two.solution.sources.push_back({"extra.cu", "// more\n"});
+  expect_refused(two, "'extra.cu' would be compiled as a second translation unit");
+}
+
+TEST(FibExport, CliRefusalIsOneLineExit1) {
+  TempDir dir;
+  std::string src = (dir.path() / "fast.cu").string();
+  std::string seed = (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string();
+  ASSERT_EQ(testing::run_command("sed 's/\"-std=c++17\"/\"-std=c++17\", \"--use_fast_math\"/' '" +
+                                 seed + "' > '" + src + "'")
+                .exit_code,
+            0);
+  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" + src +
+                             "' --operator rmsnorm_h4096 --fib '" + dir.path().string() +
+                             "/o.json' --arch sm_90a");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot export to FlashInfer-Bench: compile option '--use_fast_math'"),
+            std::string::npos)
+      << r.out;
+  // No operator anywhere: bad usage.
+  auto none = testing::kharness(
+      "export '" + (testing::source_dir() / "operators/_families/gemm/seed.cu").string() +
+      "' --fib '" + dir.path().string() + "/g.json'");
+  EXPECT_EQ(none.exit_code, 2) << none.out;
+}
+
+}  // namespace
+}  // namespace kharness

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# CTest fib_export_nvcc: `kharness export --fib` of the rmsnorm, fused_add_rmsnorm and GEMM seeds,
+# then the exported sources built as FlashInfer-Bench 0.1.2's tvm-ffi builder builds them (nvcc
+# -std=c++17 -O2 per .cu file, one shared library with libtvm_ffi and libcudart), linked with no
+# undefined symbol (so every kernel stub the launcher names exists) and exporting the tvm-ffi
+# entry symbol. Needs nvcc and tvm-ffi's headers and library: $TVM_FFI_ROOT (a folder holding
+# include/tvm/ffi and lib/libtvm_ffi.so, as the apache-tvm-ffi wheel's tvm_ffi/ does), else the
+# wheel in .fib-wheels/ (scripts/fetch-fib-wheels.sh); skips (77) with a message without them.
+#   tests/fib_export_nvcc.sh KHARNESS_BINARY SOURCE_DIR
+set -euo pipefail
+KHARNESS="$1"
+SRC="$2"
+skip() { echo "SKIP: $*"; exit 77; }
+NVCC="$(command -v nvcc || true)"
+[[ -n "$NVCC" || ! -x /usr/local/cuda/bin/nvcc ]] || NVCC=/usr/local/cuda/bin/nvcc
+[[ -n "$NVCC" ]] || skip "no nvcc"
+command -v python3 >/dev/null || skip "no python3"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+ROOT="${TVM_FFI_ROOT:-}"
+if [[ -z "$ROOT" ]]; then
+  WHEEL="$(ls "$SRC"/.fib-wheels/apache_tvm_ffi-*.whl 2>/dev/null | head -1 || true)"
+  [[ -n "$WHEEL" ]] || skip "no tvm-ffi (set TVM_FFI_ROOT or run scripts/fetch-fib-wheels.sh)"
+  python3 -m zipfile -e "$WHEEL" "$WORK/wheel" >/dev/null
+  ROOT="$WORK/wheel/tvm_ffi"
+fi
+[[ -f "$ROOT/include/tvm/ffi/container/tensor.h" && -f "$ROOT/lib/libtvm_ffi.so" ]] ||
+  skip "$ROOT has no include/tvm/ffi or lib/libtvm_ffi.so"
+CUDA_LIB="$(cd "$(dirname "$NVCC")/.." && pwd)/lib64"
+export KHARNESS_ARCHIVE="$WORK/archive"
+status=0
+for spec in rmsnorm_h4096:operators/rmsnorm_h4096/seed.cu \
+            fused_add_rmsnorm_h4096:operators/fused_add_rmsnorm_h4096/seed.cu \
+            gemm_n6144_k4096:operators/_families/gemm/seed.cu; do
+  op="${spec%%:*}"
+  seed="${spec#*:}"
+  out="$WORK/$op"
+  mkdir -p "$out"
+  "$KHARNESS" export "$SRC/$seed" --operator "$op" --fib "$out/fib_solution.json" --arch sm_90a
+  # The sources as FlashInfer-Bench writes them: one folder, each file at its path.
+  python3 - "$out/fib_solution.json" "$out/src" <<'PY'
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+assert s["spec"]["language"] == "cuda" and "::" in s["spec"]["entry_point"], s["spec"]
+for f in s["sources"]:
+    p = os.path.join(sys.argv[2], f["path"])
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    open(p, "w").write(f["content"])
+PY
+  symbol="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["entry_point"].split("::")[-1])' "$out/fib_solution.json")"
+  objs=()
+  for cu in "$out"/src/*.cu; do
+    obj="$out/$(basename "$cu").o"
+    "$NVCC" -Xcompiler -fPIC -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+      -I"$ROOT/include" -I"$out/src" -c "$cu" -o "$obj"
+    objs+=("$obj")
+  done
+  g++ -shared "${objs[@]}" -L"$ROOT/lib" -ltvm_ffi -L"$CUDA_LIB" -lcudart -Wl,--no-undefined \
+    -o "$out/$op.so"
+  if nm -D --defined-only "$out/$op.so" | grep -q " __tvm_ffi_${symbol}\$"; then
+    echo "ok: $op builds, links with no undefined symbol and exports __tvm_ffi_${symbol}"
+  else
+    echo "FAIL: $op.so does not export __tvm_ffi_${symbol}"
+    status=1
+  fi
+done
+exit $status
