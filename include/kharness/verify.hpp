@@ -5,9 +5,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kharness/device.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
 #include "verify/evaluate.hpp"
@@ -29,6 +31,10 @@ struct CheckRequest {
   // "compile" (compile and rules only: no GPU needed).
   std::string mode = "check";
   nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions, as JSON
+  // The GPU the worker runs on (DESIGN §9: one worker per GPU of --gpus). The worker sees only
+  // this GPU (CUDA_VISIBLE_DEVICES=its UUID), and the verdict's environment names it. nullopt:
+  // the first visible GPU, as before pools.
+  std::optional<GpuInfo> gpu;
 };
 
 // Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)
