@@ -5,6 +5,8 @@
 #
 #   scripts/setup.sh            BUILD_DIR (default build) and BUILD_TYPE (default Release) may be set.
 #   SETUP_FUZZ=1 scripts/setup.sh   also installs what scripts/fuzz.sh needs (clang's libFuzzer).
+#   SETUP_SLURM=1 scripts/setup.sh  also installs Slurm and munge, for the Slurm launcher's test
+#                                   (tests/slurm/run-slurm-test.sh, CTest label slurm).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +17,8 @@ PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libs
           libxml2-utils python3-jsonschema)  # the last two: schema checks of JUnit and JSON reports
 # The fuzz step only (scripts/fuzz.sh): clang with libFuzzer and the sanitizer run-times.
 if [[ "${SETUP_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev); fi
+# The Slurm test only: a one-node cluster on localhost (slurmctld, slurmd, munged).
+if [[ "${SETUP_SLURM:-0}" == 1 ]]; then PACKAGES+=(slurm-wlm munge); fi
 
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }

@@ -889,13 +889,13 @@ struct SourceArchive {
 class SourceIndex {
  public:
   explicit SourceIndex(const fs::path& index) {
-    int rc = sqlite3_open_v2(index.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                             nullptr);
+    int rc =
+        sqlite3_open_v2(index.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {  // a read-only folder: a read-only connection still reads it
       sqlite3_close(db_);
       db_ = nullptr;
-      rc = sqlite3_open_v2(index.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+      rc =
+          sqlite3_open_v2(index.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
     }
     if (rc != SQLITE_OK) {
       std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -905,9 +905,8 @@ class SourceIndex {
     Statement check(db_, "PRAGMA quick_check");
     std::string verdict = check.step() ? check.text(0) : std::string();
     if (verdict != "ok")
-      throw input_error(index.string(),
-                        fmt::format("a damaged archive index (quick_check: {})",
-                                    printable_line(bounded(verdict, 120))));
+      throw input_error(index.string(), fmt::format("a damaged archive index (quick_check: {})",
+                                                    printable_line(bounded(verdict, 120))));
     check_schema(db_);
   }
   ~SourceIndex() { sqlite3_close(db_); }

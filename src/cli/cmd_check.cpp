@@ -177,8 +177,9 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
   validate_gpus_flag(args.gpus);
   if (!args.shard.empty()) parse_shard(args.shard);
   if (!args.from_archive.empty() && !args.shard.empty())
-    throw input_error("--from-archive", "renders what the archive holds; --shard selects what to "
-                                        "evaluate: give one of them");
+    throw input_error("--from-archive",
+                      "renders what the archive holds; --shard selects what to "
+                      "evaluate: give one of them");
   if (args.from_archive.empty() && args.solutions.empty())
     throw input_error("solutions", "give the solutions (or folders) to evaluate");
 }
@@ -754,9 +755,8 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
   }
   CLI::Option* solutions = app.add_option(
       "solutions", args->solutions,
-      mode == "score"
-          ? "Solutions and folders of solutions, scored in sorted order"
-          : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker");
+      mode == "score" ? "Solutions and folders of solutions, scored in sorted order"
+                      : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker");
   if (mode != "score") solutions->required();  // score --from-archive may go without
   add_gpus_option(app, &args->gpus);
   app.add_option("--operator", args->operator_name,

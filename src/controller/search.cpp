@@ -421,8 +421,7 @@ struct Search::Impl {
   // The evaluations (the cascade, then the full validation), against the current incumbent, on
   // `gpu`, with seeds counter_base + 1 and + 2. Reads the search's state, changes none of it:
   // safe on several threads at once.
-  void evaluate_trial(Trial& t, const std::optional<GpuInfo>& gpu,
-                      std::uint64_t counter_base) {
+  void evaluate_trial(Trial& t, const std::optional<GpuInfo>& gpu, std::uint64_t counter_base) {
     auto start = std::chrono::steady_clock::now();
     t.incumbent = best.id;
     if (options.compile_only) {

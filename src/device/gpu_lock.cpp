@@ -46,8 +46,7 @@ GpuLock::GpuLock(const std::filesystem::path& dir, const std::string& key, Mode 
   if (turnstile < 0) return;
   int fd = open_lock_file(dir / (name + ".lock"), problem_);
   if (fd >= 0) {
-    bool ok = lock(turnstile, LOCK_EX) &&
-              lock(fd, mode == Mode::kExclusive ? LOCK_EX : LOCK_SH);
+    bool ok = lock(turnstile, LOCK_EX) && lock(fd, mode == Mode::kExclusive ? LOCK_EX : LOCK_SH);
     if (ok) {
       fd_ = fd;
     } else {

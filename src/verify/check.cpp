@@ -168,9 +168,9 @@ Verdict check_solution(const CheckRequest& request) {
   }
   verdict.environment = gpu_record(*gpu);
   verdict.environment.update(json{{"driver", env.driver.nvidia_version},
-                         {"cuda", cuda_version_string(env.driver.cuda_version)},
-                         {"nvrtc", env.nvrtc_version},
-                         {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
+                                  {"cuda", cuda_version_string(env.driver.cuda_version)},
+                                  {"nvrtc", env.nvrtc_version},
+                                  {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
 
   SubprocessOptions sub;
   // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
