@@ -256,7 +256,7 @@ json comparable(json j) {
     v.erase("cached_from");
     if (v.contains("compile")) {
       v["compile"].erase("seconds");
-      v["compile"].erase("cached");
+      v["compile"].erase("cache_hit");
     }
   }
   return j;

@@ -193,8 +193,9 @@ struct Pool {
 Pool make_pool(const CheckArgs& args) {
   Pool pool;
   pool.gpus = resolve_gpus(args.gpus, args.mode != "compile", !args.arch.empty());
-  pool.arch = args.arch.empty() && pool.gpus[0] ? normalize_arch(pool.gpus[0]->arch)
-                                                : resolve_arch(args.arch);
+  pool.arch = args.arch.empty() && pool.gpus[0] && !pool.gpus[0]->arch.empty()
+                  ? normalize_arch(pool.gpus[0]->arch)
+                  : resolve_arch(args.arch);
   return pool;
 }
 
@@ -621,9 +622,13 @@ std::vector<Verdict> verdicts_from_archive(const CheckArgs& args,
   }
   auto load = [&](const archive::CandidateSummary& c, long* index) {
     archive::StoredCandidate stored = a.load(c.id);
+    if (!stored.record.verdict) return missing_verdict(c.origin, args.operator_name, dir.string());
     Verdict v = *stored.record.verdict;
     v.source = c.origin;  // a reused verdict names the submission it was first evaluated for
-    if (index) *index = stored.record.extra.value("score_index", -1L);
+    const nlohmann::json& extra = stored.record.extra;
+    if (index && extra.is_object() && extra.contains("score_index") &&
+        extra["score_index"].is_number_integer())
+      *index = extra["score_index"].get<long>();
     return v;
   };
   std::vector<Verdict> out;

@@ -252,7 +252,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   }
   // The pool: a step's --samples candidates evaluate on its workers at once (DESIGN §9).
   args.search.gpus = resolve_gpus(args.gpus, !args.search.compile_only, !args.arch.empty());
-  std::string arch = args.arch.empty() && args.search.gpus[0]
+  std::string arch = args.arch.empty() && args.search.gpus[0] && !args.search.gpus[0]->arch.empty()
                          ? normalize_arch(args.search.gpus[0]->arch)
                          : resolve_arch(args.arch);
   const std::uint64_t seed = parse_seed_flag("--seed", args.seed);

@@ -157,7 +157,7 @@ def clean(j):
     for v in j["solutions"]:
         for k in ("seconds", "phases", "candidate", "cached_from"):
             v.pop(k, None)
-        for k in ("seconds", "cached"):
+        for k in ("seconds", "cache_hit"):
             v.get("compile", {}).pop(k, None)
     return j
 def xml(text):
