@@ -1,8 +1,10 @@
 // The per-GPU lock (DESIGN §9): a timed measurement never shares its GPU with another measurement,
 // nor with a correctness check. Several workers may use one GPU (`--gpus 0,0`, or two kharness
 // processes on one machine); each takes this lock on the GPU it runs on:
-// - shared around correctness checks (any number at once),
-// - exclusive around the timing phase (alone on the GPU; waits for the checks in flight to end).
+// - shared from before its context exists (correctness checks: any number at once),
+// - exclusive from the timing phase to the end of the process, its context torn down included
+//   (alone on the GPU; it waits for the checks in flight to end).
+// So two processes' uses of one GPU overlap only when neither is timing.
 //
 // It is flock(2) on files in one folder, keyed by the GPU's UUID (`<dir>/<uuid>.lock`), so it
 // holds across processes and users sharing the folder, and the kernel releases it when the holder

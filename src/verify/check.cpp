@@ -116,11 +116,14 @@ std::string visible_devices_for(const GpuInfo& g) {
 }
 
 // The GPU the lock is keyed by: device 0 of the worker (the only one it sees under a pool).
-std::string gpu_lock_key(const device::PrimaryContext& context) {
-  CUuuid uuid{};
+std::string gpu_lock_key() {
   const auto& cu = device::Driver::instance();
-  if (cu.cuDeviceGetUuid(&uuid, context.device()) == CUDA_SUCCESS) return device::format_uuid(uuid);
-  return "device-" + std::to_string(static_cast<int>(context.device()));
+  CUdevice dev = 0;
+  CUuuid uuid{};
+  if (cu.available() && cu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+      cu.cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS)
+    return device::format_uuid(uuid);
+  return "device-0";
 }
 
 }  // namespace
@@ -205,11 +208,12 @@ int worker_main() {
     if (!loaded.candidate_compiled.ok())
       throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
     auto t1 = std::chrono::steady_clock::now();
-    device::PrimaryContext context(0);
-    auto t2 = std::chrono::steady_clock::now();
-    // The per-GPU lock (device/gpu_lock.hpp): shared while checking, exclusive while timing.
+    // The per-GPU lock (device/gpu_lock.hpp): shared from before the context exists, exclusive
+    // from the timing phase on. Declared before the context, it is released after the context is
+    // gone: no use of the GPU by this process (creating or tearing down a context included)
+    // overlaps another process's timing.
     const std::filesystem::path lock_dir = j.value("gpu_lock_dir", std::string());
-    const std::string lock_key = gpu_lock_key(context);
+    const std::string lock_key = gpu_lock_key();
     double lock_wait = 0;
     auto gpu_lock = [&](device::GpuLock::Mode mode) {
       auto lock = std::make_unique<device::GpuLock>(
@@ -220,6 +224,9 @@ int worker_main() {
       if (!lock->held()) spdlog::warn("no GPU lock ({}): timing unguarded", lock->problem());
       return lock;
     };
+    std::unique_ptr<device::GpuLock> gpu_held = gpu_lock(device::GpuLock::Mode::kShared);
+    device::PrimaryContext context(0);
+    auto t2 = std::chrono::steady_clock::now();
     verify::EvaluationSink sink;
     sink.started = [&](const std::string& uuid) {
       emit({{"event", "started"}, {"workload", uuid}});
@@ -229,7 +236,6 @@ int worker_main() {
     };
     Verdict v;
     if (request.mode != "bench") {
-      auto shared = gpu_lock(device::GpuLock::Mode::kShared);
       v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                                        {&loaded.candidate, &loaded.candidate_compiled},
                                        request.options, sink);
@@ -265,7 +271,8 @@ int worker_main() {
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
-      auto exclusive = gpu_lock(device::GpuLock::Mode::kExclusive);
+      gpu_held.reset();  // a shared holder waiting to become exclusive would deadlock another
+      gpu_held = gpu_lock(device::GpuLock::Mode::kExclusive);
       device::ActivityPhase phase("timing");
       bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                        {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr,
