@@ -68,11 +68,12 @@ GRES="${KHARNESS_SLURM_GRES-gpu:1}"
   declare -p KHARNESS SUBMISSIONS OPERATOR SHARDS OUT EXTRA
 } > "$OUT/job.env"
 
-cat > "$OUT/shard.sh" <<'TASK'
-#!/usr/bin/env bash
-# One shard: kharness score --shard I/N into a node-local archive, then copied to OUT/shards/I.
-set -uo pipefail
-source "$(dirname "$0")/job.env"
+# Slurm runs a copy of each batch script from its spool: the scripts name job.env by its path.
+header() { printf '#!/usr/bin/env bash\n# %s\nset -uo pipefail\nsource %q\n' "$1" "$OUT/job.env"; }
+
+header "One shard: kharness score --shard I/N into a node-local archive, copied to OUT/shards/I." \
+  > "$OUT/shard.sh"
+cat >> "$OUT/shard.sh" <<'TASK'
 I="${SLURM_ARRAY_TASK_ID:?not in a Slurm job array}"
 SCRATCH="$(mktemp -d "${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/kharness-shard-$I.XXXXXX")"
 trap 'rm -rf "$SCRATCH"' EXIT
@@ -90,11 +91,9 @@ fi
 exit "$rc"
 TASK
 
-cat > "$OUT/merge.sh" <<'MERGE'
-#!/usr/bin/env bash
-# After every shard: merge their archives, write the reports from the merged one.
-set -uo pipefail
-source "$(dirname "$0")/job.env"
+header "After every shard: merge their archives, write the reports from the merged one." \
+  > "$OUT/merge.sh"
+cat >> "$OUT/merge.sh" <<'MERGE'
 shopt -s nullglob
 archives=("$OUT"/shards/*/)
 if ((${#archives[@]})); then

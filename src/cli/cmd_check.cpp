@@ -291,6 +291,20 @@ class Evaluator {
     return result;
   }
 
+  // A submission that could not be evaluated (bad input: `score` gives it a REJECTED verdict of
+  // its own) is archived with that verdict, so that an archive, and a merge of shards' archives,
+  // holds a verdict for every submission scored.
+  void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra) {
+    if (!archive_) return;
+    archive::CandidateRecord record;
+    record.name = v.solution;
+    record.operator_name = v.definition;
+    record.origin = path;
+    record.verdict = v;
+    record.extra = extra;
+    archive(record);
+  }
+
  private:
   // The archived candidate whose verdict stands for `key`, if any. A cached candidate that does
   // not load (an edited or damaged verdict.json, a FIFO in its folder) costs the cache hit, not
@@ -689,9 +703,9 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
       progress.starting(i, path);
       Verdict v;
       std::string note;
+      nlohmann::json extra = {{"score_index", mine[i]}};
+      if (!args.shard.empty()) extra["shard"] = args.shard;
       try {
-        nlohmann::json extra = {{"score_index", mine[i]}};
-        if (!args.shard.empty()) extra["shard"] = args.shard;
         Evaluator::Result r = evaluator.evaluate(path, pool.gpus[worker], extra);
         v = std::move(r.verdict);
         note = cached_note(r);
@@ -703,6 +717,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
         v.definition = args.operator_name;
         v.status = Status::kRejected;
         v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
+        evaluator.archive_failure(path, v, extra);
       }
       progress.finished(i, path, v, note);
       verdicts[i] = std::move(v);
