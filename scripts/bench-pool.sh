@@ -76,6 +76,7 @@ for cfg in configs:
 
 identical = True
 worst = 0.0
+timed = 0
 for cfg in configs[1:]:
     a = {v["source"]: v for v in runs[ref]}
     b = {v["source"]: v for v in runs[cfg]}
@@ -101,8 +102,10 @@ for cfg in configs[1:]:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         dev = max(abs(r - 1) for r in ratios)
         worst = max(worst, abs(geo - 1))
+        timed += 1
         print(f"| {name} | {a[s]['status']} | {len(common)} | {geo:.4f} | {100 * dev:.2f}% |")
 print()
+print(f"timed solutions compared: {timed}")
 print(f"max |ratio-1| over solutions: {100 * worst:.2f}% (target <= {100 * limit:.0f}%)")
 print(f"identical statuses: {'yes' if identical else 'no'}")
 sys.exit(0 if identical and worst <= limit else 1)
