@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "cli/shard.hpp"
+#include "device/gpu_lock.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
@@ -59,6 +64,50 @@ TEST(Shard, ParsesIOverNAndRefusesTheRest) {
        {"", "1", "5/5", "6/5", "-1/5", "1/0", "a/b", "1/2/3", "1 /2", "0x1/2", "1/1000000"}) {
     testing::expect_input_error([&] { cli::parse_shard(bad); }, "--shard", "0 <= I < N");
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The per-GPU lock (flock: two locks of one process conflict like two processes' would)
+
+TEST(GpuLock, ChecksShareATimingIsAloneAndGoesFirst) {
+  using device::GpuLock;
+  using namespace std::chrono_literals;
+  testing::TempDir tmp;
+  fs::path dir = tmp.path() / "locks";
+  std::atomic<int> order{0};
+  int timed_at = 0, late_check_at = 0;
+  {
+    auto check1 = std::make_unique<GpuLock>(dir, "GPU-1234", GpuLock::Mode::kShared);
+    auto check2 = std::make_unique<GpuLock>(dir, "GPU-1234", GpuLock::Mode::kShared);  // shared
+    EXPECT_TRUE(check1->held());
+    EXPECT_TRUE(check2->held());
+    EXPECT_LT(check2->waited_seconds(), 0.5);
+    GpuLock other_gpu(dir, "GPU-5678", GpuLock::Mode::kExclusive);  // another GPU: no wait
+    EXPECT_LT(other_gpu.waited_seconds(), 0.5);
+    std::thread timing([&] {
+      GpuLock t(dir, "GPU-1234", GpuLock::Mode::kExclusive);
+      timed_at = ++order;
+      std::this_thread::sleep_for(100ms);
+    });
+    std::this_thread::sleep_for(200ms);  // the timing now waits for the checks
+    std::thread late_check([&] {
+      GpuLock c(dir, "GPU-1234", GpuLock::Mode::kShared);
+      late_check_at = ++order;
+    });
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(order.load(), 0);  // neither got in while the checks hold the GPU
+    check1.reset();
+    check2.reset();
+    timing.join();
+    late_check.join();
+  }
+  EXPECT_EQ(timed_at, 1);       // the waiting timing went first
+  EXPECT_EQ(late_check_at, 2);  // the check that came after it waited for it
+  // A folder that cannot be made is no lock, and says why.
+  write_file_atomic((tmp.path() / "file").string(), "x");
+  GpuLock none(tmp.path() / "file" / "locks", "GPU-1", GpuLock::Mode::kExclusive);
+  EXPECT_FALSE(none.held());
+  EXPECT_FALSE(none.problem().empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,13 +322,14 @@ std::string score(const fs::path& archive, const std::string& args) {
 
 TEST(ScaleCli, FlagErrorsAreOneLineAndExitTwo) {
   std::string sub = "'" + testing::fixture("good/rmsnorm_simple.cu").string() + "'";
-  for (const std::string& args :
-       {"score " + sub + " --compile-only --shard 3/3",
-        "score " + sub + " --compile-only --shard x", "score " + sub + " --compile-only --shard 1",
-        "score " + sub + " --compile-only --gpus a", "score " + sub + " --compile-only --gpus 0,,1",
-        "check " + sub + " --gpus=-1", "validate " + sub + " --compile-only --gpus '0;1'",
-        "score --compile-only", "score --from-archive /nonexistent/archive",
-        "archive merge /tmp/x /nonexistent/src"}) {
+  for (const std::string& args : std::vector<std::string>{
+           "score " + sub + " --compile-only --shard 3/3",
+           "score " + sub + " --compile-only --shard x",
+           "score " + sub + " --compile-only --shard 1",
+           "score " + sub + " --compile-only --gpus a",
+           "score " + sub + " --compile-only --gpus 0,,1", "check " + sub + " --gpus=-1",
+           "validate " + sub + " --compile-only --gpus '0;1'", "score --compile-only",
+           "score --from-archive /nonexistent/archive", "archive merge /tmp/x /nonexistent/src"}) {
     auto r = testing::kharness(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find("error:"), std::string::npos) << args << "\n" << r.out;
