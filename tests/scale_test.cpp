@@ -423,6 +423,30 @@ TEST(ScaleCli, ShardsMergedEqualOneRun) {
   EXPECT_EQ(p["solutions"][1]["failure"]["kind"], "not_scored");
 }
 
+// run --samples K on a pool: the step's candidates evaluate at once and are judged in order, so
+// the run's records are those of one worker.
+TEST(ScaleCli, RunSamplesOnAPoolRecordWhatOneWorkerRecords) {
+  testing::TempDir tmp;
+  std::map<std::string, std::string> tables;
+  for (const std::string gpus : {"0", "0,0,0"}) {
+    fs::path dir = tmp.path() / ("run" + gpus);
+    auto r = testing::kharness("run --operator rmsnorm_h4096 --provider replay --responses '" +
+                               testing::fixture("replay/rmsnorm").string() +
+                               "' --budget 5 --samples 3 --compile-only --seed 1 --no-archive "
+                               "--gpus " +
+                               gpus + " --run-dir '" + dir.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::string table;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("| c", 0) == 0) table += line + "\n";
+    tables[gpus] = table;
+  }
+  EXPECT_NE(tables["0"].find("| c0005 |"), std::string::npos) << tables["0"];
+  EXPECT_NE(tables["0"].find("COMPILE_ERROR"), std::string::npos) << tables["0"];
+  EXPECT_EQ(tables["0,0,0"], tables["0"]);
+}
+
 TEST(ScaleCli, MergeRefusesACorruptSourceNamingIt) {
   testing::TempDir tmp;
   fs::path bad = tmp.path() / "bad";
