@@ -383,7 +383,10 @@ struct Search::Impl {
   struct Trial {
     std::filesystem::path file;
     std::optional<Verdict> compiled, reps, full;
-    std::string incumbent;  // the best kernel's id when it was timed
+    // The incumbent it was timed against: its id, per-workload speedups and score.
+    std::string incumbent;
+    std::map<std::string, double> incumbent_speedup;
+    double incumbent_score = 0;
     double seconds = 0;
   };
 
@@ -424,6 +427,8 @@ struct Search::Impl {
   void evaluate_trial(Trial& t, const std::optional<GpuInfo>& gpu, std::uint64_t counter_base) {
     auto start = std::chrono::steady_clock::now();
     t.incumbent = best.id;
+    t.incumbent_speedup = best.speedup;
+    t.incumbent_score = best.score;
     if (options.compile_only) {
       t.compiled = evaluate(t.file, "compile", {}, {}, gpu, counter_base + 1);
     } else {
@@ -456,7 +461,8 @@ struct Search::Impl {
       const Verdict& v = *t.reps;
       r.stage = "representatives";
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
-      Comparison c = compare_with_incumbent(v, best.speedup);
+      // Judged against the incumbent it was timed against (a later one only does better).
+      Comparison c = compare_with_incumbent(v, t.incumbent_speedup);
       r.status = v.passed() && !v.clean_pass() ? "SUSPECT" : std::string(status_name(v.status));
       if (v.status == Status::kCompileError || v.status == Status::kRejected) {
         // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
@@ -474,12 +480,12 @@ struct Search::Impl {
       // An estimate from the representatives, so a provider that steers by score (tune) sees
       // how far behind it is.
       if (v.passed() && !v.clean_pass()) r.reason = promotion_refusal(v);
-      if (v.clean_pass()) r.score = best.score * c.score_ratio;
+      if (v.clean_pass()) r.score = t.incumbent_score * c.score_ratio;
       if (v.clean_pass())
         r.note = fmt::format(
             "correct on the {} representative shapes but scores {:.3f}x the incumbent {} there: "
             "not promising, full validation skipped",
-            reps.size(), c.score_ratio, best.id);
+            reps.size(), c.score_ratio, t.incumbent);
       r.verdict = to_json(v);
       last = v;
       return;
