@@ -389,7 +389,7 @@ TEST(ScaleCli, ShardsMergedEqualOneRun) {
   for (int i = 0; i < 3; ++i) {
     fs::path arc = tmp.path() / ("shard" + std::to_string(i));
     auto r = testing::kharness(score(arc, folder) + " --shard " + std::to_string(i) + "/3");
-    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_EQ(r.exit_code, i == 1 ? 0 : 1) << r.out;  // shard 1 holds b_folder and g_simple only
     shards.push_back("'" + arc.string() + "'");
   }
   fs::path merged = tmp.path() / "merged";
