@@ -188,6 +188,7 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
 struct Pool {
   std::vector<std::optional<GpuInfo>> gpus;  // one entry per worker
   std::string arch;
+  int sharing = 1;  // the most workers on one GPU (gpu_sharing)
 };
 
 Pool make_pool(const CheckArgs& args) {
@@ -196,6 +197,7 @@ Pool make_pool(const CheckArgs& args) {
   pool.arch = args.arch.empty() && pool.gpus[0] && !pool.gpus[0]->arch.empty()
                   ? normalize_arch(pool.gpus[0]->arch)
                   : resolve_arch(args.arch);
+  pool.sharing = gpu_sharing(pool.gpus);
   return pool;
 }
 
@@ -212,10 +214,12 @@ class Evaluator {
     std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
   };
 
+  // `sharing`: the most workers on one GPU; each worker's --timeout is that many times longer, as
+  // it may wait for the others' timings.
   Evaluator(const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed,
-            std::string arch, const std::string& command,
+            std::string arch, const std::string& command, int sharing = 1,
             const nlohmann::json& run_info = nlohmann::json::object())
-      : args_(args), global_(global), seed_(seed), arch_(std::move(arch)) {
+      : args_(args), global_(global), seed_(seed), arch_(std::move(arch)), sharing_(sharing) {
     std::filesystem::path dir =
         global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
     try {
@@ -327,7 +331,7 @@ class Evaluator {
     request.operators_dirs = global_.operators_dirs;
     request.arch = arch_;
     request.use_cache = !args_.no_cache;
-    request.timeout_seconds = args_.timeout;
+    request.timeout_seconds = args_.timeout * sharing_;
     request.launch_timeout_seconds = args_.launch_timeout;
     request.options.trials = args_.trials;
     request.options.seed = seed_;
@@ -455,6 +459,7 @@ class Evaluator {
   const GlobalOptions& global_;
   std::uint64_t seed_;
   std::string arch_;
+  int sharing_ = 1;
   std::optional<archive::Archive> archive_;
   std::string run_id_;
   std::optional<EnvironmentReport> env_;
@@ -473,7 +478,7 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
   require_compile_sandbox(args.mode);
   std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   Pool pool = make_pool(args);
-  Evaluator evaluator(args, global, seed, pool.arch, args.mode);
+  Evaluator evaluator(args, global, seed, pool.arch, args.mode, pool.sharing);
   nlohmann::json all = nlohmann::json::array();
   bool all_passed = true;
   // Verdicts are printed in the order the solutions were given, each as soon as every earlier
@@ -696,7 +701,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     Pool pool = make_pool(args);
     run_info["workers"] = pool.gpus.size();
     verdicts.resize(mine.size());
-    Evaluator evaluator(args, global, seed, pool.arch, "score", run_info);
+    Evaluator evaluator(args, global, seed, pool.arch, "score", pool.sharing, run_info);
     Progress progress(mine.size());
     run_pool(mine.size(), pool.gpus.size(), [&](std::size_t i, std::size_t worker) {
       const std::string& path = solutions[mine[i]];

@@ -284,6 +284,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   controller::SearchOptions so = args.search;
   so.operators_dirs = global.operators_dirs;
   so.arch = arch;
+  // A worker may wait for the other workers' timings on its GPU (gpu_sharing).
+  so.eval_timeout *= gpu_sharing(so.gpus);
   so.provider = args.provider;
   so.model = llm::resolve_model(args.provider, po);
   so.prices = po.config;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "cli/table.hpp"
@@ -99,6 +100,15 @@ std::vector<std::optional<GpuInfo>> resolve_gpus(const std::string& flag, bool g
     }
   }
   return out;
+}
+
+int gpu_sharing(const std::vector<std::optional<GpuInfo>>& gpus) {
+  std::map<std::string, int> per_gpu;
+  int most = 1;
+  for (const auto& g : gpus) {
+    if (g) most = std::max(most, ++per_gpu[g->uuid.empty() ? std::to_string(g->index) : g->uuid]);
+  }
+  return most;
 }
 
 void make_output_dir(const std::string& option, const std::filesystem::path& dir) {

@@ -39,6 +39,10 @@ void validate_gpus_flag(const std::string& flag);
 // visible GPU), none of them with a GPU; "" is one worker.
 std::vector<std::optional<GpuInfo>> resolve_gpus(const std::string& flag, bool gpu_work,
                                                  bool arch_given);
+// The most workers of `gpus` on one GPU (1 without GPUs). A worker may wait that many timings for
+// its GPU lock, so its whole-worker limit (--timeout) is multiplied by it: a hang is still cut
+// off by the launch watchdog in seconds.
+int gpu_sharing(const std::vector<std::optional<GpuInfo>>& gpus);
 
 // --launch-timeout SECONDS, on every command that runs a worker: the launch watchdog's limit
 // (device/watchdog.hpp). `seconds` holds the default the help states.
