@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "device/driver.hpp"
 #include "kharness/compile.hpp"
 
 namespace kharness::device {
@@ -65,6 +66,16 @@ GpuLock::~GpuLock() {
 std::filesystem::path gpu_lock_dir() {
   if (const char* v = std::getenv("KHARNESS_LOCK_DIR"); v != nullptr && *v != '\0') return v;
   return default_cache_dir() / "gpu-locks";
+}
+
+std::string gpu_lock_key() {
+  const auto& cu = Driver::instance();
+  CUdevice dev = 0;
+  CUuuid uuid{};
+  if (cu.available() && cu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+      cu.cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS)
+    return format_uuid(uuid);
+  return "device-0";
 }
 
 }  // namespace kharness::device

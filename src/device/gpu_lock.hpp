@@ -4,7 +4,8 @@
 // - shared from before its context exists (correctness checks: any number at once),
 // - exclusive from the timing phase to the end of the process, its context torn down included
 //   (alone on the GPU; it waits for the checks in flight to end).
-// So two processes' uses of one GPU overlap only when neither is timing.
+// So two processes' uses of one GPU overlap only when neither is timing. A profile (counters,
+// replayed passes) takes it exclusive too.
 //
 // It is flock(2) on files in one folder, keyed by the GPU's UUID (`<dir>/<uuid>.lock`), so it
 // holds across processes and users sharing the folder, and the kernel releases it when the holder
@@ -45,5 +46,8 @@ class GpuLock {
 
 // $KHARNESS_LOCK_DIR, else default_cache_dir()/gpu-locks.
 std::filesystem::path gpu_lock_dir();
+// The key of this process's device 0 (the only GPU a pool's worker sees): its UUID, else
+// "device-0".
+std::string gpu_lock_key();
 
 }  // namespace kharness::device

@@ -115,17 +115,6 @@ std::string visible_devices_for(const GpuInfo& g) {
   return std::to_string(g.index);
 }
 
-// The GPU the lock is keyed by: device 0 of the worker (the only one it sees under a pool).
-std::string gpu_lock_key() {
-  const auto& cu = device::Driver::instance();
-  CUdevice dev = 0;
-  CUuuid uuid{};
-  if (cu.available() && cu.cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
-      cu.cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS)
-    return device::format_uuid(uuid);
-  return "device-0";
-}
-
 }  // namespace
 
 Verdict check_solution(const CheckRequest& request) {
@@ -213,7 +202,7 @@ int worker_main() {
     // gone: no use of the GPU by this process (creating or tearing down a context included)
     // overlaps another process's timing.
     const std::filesystem::path lock_dir = j.value("gpu_lock_dir", std::string());
-    const std::string lock_key = gpu_lock_key();
+    const std::string lock_key = device::gpu_lock_key();
     double lock_wait = 0;
     auto gpu_lock = [&](device::GpuLock::Mode mode) {
       auto lock = std::make_unique<device::GpuLock>(
