@@ -7,6 +7,8 @@
 #   SETUP_FUZZ=1 scripts/setup.sh   also installs what scripts/fuzz.sh needs (clang's libFuzzer).
 #   SETUP_BROWSER=1 scripts/setup.sh  also installs Chromium, for the HTML report's browser test
 #                                     (tests/html_browser.sh; it skips without it).
+#   SETUP_SLURM=1 scripts/setup.sh  also installs Slurm and munge, for the Slurm launcher's test
+#                                   (tests/slurm/run-slurm-test.sh, CTest label slurm).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,6 +21,8 @@ PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libs
 if [[ "${SETUP_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev); fi
 # The browser test only (tests/html_browser.sh): headless Chromium renders the HTML report.
 if [[ "${SETUP_BROWSER:-0}" == 1 ]]; then PACKAGES+=(chromium); fi
+# The Slurm test only: a one-node cluster on localhost (slurmctld, slurmd, munged).
+if [[ "${SETUP_SLURM:-0}" == 1 ]]; then PACKAGES+=(slurm-wlm munge); fi
 
 say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }

@@ -121,6 +121,17 @@ std::string verdict_cache_key(const CacheKeyParts& parts);
 std::string scrub_secrets(std::string_view text);
 nlohmann::json scrub_json_secrets(const nlohmann::json& value);  // every string in it
 
+// What Archive::merge did.
+struct MergeStats {
+  int sources = 0;             // source archives read
+  int runs_added = 0;          // runs new to the destination
+  int candidates_added = 0;    // candidates new to the destination (files and index rows)
+  int candidates_present = 0;  // already there (same id): left as they are
+  // Evaluated candidates whose verdict the destination already held under the same cache key:
+  // added as candidates that reuse it (cached_from), as one process would have recorded them.
+  int verdicts_reused = 0;
+};
+
 class Archive {
  public:
   // $KHARNESS_ARCHIVE, else ./.kharness.
@@ -136,6 +147,20 @@ class Archive {
   Archive& operator=(const Archive&) = delete;
 
   const std::filesystem::path& dir() const;
+
+  // `kharness archive merge DEST SRC...` (DESIGN §9): joins the runs, candidates (files and index
+  // rows), verdicts and workload results of each source archive into `dest` (created when
+  // absent). Identity: a run or candidate id already in `dest` is left as it is, so merging twice,
+  // or merging archives that overlap (one merged into another, copies), adds nothing twice; and an
+  // evaluated candidate whose cache key `dest` already holds an evaluated verdict for becomes a
+  // candidate that reuses that verdict (cached_from), so a merged archive holds one verdict per
+  // cache key like an archive one process filled. Every source is read and checked first (a
+  // folder with an index.sqlite of kharness's schema that passes SQLite's quick_check, candidate
+  // folders under candidates/ with regular files and JSON that parses): a corrupt or foreign one
+  // is an input error (exit 2) naming its file, and `dest` is not touched. The index rows go in
+  // one transaction; a failure while copying rolls it back and removes the folders copied.
+  static MergeStats merge(const std::filesystem::path& dest,
+                          const std::vector<std::filesystem::path>& sources);
 
   // A new run in state "running"; `info` (command, operator, argv, options, ...) is kept as JSON.
   // info["command"] and info["operator"], when strings, are also indexed.

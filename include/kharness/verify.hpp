@@ -5,9 +5,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kharness/device.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
 #include "verify/evaluate.hpp"
@@ -32,6 +34,10 @@ struct CheckRequest {
   // Workloads added to the operator's for this check (held-out shapes, kharness/holdout.hpp), as
   // workload JSON; checked and compiled against like the shipped ones.
   std::vector<nlohmann::json> extra_workloads;
+  // The GPU the worker runs on (DESIGN §9: one worker per GPU of --gpus). The worker sees only
+  // this GPU (CUDA_VISIBLE_DEVICES=its UUID), and the verdict's environment names it. nullopt:
+  // the first visible GPU, as before pools.
+  std::optional<GpuInfo> gpu;
 };
 
 // Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)

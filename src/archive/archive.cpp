@@ -9,15 +9,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
+#include <variant>
 
 #include "archive/sqlite.hpp"
 #include "core/json_util.hpp"
@@ -327,6 +330,27 @@ class Statement {
   }
   double real(int col) const { return sqlite3_column_double(stmt_, col); }
   std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  // Any column as it is stored (for copying rows between archives).
+  using Value = std::variant<std::monostate, std::int64_t, double, std::string>;
+  Value value(int col) const {
+    switch (sqlite3_column_type(stmt_, col)) {
+      case SQLITE_NULL:
+        return std::monostate{};
+      case SQLITE_INTEGER:
+        return integer(col);
+      case SQLITE_FLOAT:
+        return real(col);
+      default:
+        return text(col);
+    }
+  }
+  Statement& bind(int i, const Value& v) {
+    if (std::holds_alternative<std::monostate>(v)) sqlite3_bind_null(stmt_, i);
+    if (const auto* n = std::get_if<std::int64_t>(&v)) bind(i, *n);
+    if (const auto* d = std::get_if<double>(&v)) bind(i, *d);
+    if (const auto* t = std::get_if<std::string>(&v)) bind(i, *t);
+    return *this;
+  }
 
  private:
   sqlite3* db_;
@@ -379,18 +403,20 @@ constexpr const char* kCleanPass =
 
 // A database that has the tables but not the columns kharness writes (another program's, or an
 // edited one) is refused when opened, naming the file, not at the first query.
+// The columns of each table kharness writes (what check_schema requires and merge copies).
+constexpr const char* kTables[][2] = {
+    {"runs", "id, started_at, finished_at, state, command, operator, info"},
+    {"candidates",
+     "id, run_id, seq, step, parent_id, name, operator, origin, created_at, cache_key, "
+     "cached_from, dir"},
+    {"verdicts",
+     "candidate_id, status, failure_kind, failure_message, mean_speedup, geomean_speedup, "
+     "mean_sol_fraction, seconds, gpu"},
+    {"workload_results",
+     "candidate_id, uuid, axes, status, failure_kind, latency, baseline_latency, speedup, "
+     "sol_fraction"}};
+
 void check_schema(sqlite3* db) {
-  static const char* const kTables[][2] = {
-      {"runs", "id, started_at, finished_at, state, command, operator, info"},
-      {"candidates",
-       "id, run_id, seq, step, parent_id, name, operator, origin, created_at, cache_key, "
-       "cached_from, dir"},
-      {"verdicts",
-       "candidate_id, status, failure_kind, failure_message, mean_speedup, geomean_speedup, "
-       "mean_sol_fraction, seconds, gpu"},
-      {"workload_results",
-       "candidate_id, uuid, axes, status, failure_kind, latency, baseline_latency, speedup, "
-       "sol_fraction"}};
   for (const auto& [table, columns] : kTables) {
     sqlite3_stmt* stmt = nullptr;
     std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", columns, table);
@@ -825,6 +851,239 @@ std::optional<CandidateSummary> Archive::find_cached(const std::string& cache_ke
     if (fs::exists(it->dir / "verdict.json")) return *it;
   }
   return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merge (DESIGN §9)
+
+namespace {
+
+using Value = Statement::Value;
+using Row = std::vector<Value>;
+
+std::string text_of(const Value& v) {
+  const auto* t = std::get_if<std::string>(&v);
+  return t ? *t : std::string();
+}
+
+// Column positions (kTables order).
+constexpr std::size_t kRunFinishedAt = 2, kRunState = 3;
+constexpr std::size_t kCandidateCacheKey = 9, kCandidateCachedFrom = 10, kCandidateDir = 11;
+
+std::size_t column_count(const char* columns) {
+  return static_cast<std::size_t>(std::count(columns, columns + std::strlen(columns), ',')) + 1;
+}
+
+// A source archive, read and checked whole before the destination is touched.
+struct SourceArchive {
+  fs::path dir;
+  fs::path index;
+  std::vector<Row> runs, candidates;
+  std::map<std::string, std::vector<Row>> verdicts, workloads;  // by candidate id
+  std::map<std::string, std::vector<fs::path>> files;           // relative to the candidate dir
+};
+
+// A read-only look at another archive's index: opened without creating anything, refused as an
+// input error naming the file when it is not an SQLite database, fails quick_check, or lacks
+// kharness's tables.
+class SourceIndex {
+ public:
+  explicit SourceIndex(const fs::path& index) {
+    int rc =
+        sqlite3_open_v2(index.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {  // a read-only folder: a read-only connection still reads it
+      sqlite3_close(db_);
+      db_ = nullptr;
+      rc =
+          sqlite3_open_v2(index.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+    }
+    if (rc != SQLITE_OK) {
+      std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      throw input_error(index.string(), fmt::format("cannot open the archive index: {}", message));
+    }
+    sqlite3_busy_timeout(db_, 30000);
+    Statement check(db_, "PRAGMA quick_check");
+    std::string verdict = check.step() ? check.text(0) : std::string();
+    if (verdict != "ok")
+      throw input_error(index.string(), fmt::format("a damaged archive index (quick_check: {})",
+                                                    printable_line(bounded(verdict, 120))));
+    check_schema(db_);
+  }
+  ~SourceIndex() { sqlite3_close(db_); }
+  SourceIndex(const SourceIndex&) = delete;  // owns the connection
+  SourceIndex& operator=(const SourceIndex&) = delete;
+
+  std::vector<Row> rows(const char* table, const char* columns) const {
+    Statement s(db_, fmt::format("SELECT {} FROM {} ORDER BY rowid", columns, table));
+    std::vector<Row> out;
+    std::size_t n = column_count(columns);
+    while (s.step()) {
+      Row row;
+      for (std::size_t i = 0; i < n; ++i) row.push_back(s.value(static_cast<int>(i)));
+      out.push_back(std::move(row));
+    }
+    return out;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+SourceArchive read_source(const fs::path& path) {
+  SourceArchive src;
+  std::error_code ec;
+  src.dir = fs::is_directory(path, ec) ? path : path.parent_path();
+  src.index = src.dir / "index.sqlite";
+  if (!fs::exists(path, ec)) throw input_error(path.string(), "no such archive folder");
+  if (!fs::exists(src.index, ec))
+    throw input_error(path.string(), "not a kharness archive (no index.sqlite in this folder)");
+  struct stat st {};
+  if (::stat(src.index.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw input_error(src.index.string(), "not a regular file");
+  SourceIndex index(src.index);
+  src.runs = index.rows(kTables[0][0], kTables[0][1]);
+  src.candidates = index.rows(kTables[1][0], kTables[1][1]);
+  for (auto& row : index.rows(kTables[2][0], kTables[2][1]))
+    src.verdicts[text_of(row[0])].push_back(std::move(row));
+  for (auto& row : index.rows(kTables[3][0], kTables[3][1]))
+    src.workloads[text_of(row[0])].push_back(std::move(row));
+  // Every candidate's folder: under candidates/, regular files and folders only, and the JSON
+  // files kharness reads back parse.
+  for (const auto& row : src.candidates) {
+    std::string id = text_of(row[0]);
+    fs::path dir = src.dir / text_of(row[kCandidateDir]);
+    check_candidate_dir(src.dir, dir);
+    if (!fs::is_directory(dir, ec))
+      throw input_error(src.index.string(),
+                        fmt::format("candidate {} has no folder {}", id, dir.string()));
+    std::vector<fs::path>& files = src.files[id];
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      fs::file_status status = it->symlink_status(ec);
+      if (fs::is_directory(status)) continue;
+      if (!fs::is_regular_file(status))
+        throw input_error(it->path().string(),
+                          "not a regular file (a link, a FIFO or a device in an archive)");
+      files.push_back(it->path().lexically_relative(dir));
+    }
+    if (ec) throw input_error(dir.string(), fmt::format("cannot list: {}", ec.message()));
+    for (const char* name : {"record.json", "verdict.json"}) read_json(dir / name);
+  }
+  return src;
+}
+
+bool exists_in(sqlite3* db, const char* sql, const std::string& id) {
+  Statement s(db, sql);
+  s.bind(1, id);
+  return s.step();
+}
+
+void insert_row(sqlite3* db, const char* table, const char* columns, const Row& row) {
+  std::string marks;
+  for (std::size_t i = 0; i < row.size(); ++i) marks += i ? ",?" : "?";
+  Statement s(db, fmt::format("INSERT INTO {} ({}) VALUES ({})", table, columns, marks));
+  for (std::size_t i = 0; i < row.size(); ++i) s.bind(static_cast<int>(i + 1), row[i]);
+  s.step();
+}
+
+}  // namespace
+
+MergeStats Archive::merge(const fs::path& dest, const std::vector<fs::path>& sources) {
+  // 1. Read and check every source: nothing is written before all of them pass.
+  std::vector<SourceArchive> srcs;
+  for (const auto& p : sources) srcs.push_back(read_source(p));
+  // 2. The destination, in one transaction; the folders copied are removed again on failure.
+  Archive archive(dest);
+  sqlite3* db = archive.impl_->db;
+  const fs::path candidates_dir = archive.impl_->dir / "candidates";
+  std::error_code ec;
+  const fs::path dest_real = fs::weakly_canonical(archive.impl_->dir, ec);
+  MergeStats stats;
+  std::vector<fs::path> created;
+  fs::path in_progress;
+  try {
+    Transaction t(db);
+    for (const auto& src : srcs) {
+      ++stats.sources;
+      if (fs::weakly_canonical(src.dir, ec) == dest_real) continue;  // itself: nothing to add
+      for (const auto& run : src.runs) {
+        std::string id = text_of(run[0]);
+        Statement q(db, "SELECT finished_at FROM runs WHERE id = ?");
+        q.bind(1, id);
+        if (!q.step()) {
+          insert_row(db, kTables[0][0], kTables[0][1], run);
+          ++stats.runs_added;
+        } else if (q.text(0).empty() && !text_of(run[kRunFinishedAt]).empty()) {
+          // The same run, copied while it was still going: the source knows how it ended.
+          Statement u(db, "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?");
+          u.bind(1, run[kRunState]).bind(2, run[kRunFinishedAt]).bind(3, id);
+          u.step();
+        }
+      }
+      for (const auto& source_row : src.candidates) {
+        std::string id = text_of(source_row[0]);
+        if (exists_in(db, "SELECT 1 FROM candidates WHERE id = ?", id)) {
+          ++stats.candidates_present;
+          continue;
+        }
+        Row row = source_row;
+        std::string reused;
+        auto verdicts = src.verdicts.find(id);
+        std::string key = text_of(row[kCandidateCacheKey]);
+        if (text_of(row[kCandidateCachedFrom]).empty() && !key.empty() &&
+            verdicts != src.verdicts.end()) {
+          Statement q(db,
+                      "SELECT c.id FROM candidates c JOIN verdicts v ON v.candidate_id = c.id "
+                      "WHERE c.cache_key = ? AND (c.cached_from IS NULL OR c.cached_from = '') "
+                      "ORDER BY c.rowid LIMIT 1");
+          q.bind(1, key);
+          if (q.step()) reused = q.text(0);
+        }
+        fs::path from = src.dir / text_of(source_row[kCandidateDir]);
+        fs::path rel = fs::path("candidates") / id;
+        fs::path final_dir = archive.impl_->dir / rel;
+        in_progress = candidates_dir / fmt::format(".{}.tmp.{}", id, ::getpid());
+        fs::remove_all(in_progress, ec);
+        fs::create_directories(in_progress, ec);
+        if (ec) io_error(in_progress, "cannot create");
+        for (const auto& file : src.files.at(id)) {
+          std::string content = read_all(from / file);
+          if (file == "record.json" && !reused.empty()) {
+            json meta = json_util::parse_text<json>(content, (from / file).string());
+            meta["cached_from"] = reused;
+            content = json_util::dump(meta, 2) + "\n";
+          }
+          fs::path to = in_progress / file;
+          fs::create_directories(to.parent_path(), ec);
+          write_durable(to, content);
+        }
+        fsync_path(in_progress, O_RDONLY | O_DIRECTORY);
+        fs::remove_all(final_dir, ec);  // an unindexed leftover of a killed writer
+        fs::rename(in_progress, final_dir, ec);
+        if (ec) io_error(final_dir, "cannot move the candidate into place");
+        in_progress.clear();
+        created.push_back(final_dir);
+        row[kCandidateDir] = rel.string();
+        if (!reused.empty()) {
+          row[kCandidateCachedFrom] = reused;
+          ++stats.verdicts_reused;
+        }
+        insert_row(db, kTables[1][0], kTables[1][1], row);
+        if (verdicts != src.verdicts.end())
+          for (const auto& v : verdicts->second) insert_row(db, kTables[2][0], kTables[2][1], v);
+        if (auto w = src.workloads.find(id); w != src.workloads.end())
+          for (const auto& r : w->second) insert_row(db, kTables[3][0], kTables[3][1], r);
+        ++stats.candidates_added;
+      }
+    }
+    fsync_path(candidates_dir, O_RDONLY | O_DIRECTORY);
+    t.commit();
+  } catch (...) {
+    if (!in_progress.empty()) fs::remove_all(in_progress, ec);
+    for (const auto& d : created) fs::remove_all(d, ec);
+    throw;
+  }
+  return stats;
 }
 
 }  // namespace kharness::archive

@@ -36,16 +36,21 @@ int sqlite3_bind_double(sqlite3_stmt* stmt, int index, double value);
 const unsigned char* sqlite3_column_text(sqlite3_stmt* stmt, int column);
 sqlite3_int64 sqlite3_column_int64(sqlite3_stmt* stmt, int column);
 double sqlite3_column_double(sqlite3_stmt* stmt, int column);
+int sqlite3_column_type(sqlite3_stmt* stmt, int column);
 int sqlite3_errcode(sqlite3* db);
 const char* sqlite3_db_filename(sqlite3* db, const char* name);
 }
 
 #define SQLITE_OK 0
+#define SQLITE_INTEGER 1
+#define SQLITE_FLOAT 2
+#define SQLITE_NULL 5
 #define SQLITE_BUSY 5
 #define SQLITE_CORRUPT 11
 #define SQLITE_NOTADB 26
 #define SQLITE_ROW 100
 #define SQLITE_DONE 101
+#define SQLITE_OPEN_READONLY 0x00000001
 #define SQLITE_OPEN_READWRITE 0x00000002
 #define SQLITE_OPEN_CREATE 0x00000004
 #define SQLITE_OPEN_NOMUTEX 0x00008000

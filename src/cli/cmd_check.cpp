@@ -9,14 +9,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/shard.hpp"
 #include "cli/table.hpp"
 #include "core/json_util.hpp"
+#include "core/pool.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/device.hpp"
 #include "kharness/holdout.hpp"
@@ -55,6 +60,9 @@ struct CheckArgs {
   std::string arch;
   bool no_cache = false;
   bool json = false;
+  std::string gpus;          // --gpus all|LIST; "": all visible GPUs (one worker without GPU work)
+  std::string shard;         // score --shard I/N; "": everything
+  std::string from_archive;  // score --from-archive DIR: render archived verdicts, evaluate none
 };
 
 std::string number(double v) {
@@ -178,11 +186,38 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
   if (given("--required-matched-ratio") && !(args.matched_ratio > 0 && args.matched_ratio <= 1)) {
     throw input_error("--required-matched-ratio", "must be in (0, 1]");
   }
+  validate_gpus_flag(args.gpus);
+  if (!args.shard.empty()) parse_shard(args.shard);
+  if (!args.from_archive.empty() && !args.shard.empty())
+    throw input_error("--from-archive",
+                      "renders what the archive holds; --shard selects what to "
+                      "evaluate: give one of them");
+  if (args.from_archive.empty() && args.solutions.empty())
+    throw input_error("solutions", "give the solutions (or folders) to evaluate");
+}
+
+// The workers of this invocation (DESIGN §9), and the arch they compile for.
+struct Pool {
+  std::vector<std::optional<GpuInfo>> gpus;  // one entry per worker
+  std::string arch;
+  int sharing = 1;  // the most workers on one GPU (gpu_sharing)
+};
+
+Pool make_pool(const CheckArgs& args) {
+  Pool pool;
+  pool.gpus = resolve_gpus(args.gpus, args.mode != "compile", !args.arch.empty());
+  pool.arch = args.arch.empty() && pool.gpus[0] && !pool.gpus[0]->arch.empty()
+                  ? normalize_arch(pool.gpus[0]->arch)
+                  : resolve_arch(args.arch);
+  pool.sharing = gpu_sharing(pool.gpus);
+  return pool;
 }
 
 // One CLI invocation's evaluations: each goes through the verdict cache, then (on a miss) the
 // check pipeline, and is archived as a candidate of this invocation's run. An archive that cannot
 // be opened (read-only folder) costs the cache and the record, not the evaluation: a warning.
+// evaluate() may be called from several threads at once (the pool's workers): the archive
+// connection and the environment probe are behind one mutex, evaluations run unlocked.
 class Evaluator {
  public:
   struct Result {
@@ -191,9 +226,12 @@ class Evaluator {
     std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
   };
 
+  // `sharing`: the most workers on one GPU; each worker's --timeout is that many times longer, as
+  // it may wait for the others' timings.
   Evaluator(const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed,
-            std::string arch, const std::string& command)
-      : args_(args), global_(global), seed_(seed), arch_(std::move(arch)) {
+            std::string arch, const std::string& command, int sharing = 1,
+            const nlohmann::json& run_info = nlohmann::json::object())
+      : args_(args), global_(global), seed_(seed), arch_(std::move(arch)), sharing_(sharing) {
     if (args.holdout > 0) {
       holdout_seed_ = holdout_seed_from_environment();
       if (!holdout_seed_.from_environment) {
@@ -209,11 +247,13 @@ class Evaluator {
       archive_.emplace(dir);
       nlohmann::json options = cache_options();
       options["seed"] = seed_;
-      run_id_ = archive_->begin_run({{"command", command},
-                                     {"operator", args.operator_name},
-                                     {"solutions", args.solutions},
-                                     {"options", options},
-                                     {"cache", !args.no_cache}});
+      nlohmann::json info = {{"command", command},
+                             {"operator", args.operator_name},
+                             {"solutions", args.solutions},
+                             {"options", options},
+                             {"cache", !args.no_cache}};
+      info.update(run_info);
+      run_id_ = archive_->begin_run(info);
     } catch (const Error& e) {
       spdlog::warn("not archiving (and no verdict cache): {}", e.message());
       archive_.reset();
@@ -238,8 +278,12 @@ class Evaluator {
     finished_ = true;
   }
 
-  Result evaluate(const std::string& path) {
+  // `gpu`: the worker's GPU (nullopt: the first visible one); `extra`: kept in the candidate's
+  // record.json (score keeps the submission's place in the sorted list there).
+  Result evaluate(const std::string& path, const std::optional<GpuInfo>& gpu = std::nullopt,
+                  const nlohmann::json& extra = nlohmann::json::object()) {
     CheckRequest request = make_request(path);
+    request.gpu = gpu;
     Result result;
     std::string key;
     if (archive_) key = cache_key(request);
@@ -258,6 +302,7 @@ class Evaluator {
           record.prompt.clear();
           record.response.clear();
           record.usage = nullptr;
+          record.extra = extra;
           result.candidate_id = archive(record);
           return result;
         }
@@ -265,8 +310,26 @@ class Evaluator {
     }
     result.verdict = check_solution(request);
     record_holdout(request, result.verdict);
-    if (archive_) result.candidate_id = archive(evaluated_record(request, result.verdict, key));
+    if (archive_) {
+      archive::CandidateRecord record = evaluated_record(request, result.verdict, key);
+      record.extra = extra;
+      result.candidate_id = archive(record);
+    }
     return result;
+  }
+
+  // A submission that could not be evaluated (bad input: `score` gives it a REJECTED verdict of
+  // its own) is archived with that verdict, so that an archive, and a merge of shards' archives,
+  // holds a verdict for every submission scored.
+  void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra) {
+    if (!archive_) return;
+    archive::CandidateRecord record;
+    record.name = v.solution;
+    record.operator_name = v.definition;
+    record.origin = path;
+    record.verdict = v;
+    record.extra = extra;
+    archive(record);
   }
 
  private:
@@ -275,6 +338,7 @@ class Evaluator {
   // the evaluation: a warning, and the candidate is evaluated again (its new verdict is the one
   // later lookups find).
   std::optional<archive::StoredCandidate> cached(const std::string& key, const std::string& path) {
+    std::lock_guard<std::mutex> lock(mutex_);
     try {
       if (auto hit = archive_->find_cached(key)) return archive_->load(hit->id);
     } catch (const Error& e) {
@@ -291,6 +355,7 @@ class Evaluator {
     try {
       if (op_name.empty()) op_name = load_solution(path).plan.definition;
       if (op_name.empty()) return nullptr;
+      std::lock_guard<std::mutex> lock(draws_mutex_);  // the pool's workers draw concurrently
       auto it = draws_.find(op_name);
       if (it == draws_.end()) {
         Operator op = make_registry(global_).load(op_name);
@@ -324,7 +389,7 @@ class Evaluator {
     request.operators_dirs = global_.operators_dirs;
     request.arch = arch_;
     request.use_cache = !args_.no_cache;
-    request.timeout_seconds = args_.timeout;
+    request.timeout_seconds = args_.timeout * sharing_;
     request.launch_timeout_seconds = args_.launch_timeout;
     request.options.trials = args_.trials;
     request.options.seed = seed_;
@@ -407,9 +472,10 @@ class Evaluator {
         for (const auto& f : load_solution(*harness).sources) parts.harness += f.path + f.content;
       }
       if (args_.mode != "compile") {
+        std::lock_guard<std::mutex> lock(mutex_);
         if (!env_) env_ = probe_environment();
         if (!env_->gpu_ready()) return "";  // the check says "no GPU"
-        parts.gpu = env_->gpus[0].name;
+        parts.gpu = request.gpu ? request.gpu->name : env_->gpus[0].name;
         parts.driver = env_->driver.nvidia_version;
       }
       parts.kharness_version = fmt::format("{} ({})", kVersion, kGitCommit);
@@ -449,6 +515,7 @@ class Evaluator {
   }
 
   std::string archive(const archive::CandidateRecord& record) {
+    std::lock_guard<std::mutex> lock(mutex_);
     try {
       return archive_->add_candidate(run_id_, record);
     } catch (const Error& e) {
@@ -461,12 +528,15 @@ class Evaluator {
   const GlobalOptions& global_;
   std::uint64_t seed_;
   std::string arch_;
+  int sharing_ = 1;
   std::optional<archive::Archive> archive_;
   std::string run_id_;
   std::optional<EnvironmentReport> env_;
   bool finished_ = false;
   HoldoutSeed holdout_seed_;
+  mutable std::mutex draws_mutex_;                    // draws_, from the pool's workers
   mutable std::map<std::string, HoldoutDraw> draws_;  // by operator name
+  std::mutex mutex_;                                  // archive_ and env_
 };
 
 // " (cached: verdict of candidate ID)" or "".
@@ -480,15 +550,19 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
   require_compile_sandbox(args.mode);
   if (!args.csv_file.empty()) check_output_file("--csv", args.csv_file);
   std::uint64_t seed = parse_seed_flag("--seed", args.seed);
-  std::string arch = resolve_arch(args.arch);
-  Evaluator evaluator(args, global, seed, arch, args.mode);
+  Pool pool = make_pool(args);
+  Evaluator evaluator(args, global, seed, pool.arch, args.mode, pool.sharing);
   nlohmann::json all = nlohmann::json::array();
   std::vector<Verdict> verdicts;
   bool all_passed = true;
-  for (const auto& path : args.solutions) {
-    Evaluator::Result r = evaluator.evaluate(path);
-    verdicts.push_back(r.verdict);
+  // Verdicts are printed in the order the solutions were given, each as soon as every earlier
+  // one is done, whichever worker finished first.
+  std::vector<std::optional<Evaluator::Result>> results(args.solutions.size());
+  std::size_t printed = 0;
+  std::mutex mutex;
+  auto print = [&](const Evaluator::Result& r) {
     const Verdict& v = r.verdict;
+    verdicts.push_back(v);
     all_passed = all_passed && v.clean_pass();
     if (args.json) {
       nlohmann::json j = to_json(v);
@@ -503,7 +577,13 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
         std::printf("  archived as candidate %s\n", r.candidate_id.c_str());
       std::fflush(stdout);
     }
-  }
+  };
+  run_pool(args.solutions.size(), pool.gpus.size(), [&](std::size_t i, std::size_t worker) {
+    Evaluator::Result r = evaluator.evaluate(args.solutions[i], pool.gpus[worker]);
+    std::lock_guard<std::mutex> lock(mutex);
+    results[i] = std::move(r);
+    for (; printed < results.size() && results[printed]; ++printed) print(*results[printed]);
+  });
   evaluator.finish();
   if (!args.csv_file.empty()) write_output("--csv", args.csv_file, report::to_csv(verdicts));
   if (args.json)
@@ -556,12 +636,15 @@ std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs
   return out;
 }
 
-// A progress line on a terminal (rewritten in place), plain lines otherwise; on stderr.
+// A progress line on a terminal (rewritten in place), plain lines otherwise; on stderr. Workers
+// call it from their threads: lines never interleave. `index` is the solution's place in the
+// sorted list, whichever worker took it.
 class Progress {
  public:
   explicit Progress(std::size_t total)
       : total_(total), tty_(::isatty(2) != 0), start_(std::chrono::steady_clock::now()) {}
   void starting(std::size_t index, const std::string& name) {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (!tty_) return;
     double elapsed = seconds();
     std::string eta = index == 0 ? "?"
@@ -573,6 +656,7 @@ class Progress {
   }
   void finished(std::size_t index, const std::string& name, const Verdict& v,
                 const std::string& note) {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (tty_) {
       std::fprintf(stderr, "\r\033[K");
     }
@@ -590,15 +674,82 @@ class Progress {
   std::size_t total_;
   bool tty_;
   std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
 };
 
 void write_report(const char* option, const std::string& file, const std::string& text) {
   if (!file.empty()) write_output(option, file, text);
 }
 
+// A submission the archive holds no verdict for (its shard never ran, or died): a failure, so
+// the reports of a merged score show it.
+Verdict missing_verdict(const std::string& path, const std::string& operator_name,
+                        const std::string& archive_dir) {
+  Verdict v;
+  v.solution = std::filesystem::path(path).stem().string();
+  v.source = path;
+  v.definition = operator_name;
+  v.status = Status::kRuntimeError;
+  v.failure = Failure{"not_scored",
+                      fmt::format("no verdict in the archive {} (did its shard run?)", archive_dir),
+                      nlohmann::json::object()};
+  return v;
+}
+
+// score --from-archive DIR [SOLUTIONS...]: the verdicts of the archive's `score` runs (the
+// newest per submission), in the order one `score` would give them: the order of SOLUTIONS when
+// given (a submission without a verdict is a not_scored failure), else the submissions' places
+// in their sorted lists (kept by every shard), then their paths.
+std::vector<Verdict> verdicts_from_archive(const CheckArgs& args,
+                                           const std::vector<std::string>& solutions) {
+  std::filesystem::path dir = args.from_archive;
+  if (!std::filesystem::exists(dir / "index.sqlite"))
+    throw input_error(dir.string(), "no archive here (no index.sqlite)");
+  archive::Archive a(dir);
+  std::map<std::string, archive::CandidateSummary> newest;  // by origin
+  for (const auto& run : a.runs()) {
+    if (run.command != "score") continue;
+    for (auto& c : a.candidates(run.id)) {
+      if (c.status.empty()) continue;
+      auto it = newest.find(c.origin);
+      if (it == newest.end() || c.created_at >= it->second.created_at) newest[c.origin] = c;
+    }
+  }
+  auto load = [&](const archive::CandidateSummary& c, long* index) {
+    archive::StoredCandidate stored = a.load(c.id);
+    if (!stored.record.verdict) return missing_verdict(c.origin, args.operator_name, dir.string());
+    Verdict v = *stored.record.verdict;
+    v.source = c.origin;  // a reused verdict names the submission it was first evaluated for
+    const nlohmann::json& extra = stored.record.extra;
+    if (index && extra.is_object() && extra.contains("score_index") &&
+        extra["score_index"].is_number_integer())
+      *index = extra["score_index"].get<long>();
+    return v;
+  };
+  std::vector<Verdict> out;
+  if (!solutions.empty()) {
+    for (const auto& path : solutions) {
+      auto it = newest.find(path);
+      out.push_back(it == newest.end() ? missing_verdict(path, args.operator_name, dir.string())
+                                       : load(it->second, nullptr));
+    }
+    return out;
+  }
+  std::vector<std::pair<std::pair<long, std::string>, Verdict>> keyed;
+  for (const auto& [origin, c] : newest) {
+    long index = -1;
+    Verdict v = load(c, &index);
+    keyed.push_back({{index < 0 ? std::numeric_limits<long>::max() : index, origin}, std::move(v)});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (auto& k : keyed) out.push_back(std::move(k.second));
+  return out;
+}
+
 ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
   validate_args(args, app);
-  require_compile_sandbox("score");
+  if (args.from_archive.empty()) require_compile_sandbox("score");
   // A report path that cannot be written fails now, not after every solution has been scored.
   for (const auto& [option, file] :
        {std::pair<const char*, const std::string&>{"--json", args.json_file},
@@ -608,33 +759,53 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
         {"--csv", args.csv_file}}) {
     if (!file.empty()) check_output_file(option, file);
   }
-  std::vector<std::string> solutions = expand_solutions(args.solutions);
-  std::uint64_t seed = parse_seed_flag("--seed", args.seed);
-  std::string arch = resolve_arch(args.arch);
+  std::vector<std::string> solutions =
+      args.solutions.empty() ? std::vector<std::string>() : expand_solutions(args.solutions);
   std::vector<Verdict> verdicts;
-  Evaluator evaluator(args, global, seed, arch, "score");
-  Progress progress(solutions.size());
-  for (std::size_t i = 0; i < solutions.size(); ++i) {
-    progress.starting(i, solutions[i]);
-    Verdict v;
-    std::string note;
-    try {
-      Evaluator::Result r = evaluator.evaluate(solutions[i]);
-      v = std::move(r.verdict);
-      note = cached_note(r);
-    } catch (const Error& e) {
-      if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness bug: scoring cannot go on
-      // A malformed submission is that submission's failure, not the end of the run.
-      v.solution = std::filesystem::path(solutions[i]).stem().string();
-      v.source = solutions[i];
-      v.definition = args.operator_name;
-      v.status = Status::kRejected;
-      v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
+  if (!args.from_archive.empty()) {
+    verdicts = verdicts_from_archive(args, solutions);
+  } else {
+    // This shard's submissions, each with its place in the whole sorted list.
+    std::vector<std::size_t> mine(solutions.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = i;
+    nlohmann::json run_info = {{"submissions", solutions.size()}};
+    if (!args.shard.empty()) {
+      Shard shard = parse_shard(args.shard);
+      mine = shard_items(solutions.size(), shard);
+      run_info["shard"] = shard.text();
     }
-    progress.finished(i, solutions[i], v, note);
-    verdicts.push_back(std::move(v));
+    std::uint64_t seed = parse_seed_flag("--seed", args.seed);
+    Pool pool = make_pool(args);
+    run_info["workers"] = pool.gpus.size();
+    verdicts.resize(mine.size());
+    Evaluator evaluator(args, global, seed, pool.arch, "score", pool.sharing, run_info);
+    Progress progress(mine.size());
+    run_pool(mine.size(), pool.gpus.size(), [&](std::size_t i, std::size_t worker) {
+      const std::string& path = solutions[mine[i]];
+      progress.starting(i, path);
+      Verdict v;
+      std::string note;
+      nlohmann::json extra = {{"score_index", mine[i]}};
+      if (!args.shard.empty()) extra["shard"] = args.shard;
+      try {
+        Evaluator::Result r = evaluator.evaluate(path, pool.gpus[worker], extra);
+        v = std::move(r.verdict);
+        note = cached_note(r);
+      } catch (const Error& e) {
+        if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness bug: scoring cannot go on
+        // A malformed submission is that submission's failure, not the end of the run.
+        v.solution = std::filesystem::path(path).stem().string();
+        v.source = path;
+        v.definition = args.operator_name;
+        v.status = Status::kRejected;
+        v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
+        evaluator.archive_failure(path, v, extra);
+      }
+      progress.finished(i, path, v, note);
+      verdicts[i] = std::move(v);
+    });
+    evaluator.finish();
   }
-  evaluator.finish();
   write_report("--json", args.json_file,
                json_util::dump(report::to_report_json(verdicts), 2) + "\n");
   write_report("--junit", args.junit_file, report::to_junit(verdicts, "kharness"));
@@ -685,11 +856,12 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
         "--compile-only", [args] { args->mode = "compile"; },
         "Only compile and check the rules (no GPU needed)");
   }
-  app.add_option("solutions", args->solutions,
-                 mode == "score"
-                     ? "Solutions and folders of solutions, scored in sorted order"
-                     : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker")
-      ->required();
+  CLI::Option* solutions = app.add_option(
+      "solutions", args->solutions,
+      mode == "score" ? "Solutions and folders of solutions, scored in sorted order"
+                      : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker");
+  if (mode != "score") solutions->required();  // score --from-archive may go without
+  add_gpus_option(app, &args->gpus);
   app.add_option("--operator", args->operator_name,
                  "Operator name or definition file (default: the plan's)")
       ->type_name("NAME");
@@ -716,6 +888,15 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
         ->type_name("FILE");
     app.add_option("--traces", args->traces_file, "Write FlashInfer-Bench Trace JSON lines")
         ->type_name("FILE");
+    app.add_option("--shard", args->shard,
+                   "Score only slice I of N (0-based I, like SLURM_ARRAY_TASK_ID): submission k "
+                   "of the sorted list is in slice k mod N; merge the archives afterwards")
+        ->type_name("I/N");
+    app.add_option("--from-archive", args->from_archive,
+                   "Evaluate nothing: write the reports from the verdicts of an archive's score "
+                   "runs (a merged one: `kharness archive merge`), in the given solutions' "
+                   "order when any are given")
+        ->type_name("DIR");
   } else {
     app.add_flag("--json", args->json, "Print verdicts as JSON");
   }

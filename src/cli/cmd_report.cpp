@@ -411,8 +411,54 @@ Runner setup_report_impl(CLI::App& app) {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// kharness archive merge DEST SRC...
+
+Runner setup_archive_impl(CLI::App& app) {
+  struct Args {
+    std::string dest;
+    std::vector<std::string> sources;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.require_subcommand(1);
+  CLI::App* merge = app.add_subcommand(
+      "merge",
+      "Join archives (runs, candidates, verdicts, files) into DEST, idempotently: what DEST "
+      "already holds is never added twice (candidate ids and verdict-cache keys decide)");
+  merge->add_option("dest", args->dest, "The archive to merge into (created when absent)")
+      ->required()
+      ->type_name("DEST");
+  merge->add_option("sources", args->sources, "Archive folders to merge (each with index.sqlite)")
+      ->required()
+      ->type_name("SRC");
+  merge->add_flag("--json", args->json, "Print what was merged as JSON");
+  return [args](const GlobalOptions&) {
+    std::vector<std::filesystem::path> sources(args->sources.begin(), args->sources.end());
+    archive::MergeStats s = archive::Archive::merge(args->dest, sources);
+    if (args->json) {
+      json out = {{"schema", "kharness.merge/1"},
+                  {"dest", args->dest},
+                  {"sources", s.sources},
+                  {"runs_added", s.runs_added},
+                  {"candidates_added", s.candidates_added},
+                  {"candidates_present", s.candidates_present},
+                  {"verdicts_reused", s.verdicts_reused}};
+      std::fputs((json_util::dump(out, 2) + "\n").c_str(), stdout);
+    } else {
+      std::printf(
+          "merged %d archive(s) into %s: %d run(s) and %d candidate(s) added, %d already there, "
+          "%d verdict(s) reused\n",
+          s.sources, args->dest.c_str(), s.runs_added, s.candidates_added, s.candidates_present,
+          s.verdicts_reused);
+    }
+    return ExitCode::kPassed;
+  };
+}
+
 }  // namespace
 
+Runner setup_archive(CLI::App& app) { return setup_archive_impl(app); }
 Runner setup_runs(CLI::App& app) { return setup_runs_impl(app); }
 Runner setup_show(CLI::App& app) { return setup_show_impl(app); }
 Runner setup_report(CLI::App& app) { return setup_report_impl(app); }

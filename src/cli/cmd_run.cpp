@@ -61,6 +61,7 @@ struct RunArgs {
   std::string resume;
   std::string out;
   std::string arch;
+  std::string gpus;  // --gpus all|LIST
   std::string seed;
   bool no_cache = false;
 };
@@ -186,6 +187,7 @@ void validate_args(const RunArgs& args) {
   const controller::SearchOptions& o = args.search;
   if (o.budget < 0) throw input_error("--budget", "must be >= 0");
   if (o.samples < 1) throw input_error("--samples", "must be at least 1");
+  validate_gpus_flag(args.gpus);
   if (o.prompt_tokens < 1000) throw input_error("--prompt-tokens", "must be at least 1000");
   if (o.elites < 1) throw input_error("--elites", "must be at least 1");
   if (o.patience < 0) throw input_error("--patience", "must be >= 0 (0: never restart)");
@@ -248,7 +250,11 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
       store.reset();
     }
   }
-  std::string arch = resolve_arch(args.arch);
+  // The pool: a step's --samples candidates evaluate on its workers at once (DESIGN §9).
+  args.search.gpus = resolve_gpus(args.gpus, !args.search.compile_only, !args.arch.empty());
+  std::string arch = args.arch.empty() && args.search.gpus[0] && !args.search.gpus[0]->arch.empty()
+                         ? normalize_arch(args.search.gpus[0]->arch)
+                         : resolve_arch(args.arch);
   const std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   if (args.provider.empty()) args.provider = llm::default_provider_name();
   std::vector<std::string> hints;
@@ -278,6 +284,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   controller::SearchOptions so = args.search;
   so.operators_dirs = global.operators_dirs;
   so.arch = arch;
+  // A worker may wait for the other workers' timings on its GPU (gpu_sharing).
+  so.eval_timeout *= gpu_sharing(so.gpus);
   so.provider = args.provider;
   so.model = llm::resolve_model(args.provider, po);
   so.prices = po.config;
@@ -368,7 +376,10 @@ Runner setup_run(CLI::App& app) {
                  fmt::format("Least gain over the best kernel for a promotion, beside the measured "
                              "noise (default {:g}: {:g}%)",
                              d.min_gain, 100 * d.min_gain));
-  app.add_option("--samples", args->search.samples, "Candidates asked for per step, in parallel");
+  app.add_option("--samples", args->search.samples,
+                 "Candidates asked for per step, in parallel; they evaluate on the --gpus workers "
+                 "at once");
+  add_gpus_option(app, &args->gpus);
   app.add_option("--elites", args->search.elites,
                  fmt::format("Elite kernels kept (default {})", d.elites));
   app.add_option(

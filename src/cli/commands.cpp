@@ -27,6 +27,8 @@ const std::vector<Command>& commands() {
       {"report", "Summarise runs from the archive: candidates, best per operator, --html charts",
        setup_report},
       {"runs", "List the runs in the archive (./.kharness, --archive DIR)", setup_runs},
+      {"archive", "Archive maintenance: `archive merge DEST SRC...` joins archives (shards)",
+       setup_archive},
       {"show", "Show an archived candidate: verdict, files, diff against its parent", setup_show},
       {"operators", "List, show and check operator definitions", setup_operators},
       {"run",

@@ -13,6 +13,7 @@ Runner setup_bench(CLI::App& app);
 Runner setup_validate(CLI::App& app);
 Runner setup_score(CLI::App& app);
 Runner setup_runs(CLI::App& app);
+Runner setup_archive(CLI::App& app);
 Runner setup_show(CLI::App& app);
 Runner setup_report(CLI::App& app);
 Runner setup_tune_space(CLI::App& app);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "cli/table.hpp"
@@ -26,6 +27,88 @@ std::string resolve_arch(const std::string& flag) {
   if (!flag.empty()) return normalize_arch(flag);
   std::string arch = default_arch_for_device();
   return arch.empty() ? std::string("sm_90a") : normalize_arch(arch);
+}
+
+void add_gpus_option(CLI::App& app, std::string* gpus) {
+  app.add_option("--gpus", *gpus,
+                 "GPUs to evaluate on, one worker each: all (default) or ordinals such as 0,2,3; "
+                 "repeat one (0,0) for two workers sharing it (timing never overlaps)")
+      ->type_name("all|LIST");
+}
+
+namespace {
+
+// The ordinals of a LIST; nullopt for "" and "all".
+std::optional<std::vector<int>> parse_gpus_flag(const std::string& flag) {
+  if (flag.empty() || flag == "all") return std::nullopt;
+  std::vector<int> out;
+  std::string item;
+  auto bad = [&] {
+    return input_error("--gpus", fmt::format("expected 'all' or device ordinals separated by "
+                                             "commas (0,1 or 0,0), got '{}'",
+                                             printable_line(bounded(flag, 60))));
+  };
+  for (std::size_t i = 0; i <= flag.size(); ++i) {
+    if (i == flag.size() || flag[i] == ',') {
+      if (item.empty() || item.size() > 4) throw bad();
+      out.push_back(std::stoi(item));
+      item.clear();
+    } else if (std::isdigit(static_cast<unsigned char>(flag[i]))) {
+      item += flag[i];
+    } else {
+      throw bad();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void validate_gpus_flag(const std::string& flag) { parse_gpus_flag(flag); }
+
+std::vector<std::optional<GpuInfo>> resolve_gpus(const std::string& flag, bool gpu_work,
+                                                 bool arch_given) {
+  std::optional<std::vector<int>> list = parse_gpus_flag(flag);
+  std::vector<std::optional<GpuInfo>> out;
+  if (!gpu_work) {
+    std::size_t n = list ? list->size() : 1;
+    if (!list && flag == "all") {
+      EnvironmentReport env = probe_environment();
+      n = std::max<std::size_t>(1, env.gpus.size());
+    }
+    out.resize(n);
+    return out;
+  }
+  EnvironmentReport env = probe_environment();
+  if (!env.gpu_ready()) return {std::nullopt};
+  if (!list) {
+    for (const auto& g : env.gpus) out.emplace_back(g);
+  } else {
+    for (int ordinal : *list) {
+      if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= env.gpus.size())
+        throw input_error("--gpus", fmt::format("no GPU {} (this machine has {} visible: 0 to {})",
+                                                ordinal, env.gpus.size(), env.gpus.size() - 1));
+      out.emplace_back(env.gpus[static_cast<std::size_t>(ordinal)]);
+    }
+  }
+  if (!arch_given) {
+    for (const auto& g : out) {
+      if (g->arch != out[0]->arch)
+        throw input_error("--gpus", fmt::format("GPUs of different architectures ({} and {}): "
+                                                "give --arch, or GPUs of one kind",
+                                                out[0]->arch, g->arch));
+    }
+  }
+  return out;
+}
+
+int gpu_sharing(const std::vector<std::optional<GpuInfo>>& gpus) {
+  std::map<std::string, int> per_gpu;
+  int most = 1;
+  for (const auto& g : gpus) {
+    if (g) most = std::max(most, ++per_gpu[g->uuid.empty() ? std::to_string(g->index) : g->uuid]);
+  }
+  return most;
 }
 
 void make_output_dir(const std::string& option, const std::filesystem::path& dir) {

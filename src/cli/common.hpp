@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli/cli.hpp"
 #include "kharness/compile.hpp"
+#include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
@@ -22,6 +24,25 @@ std::string resolve_arch(const std::string& flag);
 // A seed flag's value: decimal or 0x-hex, 0 to 2^64-1, nothing else (no sign, no trailing
 // characters); empty gives a random seed. Throws input_error naming `option`.
 std::uint64_t parse_seed_flag(const std::string& option, const std::string& text);
+
+// --gpus all|LIST (DESIGN §9): the workers of a pool, one per entry; an entry may repeat (0,0 is
+// two workers on GPU 0). LIST holds CUDA device ordinals (after CUDA_VISIBLE_DEVICES, as
+// `kharness doctor` numbers them).
+void add_gpus_option(CLI::App& app, std::string* gpus);
+// The syntax alone, before anything loads the driver: "", "all" or ordinals separated by commas;
+// else input_error naming --gpus (exit 2).
+void validate_gpus_flag(const std::string& flag);
+// One entry per worker. For GPU work: "" (not given) and "all" are every visible GPU; an ordinal
+// this machine lacks, or GPUs of different architectures without --arch (`arch_given`), is an
+// input error; without a driver or a GPU, one entry with no GPU (the evaluation then says why, as
+// without a pool). Without GPU work (--compile-only): one entry per list element (all: per
+// visible GPU), none of them with a GPU; "" is one worker.
+std::vector<std::optional<GpuInfo>> resolve_gpus(const std::string& flag, bool gpu_work,
+                                                 bool arch_given);
+// The most workers of `gpus` on one GPU (1 without GPUs). A worker may wait that many timings for
+// its GPU lock, so its whole-worker limit (--timeout) is multiplied by it: a hang is still cut
+// off by the launch watchdog in seconds.
+int gpu_sharing(const std::vector<std::optional<GpuInfo>>& gpus);
 
 // --launch-timeout SECONDS, on every command that runs a worker: the launch watchdog's limit
 // (device/watchdog.hpp). `seconds` holds the default the help states.

@@ -25,13 +25,17 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compile/compile_internal.hpp"
@@ -134,6 +138,42 @@ CompileLimits default_compile_limits() {
   return limits;
 }
 
+namespace {
+
+// At most one NVRTC child per core at once, however many threads compile (a pool of workers
+// scoring on many GPUs compiles in parallel, DESIGN §9): more would only share the cores.
+class CompileSlots {
+ public:
+  CompileSlots() : free_(std::max(1u, std::thread::hardware_concurrency())) {}
+  void acquire() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    freed_.wait(lock, [&] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++free_;
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  unsigned free_;
+};
+
+SubprocessResult run_compile_worker(const SubprocessOptions& sub) {
+  static CompileSlots slots;
+  slots.acquire();
+  SubprocessResult r = run_subprocess(sub);
+  slots.release();  // run_subprocess never throws
+  return r;
+}
+
+}  // namespace
+
 NvrtcOutput sandboxed_nvrtc_compile(const std::string& entry_text, const std::string& entry_name,
                                     const std::vector<std::pair<std::string, std::string>>& headers,
                                     const std::vector<std::string>& options,
@@ -164,7 +204,7 @@ NvrtcOutput sandboxed_nvrtc_compile(const std::string& entry_text, const std::st
   sub.stdout_limit = 256 << 20;
   sub.inherit_environment = false;
   sub.env = compile_environment();
-  SubprocessResult r = run_subprocess(sub);
+  SubprocessResult r = run_compile_worker(sub);
 
   NvrtcOutput out;
   auto stopped = [&](const std::string& limit, const std::string& message) {

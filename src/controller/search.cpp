@@ -16,6 +16,7 @@
 #include "controller/answer.hpp"
 #include "controller/prompt.hpp"
 #include "core/json_util.hpp"
+#include "core/pool.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/text.hpp"
@@ -147,9 +148,13 @@ struct Search::Impl {
   std::filesystem::path solutions_dir() const { return scratch; }
   std::filesystem::path scratch;
 
+  // `counter` picks the evaluation's seed (options.seed + 7919 * counter): 0 takes the next one;
+  // the parallel evaluations of a step pass numbers reserved for them. `gpu`: the worker's GPU.
   Verdict evaluate(const std::filesystem::path& file, const std::string& mode,
-                   const std::vector<std::string>& workloads, const std::filesystem::path& base) {
+                   const std::vector<std::string>& workloads, const std::filesystem::path& base,
+                   const std::optional<GpuInfo>& gpu = std::nullopt, std::uint64_t counter = 0) {
     CheckRequest req;
+    req.gpu = gpu ? gpu : first_gpu();
     req.solution = file;
     req.operator_name = op.definition.name;
     req.operators_dirs = options.operators_dirs;
@@ -157,7 +162,7 @@ struct Search::Impl {
     req.use_cache = options.use_cache;
     req.timeout_seconds = options.eval_timeout;
     req.launch_timeout_seconds = options.launch_timeout;
-    req.options.seed = options.seed + 7919 * (++eval_counter);
+    req.options.seed = options.seed + 7919 * (counter ? counter : ++eval_counter);
     req.options.workloads = workloads;
     req.mode = mode;
     req.bench = options.bench;
@@ -174,6 +179,11 @@ struct Search::Impl {
       v.failure = Failure{"bad_input", e.message(), json::object()};
       return v;
     }
+  }
+
+  // The GPU of sequential evaluations (the seed, re-timings): the pool's first.
+  std::optional<GpuInfo> first_gpu() const {
+    return options.gpus.empty() ? std::nullopt : options.gpus[0];
   }
 
   Kernel kernel_from(const CandidateRecord& r, const json& display) {
@@ -369,29 +379,78 @@ struct Search::Impl {
     return req;
   }
 
-  // Evaluates one answer into a record: extraction, the cascade, full validation, promotion.
-  void judge(CandidateRecord& r, std::optional<Verdict>& last) {
+  // One answer's evaluation, apart from the search's state, so that the K candidates of a step
+  // evaluate on K workers at once (DESIGN §9): its verdicts against the incumbent of the step.
+  struct Trial {
+    std::filesystem::path file;
+    std::optional<Verdict> compiled, reps, full;
+    // The incumbent it was timed against: its id, per-workload speedups and score.
+    std::string incumbent;
+    std::map<std::string, double> incumbent_speedup;
+    double incumbent_score = 0;
+    double seconds = 0;
+  };
+
+  // Extraction and the duplicate check, in order (an answer equal to an earlier one of the same
+  // step is a duplicate too). False when the record is finished already.
+  bool prepare(CandidateRecord& r, Trial& t, std::map<std::string, std::string>& step_seen) {
     ExtractedCode code = extract_solution(r.answer);
     if (!code.ok) {
       r.status = code.status;
       r.reason = code.reason;
       r.stage = "none";
-      return;
+      return false;
     }
     r.source = code.source;
-    auto dup = seen.find(sha256_hex(r.source));
-    if (dup != seen.end()) {
+    std::string hash = sha256_hex(r.source);
+    for (const auto* known : {&seen, &step_seen}) {
+      auto dup = known->find(hash);
+      if (dup == known->end()) continue;
       r.status = "DUPLICATE";
       r.reason = fmt::format("identical to {}; not evaluated again", dup->second);
       r.stage = "none";
-      return;
+      return false;
     }
-    std::filesystem::path file = write_solution(r.id, r.source);
-    auto t = std::chrono::steady_clock::now();
-    std::size_t n = op.workloads.size();
+    step_seen.emplace(hash, r.id);
+    t.file = write_solution(r.id, r.source);
+    return true;
+  }
+
+  // True when a verdict on the representatives is worth a full validation.
+  bool promising(const Verdict& v) const {
+    Comparison c = compare_with_incumbent(v, best.speedup);
+    return v.clean_pass() && c.complete && c.score_ratio > 1.0 - std::max(0.01, 2 * c.noise);
+  }
+
+  // The evaluations (the cascade, then the full validation), against the current incumbent, on
+  // `gpu`, with seeds counter_base + 1 and + 2. Reads the search's state, changes none of it:
+  // safe on several threads at once.
+  void evaluate_trial(Trial& t, const std::optional<GpuInfo>& gpu, std::uint64_t counter_base) {
+    auto start = std::chrono::steady_clock::now();
+    t.incumbent = best.id;
+    t.incumbent_speedup = best.speedup;
+    t.incumbent_score = best.score;
     if (options.compile_only) {
-      Verdict v = evaluate(file, "compile", {}, {});
-      r.gpu_seconds = seconds_since(t);
+      t.compiled = evaluate(t.file, "compile", {}, {}, gpu, counter_base + 1);
+    } else {
+      bool full = true;
+      if (options.cascade && reps.size() < op.workloads.size()) {
+        t.reps = evaluate(t.file, "validate", reps, best.file, gpu, counter_base + 1);
+        full = promising(*t.reps);
+      }
+      if (full) t.full = evaluate(t.file, "validate", {}, best.file, gpu, counter_base + 2);
+    }
+    t.seconds = seconds_since(start);
+  }
+
+  // What the evaluations say, in candidate order: the record's status, the cascade's decision,
+  // promotion. A candidate timed against an incumbent that an earlier candidate of its step has
+  // since replaced is timed again against the new one before it may be promoted.
+  void conclude(CandidateRecord& r, Trial& t, std::optional<Verdict>& last) {
+    std::size_t n = op.workloads.size();
+    r.gpu_seconds = t.seconds;
+    if (t.compiled) {
+      const Verdict& v = *t.compiled;
       r.stage = "compile";
       r.status = v.passed() ? "COMPILED" : std::string(status_name(v.status));
       if (v.failure) r.reason = v.failure->message;
@@ -399,45 +458,45 @@ struct Search::Impl {
       last = v;
       return;
     }
-    if (options.cascade && reps.size() < n) {
-      Verdict v = evaluate(file, "validate", reps, best.file);
+    if (t.reps && !t.full) {
+      const Verdict& v = *t.reps;
       r.stage = "representatives";
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
-      Comparison c = compare_with_incumbent(v, best.speedup);
-      bool promising =
-          v.clean_pass() && c.complete && c.score_ratio > 1.0 - std::max(0.01, 2 * c.noise);
-      if (!promising) {
-        r.gpu_seconds = seconds_since(t);
-        r.status = v.passed() && !v.clean_pass() ? "SUSPECT" : std::string(status_name(v.status));
-        if (v.status == Status::kCompileError || v.status == Status::kRejected) {
-          // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
-          // stage reached.
-          r.stage = "compile";
-          r.reason = v.failure ? v.failure->message : "";
-          r.verdict = to_json(v);
-          last = v;
-          return;
-        }
-        r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
-        if (v.failure) r.reason = v.failure->message;
-        r.speedup_vs_incumbent = c.score_ratio;
-        r.noise = c.noise;
-        // An estimate from the representatives, so a provider that steers by score (tune) sees
-        // how far behind it is.
-        if (v.passed() && !v.clean_pass()) r.reason = promotion_refusal(v);
-        if (v.clean_pass()) r.score = best.score * c.score_ratio;
-        if (v.clean_pass())
-          r.note = fmt::format(
-              "correct on the {} representative shapes but scores {:.3f}x the incumbent {} there: "
-              "not promising, full validation skipped",
-              reps.size(), c.score_ratio, best.id);
+      // Judged against the incumbent it was timed against (a later one only does better).
+      Comparison c = compare_with_incumbent(v, t.incumbent_speedup);
+      r.status = v.passed() && !v.clean_pass() ? "SUSPECT" : std::string(status_name(v.status));
+      if (v.status == Status::kCompileError || v.status == Status::kRejected) {
+        // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
+        // stage reached.
+        r.stage = "compile";
+        r.reason = v.failure ? v.failure->message : "";
         r.verdict = to_json(v);
         last = v;
         return;
       }
+      r.saved_seconds = seconds_per_workload * static_cast<double>(n - reps.size());
+      if (v.failure) r.reason = v.failure->message;
+      r.speedup_vs_incumbent = c.score_ratio;
+      r.noise = c.noise;
+      // An estimate from the representatives, so a provider that steers by score (tune) sees
+      // how far behind it is.
+      if (v.passed() && !v.clean_pass()) r.reason = promotion_refusal(v);
+      if (v.clean_pass()) r.score = t.incumbent_score * c.score_ratio;
+      if (v.clean_pass())
+        r.note = fmt::format(
+            "correct on the {} representative shapes but scores {:.3f}x the incumbent {} there: "
+            "not promising, full validation skipped",
+            reps.size(), c.score_ratio, t.incumbent);
+      r.verdict = to_json(v);
+      last = v;
+      return;
     }
-    Verdict v = evaluate(file, "validate", {}, best.file);
-    r.gpu_seconds = seconds_since(t);
+    if (t.incumbent != best.id && t.full->clean_pass()) {
+      auto start = std::chrono::steady_clock::now();
+      t.full = evaluate(t.file, "validate", {}, best.file, first_gpu());
+      r.gpu_seconds += seconds_since(start);
+    }
+    const Verdict& v = *t.full;
     r.stage =
         v.status == Status::kCompileError || v.status == Status::kRejected ? "compile" : "full";
     r.workloads_evaluated = static_cast<int>(v.workloads.size());
@@ -572,7 +631,13 @@ struct Search::Impl {
           answers.emplace_back(std::nullopt);
         }
       }
-      bool promoted_now = false;
+      // The step's records, in request order: prepared one by one, evaluated on the pool's
+      // workers at once, then concluded (and recorded) one by one.
+      std::vector<CandidateRecord> step_records;
+      std::vector<Trial> trials;
+      std::vector<std::size_t> to_evaluate;  // positions in step_records
+      std::vector<std::size_t> request_of;   // the request of each of step_records
+      std::map<std::string, std::string> step_seen;
       for (int i = 0; i < k; ++i) {
         auto& a = answers[static_cast<std::size_t>(i)];
         // Nothing to record: the replay ran out, or Ctrl-C aborted the request.
@@ -589,9 +654,34 @@ struct Search::Impl {
         r.restart = restart;
         r.answer = std::move(*a);
         r.cost_usd = llm::cost_usd(options.prices, options.provider, options.model, r.answer.usage);
-        std::optional<Verdict> last;
+        request_of.push_back(static_cast<std::size_t>(i));
+        Trial t;
+        if (prepare(r, t, step_seen)) to_evaluate.push_back(step_records.size());
+        step_records.push_back(std::move(r));
+        trials.push_back(std::move(t));
+      }
+      std::vector<std::optional<Error>> errors(step_records.size());
+      const std::uint64_t counter_base = eval_counter;
+      eval_counter += 2 * to_evaluate.size();
+      const std::size_t workers = std::max<std::size_t>(1, options.gpus.size());
+      run_pool(to_evaluate.size(), workers, [&](std::size_t j, std::size_t worker) {
+        std::size_t at = to_evaluate[j];
         try {
-          judge(r, last);
+          evaluate_trial(trials[at], options.gpus.empty() ? std::nullopt : options.gpus[worker],
+                         counter_base + 2 * j);
+        } catch (const Error& e) {
+          errors[at] = e;  // no GPU or a broken reference: recorded below, then the run stops
+        }
+      });
+      bool promoted_now = false;
+      for (std::size_t at = 0; at < step_records.size(); ++at) {
+        CandidateRecord& r = step_records[at];
+        std::size_t i = request_of[at];
+        std::optional<Verdict> last;
+        bool evaluated = !trials[at].file.empty();
+        try {
+          if (errors[at]) throw *errors[at];
+          if (evaluated) conclude(r, trials[at], last);
         } catch (const Error& e) {
           // No GPU or a broken reference: record what there is, then stop the run.
           r.status = "NOT_EVALUATED";
@@ -608,7 +698,7 @@ struct Search::Impl {
         outcome.status = r.status;
         outcome.score = r.status == "PASSED" ? r.score : 0.0;
         outcome.verdict = r.verdict;
-        outcome.context = requests[static_cast<std::size_t>(i)].context;
+        outcome.context = requests[i].context;
         provider.observe(outcome);
         progress(r);
         if (result.fatal) break;

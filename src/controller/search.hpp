@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "controller/recorder.hpp"
+#include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
@@ -41,6 +42,9 @@ struct SearchOptions {
   // 1.009x one another in three runs (noise 0.68%).
   double min_gain = 0.02;
   int samples = 1;  // candidates asked for per step, in parallel
+  // The pool's workers (--gpus): a step's candidates evaluate on them at once, one per worker;
+  // the seed and re-timings on the first. Empty: one worker on the first visible GPU.
+  std::vector<std::optional<GpuInfo>> gpus;
   int elites = 3;
   std::size_t prompt_tokens = 12000;
   std::int64_t max_output_tokens = 16384;

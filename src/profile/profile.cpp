@@ -8,19 +8,20 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <random>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include "bench/cupti_timer.hpp"
 #include "bench/speed_of_light.hpp"
 #include "core/json_util.hpp"
 #include "device/driver.hpp"
+#include "device/gpu_lock.hpp"
 #include "device/plan_launcher.hpp"
 #include "device/watchdog.hpp"
 #include "kharness/compile.hpp"
@@ -260,6 +261,12 @@ Profile run_worker_profile(const ProfileRequest& request) {
   }
   phases["load_compile"] = since(t);
   t = Clock::now();
+  // Alone on the GPU, as a timing is (device/gpu_lock.hpp): declared before the context, released
+  // after it is gone.
+  device::GpuLock gpu_lock(device::gpu_lock_dir(), device::gpu_lock_key(),
+                           device::GpuLock::Mode::kExclusive);
+  if (!gpu_lock.held()) spdlog::warn("no GPU lock ({}): profile unguarded", gpu_lock.problem());
+  phases["gpu_lock_wait"] = gpu_lock.waited_seconds();
   device::PrimaryContext context(0);
   const auto& cu = device::Driver::instance();
   phases["context"] = since(t);

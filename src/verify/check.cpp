@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include "bench/benchmark.hpp"
 #include "core/json_util.hpp"
 #include "device/driver.hpp"
+#include "device/gpu_lock.hpp"
 #include "device/watchdog.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
@@ -60,7 +62,8 @@ json request_json(const CheckRequest& r) {
           {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"mode", r.mode},
           {"bench", r.bench},
-          {"extra_workloads", r.extra_workloads}};
+          {"extra_workloads", r.extra_workloads},
+          {"gpu_lock_dir", device::gpu_lock_dir().string()}};
 }
 
 CheckRequest request_from_json(const json& j) {
@@ -77,6 +80,41 @@ CheckRequest request_from_json(const json& j) {
   r.bench = j.value("bench", json::object());
   r.extra_workloads = j.value("extra_workloads", std::vector<json>{});
   return r;
+}
+
+// The verdict's record of the GPU the worker runs on (DESIGN §4, §9): name, UUID, PCI bus id,
+// ordinal and clocks (NVML, when present) at the start of the evaluation.
+json gpu_record(const GpuInfo& g) {
+  json j = {{"gpu", g.name}, {"gpu_index", g.index}};
+  auto put = [&](const char* key, const auto& value) {
+    if (value) j[key] = *value;
+  };
+  if (!g.uuid.empty()) j["gpu_uuid"] = g.uuid;
+  if (!g.pci_bus_id.empty()) j["gpu_pci_bus_id"] = g.pci_bus_id;
+  put("sm_clock_mhz", g.sm_clock_mhz);
+  put("memory_clock_mhz", g.memory_clock_mhz);
+  put("max_sm_clock_mhz", g.max_sm_clock_mhz);
+  put("max_memory_clock_mhz", g.max_memory_clock_mhz);
+  return j;
+}
+
+// CUDA_VISIBLE_DEVICES for a worker on `g`: its UUID (which names it whatever the parent's own
+// CUDA_VISIBLE_DEVICES says), else its entry of the parent's list, else its ordinal.
+std::string visible_devices_for(const GpuInfo& g) {
+  if (!g.uuid.empty()) return g.uuid;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
+    std::vector<std::string> entries(1);
+    for (const char* c = visible; *c; ++c) {
+      if (*c == ',') {
+        entries.emplace_back();
+      } else if (*c != ' ') {
+        entries.back() += *c;
+      }
+    }
+    if (g.index >= 0 && static_cast<std::size_t>(g.index) < entries.size())
+      return entries[static_cast<std::size_t>(g.index)];
+  }
+  return std::to_string(g.index);
 }
 
 }  // namespace
@@ -113,11 +151,20 @@ Verdict check_solution(const CheckRequest& request) {
         fmt::format("{}; `kharness compile` checks a solution without one",
                     env.driver.available ? "no CUDA device visible" : env.driver.reason));
   }
-  verdict.environment = {{"gpu", env.gpus[0].name},
-                         {"driver", env.driver.nvidia_version},
-                         {"cuda", cuda_version_string(env.driver.cuda_version)},
-                         {"nvrtc", env.nvrtc_version},
-                         {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}};
+  // The GPU of this evaluation, as probed now (fresh clocks); the pool's record where the probe
+  // does not find it again.
+  const GpuInfo* gpu = &env.gpus[0];
+  if (request.gpu) {
+    gpu = &*request.gpu;
+    for (const auto& g : env.gpus) {
+      if (!request.gpu->uuid.empty() && g.uuid == request.gpu->uuid) gpu = &g;
+    }
+  }
+  verdict.environment = gpu_record(*gpu);
+  verdict.environment.update(json{{"driver", env.driver.nvidia_version},
+                                  {"cuda", cuda_version_string(env.driver.cuda_version)},
+                                  {"nvrtc", env.nvrtc_version},
+                                  {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
 
   SubprocessOptions sub;
   // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
@@ -127,6 +174,12 @@ Verdict check_solution(const CheckRequest& request) {
   // Only what the driver, the toolkit and kharness's settings need: no API keys.
   sub.inherit_environment = false;
   sub.env = sandbox::scrubbed_environment();
+  if (request.gpu) {
+    sub.env.erase(std::remove_if(sub.env.begin(), sub.env.end(),
+                                 [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; }),
+                  sub.env.end());
+    sub.env.emplace_back("CUDA_VISIBLE_DEVICES", visible_devices_for(*request.gpu));
+  }
   return verify::verdict_from_worker(request, std::move(verdict), run_subprocess(sub));
 }
 
@@ -146,6 +199,23 @@ int worker_main() {
     if (!loaded.candidate_compiled.ok())
       throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
     auto t1 = std::chrono::steady_clock::now();
+    // The per-GPU lock (device/gpu_lock.hpp): shared from before the context exists, exclusive
+    // from the timing phase on. Declared before the context, it is released after the context is
+    // gone: no use of the GPU by this process (creating or tearing down a context included)
+    // overlaps another process's timing.
+    const std::filesystem::path lock_dir = j.value("gpu_lock_dir", std::string());
+    const std::string lock_key = device::gpu_lock_key();
+    double lock_wait = 0;
+    auto gpu_lock = [&](device::GpuLock::Mode mode) {
+      auto lock = std::make_unique<device::GpuLock>(
+          lock_dir.empty() ? device::gpu_lock_dir() : lock_dir, lock_key, mode);
+      lock_wait += lock->waited_seconds();
+      // A lock folder that cannot be written costs the lock, not the evaluation: the worker's
+      // stderr (kept in the verdict) says so.
+      if (!lock->held()) spdlog::warn("no GPU lock ({}): timing unguarded", lock->problem());
+      return lock;
+    };
+    std::unique_ptr<device::GpuLock> gpu_held = gpu_lock(device::GpuLock::Mode::kShared);
     device::PrimaryContext context(0);
     auto t2 = std::chrono::steady_clock::now();
     verify::EvaluationSink sink;
@@ -192,6 +262,8 @@ int worker_main() {
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
+      gpu_held.reset();  // a shared holder waiting to become exclusive would deadlock another
+      gpu_held = gpu_lock(device::GpuLock::Mode::kExclusive);
       device::ActivityPhase phase("timing");
       bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                        {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr,
@@ -201,6 +273,7 @@ int worker_main() {
     }
     v.phases["worker_load_compile"] = std::chrono::duration<double>(t1 - t0).count();
     v.phases["worker_context"] = std::chrono::duration<double>(t2 - t1).count();
+    v.phases["gpu_lock_wait"] = lock_wait;
     emit({{"event", "verdict"}, {"verdict", to_json(v)}});
     return 0;
   } catch (const Error& e) {

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The pool on one GPU (issue 20, DESIGN §9): `kharness score` of one folder with --gpus 0 (one
+# worker) and with --gpus 0,0 (two workers sharing GPU 0). The per-GPU lock lets the second
+# worker check while the first times, but never time alongside it, so the verdicts must be the
+# same and the timed latencies equal within the noise between two runs (target: 2%).
+#
+#   scripts/bench-pool.sh [KHARNESS_BINARY]     (default build/kharness; run from anywhere)
+#
+# The folder: the shipped fixtures (tests/fixtures/good and bad) plus the seeds of SEED_OPS
+# (default: rmsnorm_h4096 fused_add_rmsnorm_h4096 silu_and_mul_i14336 copy_f32), 23 submissions.
+# CONFIGS (default "0 0,0") are the --gpus values compared, the first being the reference;
+# SCORE_FLAGS are added to every score (default --seed 1: the same inputs in every run); each run
+# has a private archive and --no-cache, so nothing is reused between them. KEEP=1 keeps the
+# folder of reports (printed). Exit 0 when the statuses are identical and every latency ratio is
+# within MAX_DEVIATION (default 0.02) of 1.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KHARNESS="$(realpath "${1:-$ROOT/build/kharness}")"
+[[ -x "$KHARNESS" ]] || { echo "bench-pool: no kharness binary at '$KHARNESS'" >&2; exit 2; }
+SEED_OPS="${SEED_OPS:-rmsnorm_h4096 fused_add_rmsnorm_h4096 silu_and_mul_i14336 copy_f32}"
+read -r -a CONFIGS <<< "${CONFIGS:-0 0,0}"
+read -r -a FLAGS <<< "${SCORE_FLAGS:---seed 1}"
+MAX_DEVIATION="${MAX_DEVIATION:-0.02}"
+TMP="$(mktemp -d /tmp/kharness-bench-pool.XXXXXX)"
+[[ "${KEEP:-0}" == 1 ]] || trap 'rm -rf "$TMP"' EXIT
+
+SUBS="$TMP/submissions"
+mkdir -p "$SUBS/bad"
+cp -r "$ROOT/tests/fixtures/good/." "$SUBS/"
+cp "$ROOT"/tests/fixtures/bad/*.cu "$SUBS/bad/"
+for op in $SEED_OPS; do cp "$ROOT/operators/$op/seed.cu" "$SUBS/seed_$op.cu"; done
+echo "bench-pool: scoring $SUBS with --gpus ${CONFIGS[*]}"
+
+for cfg in "${CONFIGS[@]}"; do
+  name="gpus-${cfg//,/_}"
+  start="$EPOCHREALTIME"
+  "$KHARNESS" --archive "$TMP/$name.archive" score "$SUBS" --gpus "$cfg" --no-cache \
+    "${FLAGS[@]}" --json "$TMP/$name.json" > "$TMP/$name.md" 2> "$TMP/$name.err"
+  rc=$?
+  echo "$cfg $rc $start $EPOCHREALTIME" >> "$TMP/walls"
+  if ((rc > 1)); then
+    echo "bench-pool: score --gpus $cfg exited $rc"; tail -c 2000 "$TMP/$name.err"; exit 1
+  fi
+done
+
+python3 - "$TMP" "$MAX_DEVIATION" "${CONFIGS[@]}" <<'PY'
+import json, math, sys
+tmp, limit, configs = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+walls = {}
+for line in open(f"{tmp}/walls"):
+    cfg, rc, start, end = line.split()
+    walls[cfg] = (int(rc), float(end) - float(start))
+def load(cfg):
+    return json.load(open(f"{tmp}/gpus-{cfg.replace(',', '_')}.json"))["solutions"]
+runs = {cfg: load(cfg) for cfg in configs}
+ref = configs[0]
+
+def latencies(v):
+    out = {}
+    for w in v.get("workloads", []):
+        lat = w.get("timing", {}).get("candidate", {}).get("latency")
+        if lat:
+            out[w["uuid"]] = lat
+    return out
+
+print(f"{len(runs[ref])} submissions")
+print()
+print("| --gpus | workers | wall time | exit | passed | GPU lock wait (sum) |")
+print("|---|---|---|---|---|---|")
+for cfg in configs:
+    vs = runs[cfg]
+    waited = sum(v.get("phases", {}).get("gpu_lock_wait", 0) for v in vs)
+    passed = sum(1 for v in vs if v["status"] == "PASSED")
+    rc, wall = walls[cfg]
+    print(f"| {cfg} | {len(cfg.split(','))} | {wall:.1f} s | {rc} | {passed}/{len(vs)} | {waited:.1f} s |")
+
+identical = True
+worst = 0.0
+timed = 0
+for cfg in configs[1:]:
+    a = {v["source"]: v for v in runs[ref]}
+    b = {v["source"]: v for v in runs[cfg]}
+    same = [s for s in a] == [s for s in b] and all(
+        a[s]["status"] == b[s]["status"] and
+        (a[s].get("failure") or {}).get("kind") == (b[s].get("failure") or {}).get("kind")
+        for s in a)
+    identical = identical and same
+    print()
+    print(f"per-solution latency, --gpus {cfg} over --gpus {ref} (geometric mean over workloads; "
+          "max |ratio-1| of a workload):")
+    print()
+    print("| solution | status | workloads | latency ratio | max workload deviation |")
+    print("|---|---|---|---|---|")
+    for s in a:
+        la, lb = latencies(a[s]), latencies(b.get(s, {}))
+        common = [u for u in la if u in lb]
+        name = s.rsplit("/", 1)[-1]
+        if not common:
+            print(f"| {name} | {a[s]['status']} / {b.get(s, {}).get('status')} | 0 | - | - |")
+            continue
+        ratios = [lb[u] / la[u] for u in common]
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        dev = max(abs(r - 1) for r in ratios)
+        worst = max(worst, abs(geo - 1))
+        timed += 1
+        print(f"| {name} | {a[s]['status']} | {len(common)} | {geo:.4f} | {100 * dev:.2f}% |")
+print()
+print(f"timed solutions compared: {timed}")
+print(f"max |ratio-1| over solutions: {100 * worst:.2f}% (target <= {100 * limit:.0f}%)")
+print(f"identical statuses: {'yes' if identical else 'no'}")
+sys.exit(0 if identical and worst <= limit else 1)
+PY
+rc=$?
+[[ "${KEEP:-0}" == 1 ]] && echo "bench-pool: reports kept in $TMP"
+exit "$rc"
