@@ -241,3 +241,33 @@ TEST(FibExport, CliRefusalIsOneLineExit1) {
 
 }  // namespace
 }  // namespace kharness
+
+namespace kharness {
+namespace {
+
+// The sm_90a GEMM seed takes TMA tensor maps, which the generated launcher does not encode: the
+// export says so on one line (exit 1) instead of writing a launcher that cannot run.
+TEST(FibExport, TensorMapPlansAreRefusedWithTheReason) {
+  TempDir dir;
+  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" +
+                             (testing::source_dir() / "operators/_families/gemm/seed.sm_90a.cu")
+                                 .string() +
+                             "' --operator gemm_n6144_k4096 --fib '" +
+                             (dir.path() / "g.json").string() + "' --arch sm_90a");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("declares tensor maps"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "g.json"));
+}
+
+// PDL and cooperative launches become cudaLaunchKernelEx attributes.
+TEST(FibExport, PdlAndCooperativeBecomeLaunchAttributes) {
+  TempDir dir;
+  Exported e = export_seed(dir, "tests/fixtures/launch/pdl_cooperative_copy.cu", "copy_f32");
+  EXPECT_TRUE(has(e.launcher, "stream, args, false, true);")) << e.launcher;
+  EXPECT_TRUE(has(e.launcher, "stream, args, true, false);")) << e.launcher;
+  EXPECT_TRUE(has(e.launcher, "cudaLaunchAttributeProgrammaticStreamSerialization"));
+  EXPECT_TRUE(has(e.launcher, "cudaLaunchAttributeCooperative"));
+}
+
+}  // namespace
+}  // namespace kharness
