@@ -1,7 +1,15 @@
-// The sampling comparator (verify/sampling_compare.hpp): a correct sampler passes 1000 seeded
-// verdicts of each kind; an argmax sampler and a top-k off by one (either way) fail every time.
-// A sampler at temperature 0.7 is NOT reliably caught in batches of 256 draws (measured: top-k 0 of
-// 1000, top-p 143 of 1000 at alpha 1e-8): its rate is printed, not asserted (see the report).
+// The sampling comparator (verify/sampling_compare.hpp) on a plain host sampler written from
+// FlashInfer-Bench's reference text, batch 256 over a vocabulary of 256, seeded.
+// In CI (well under 20 s): a correct sampler passes a fixed seeded set of verdicts per mode (no
+// false failure), and an argmax sampler and a top-k off by one (either way) fail every verdict.
+// KHARNESS_SAMPLING_RATES=1 runs the measurement behind the numbers instead: 1000 seeded
+// verdicts per case, rates printed. Measured (alpha 1e-8 per comparison):
+//   correct sampler        top-k 0/1000, top-p 0/1000, top-k-then-top-p 0/1000 failures;
+//   argmax                 top-k, top-p, top-k-then-top-p: 1000/1000 failures each;
+//   top-k k+1 / k-1        1000/1000 failures each (k+1 also under top-k-then-top-p);
+//   temperature 0.7        top-k 0/1000, top-p 143/1000: NOT reliably detected at batch 256 (a
+//                          temperature sharpens each row a little; 256 draws cannot see it), so
+//                          its rate is printed, not asserted.
 #include "verify/sampling_compare.hpp"
 
 #include <gtest/gtest.h>
@@ -9,8 +17,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "verify/index_inputs.hpp"
 
@@ -139,19 +149,24 @@ TEST(SamplingCompare, TruncationFollowsTheReferenceText) {
   EXPECT_EQ(truncate_row(row, 6, true, 0, false, 1.0).cell_of.size(), 6u);
 }
 
-// The measured rates (printed for the report): 1000 seeded verdicts of a correct sampler per
-// mode, none may fail; every faulty sampler fails every verdict.
-TEST(SamplingCompare, CorrectSamplerPassesAThousandVerdicts) {
+// KHARNESS_SAMPLING_RATES=1: the 1000-verdict measurement; otherwise CI's fixed seeded subset.
+bool measuring_rates() {
+  const char* v = std::getenv("KHARNESS_SAMPLING_RATES");
+  return v && std::string(v) == "1";
+}
+
+TEST(SamplingCompare, CorrectSamplerNeverFails) {
+  const int verdicts = measuring_rates() ? 1000 : 100;
   for (Mode mode : {Mode::kTopK, Mode::kTopP, Mode::kTopKTopP}) {
     double worst = 1;
-    const int failed = failures(mode, Fault::kNone, 1000, &worst);
-    std::printf("mode %d: correct sampler failed %d of 1000 verdicts (smallest p-value %.3g)\n",
-                static_cast<int>(mode), failed, worst);
+    const int failed = failures(mode, Fault::kNone, verdicts, &worst);
+    std::printf("mode %d: correct sampler failed %d of %d verdicts (smallest p-value %.3g)\n",
+                static_cast<int>(mode), failed, verdicts, worst);
     EXPECT_EQ(failed, 0);
   }
 }
 
-TEST(SamplingCompare, FaultySamplersFailEveryVerdict) {
+TEST(SamplingCompare, ArgmaxAndTopKOffByOneFailEveryVerdict) {
   struct Case {
     Mode mode;
     Fault fault;
@@ -163,17 +178,20 @@ TEST(SamplingCompare, FaultySamplersFailEveryVerdict) {
                         {Mode::kTopK, Fault::kKPlusOne, "top-k k+1"},
                         {Mode::kTopK, Fault::kKMinusOne, "top-k k-1"},
                         {Mode::kTopKTopP, Fault::kKPlusOne, "top-k-top-p k+1"}};
+  const int verdicts = measuring_rates() ? 1000 : 10;
   for (const Case& c : cases) {
-    const int failed = failures(c.mode, c.fault, 200);
-    std::printf("%s: failed %d of 200 verdicts\n", c.name, failed);
-    EXPECT_EQ(failed, 200) << c.name;
+    const int failed = failures(c.mode, c.fault, verdicts);
+    std::printf("%s: failed %d of %d verdicts\n", c.name, failed, verdicts);
+    EXPECT_EQ(failed, verdicts) << c.name;
   }
 }
 
+// Printed, not asserted (see the top of the file); only with KHARNESS_SAMPLING_RATES=1.
 TEST(SamplingCompare, TemperatureDetectionRateIsMeasured) {
-  for (Mode mode : {Mode::kTopK, Mode::kTopP}) {
-    const int failed = failures(mode, Fault::kTemperature, 100);
-    std::printf("mode %d temperature 0.7: failed %d of 100 verdicts\n", static_cast<int>(mode),
+  if (!measuring_rates()) GTEST_SKIP() << "set KHARNESS_SAMPLING_RATES=1 to measure";
+  for (Mode mode : {Mode::kTopK, Mode::kTopP, Mode::kTopKTopP}) {
+    const int failed = failures(mode, Fault::kTemperature, 1000);
+    std::printf("mode %d temperature 0.7: failed %d of 1000 verdicts\n", static_cast<int>(mode),
                 failed);
   }
 }
