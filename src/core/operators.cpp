@@ -292,6 +292,9 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
       for (const auto& dir : family_dirs()) {
         if (auto ref = existing(dir / family / "reference.cu")) {
           op.reference = ref;
+          // The family found names the definition's family (skills/<family>.md, profiles), not
+          // its op_type: FlashInfer-Bench's gqa_paged holds both decode and prefill.
+          if (op.definition.kharness.family.empty()) op.definition.kharness.family = family;
           break;
         }
       }
