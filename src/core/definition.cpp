@@ -19,10 +19,10 @@ namespace ju = json_util;
 using OJson = nlohmann::ordered_json;
 
 const std::set<std::string> kDistributions = {
-    "normal",        "uniform",         "range",
-    "indptr",        "indices",         "constant",
-    "scale",         "sparse_indices",  "fp8_cache_with_scales",
-    "last_page_len", "probability_rows"};
+    "normal",        "uniform",          "range",
+    "indptr",        "indices",          "constant",
+    "scale",         "sparse_indices",   "fp8_cache_with_scales",
+    "last_page_len", "probability_rows", "packed_topk_ids"};
 
 std::vector<std::string> axis_names(const Definition& d) {
   std::vector<std::string> names;
@@ -210,6 +210,7 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
                              : out.distribution == "indices"               ? "max"
                              : out.distribution == "sparse_indices"        ? "max"
                              : out.distribution == "fp8_cache_with_scales" ? "head_dim"
+                             : out.distribution == "packed_topk_ids"       ? "experts"
                                                                            : nullptr;
       if (role_key) {
         auto it = out.extra.find(role_key);

@@ -81,7 +81,7 @@ std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab
 bool is_index_role(const std::string& distribution) {
   return distribution == "indptr" || distribution == "indices" || distribution == "last_page_len" ||
          distribution == "probability_rows" || distribution == "sparse_indices" ||
-         distribution == "fp8_cache_with_scales";
+         distribution == "packed_topk_ids" || distribution == "fp8_cache_with_scales";
 }
 
 std::vector<std::int64_t> make_indptr(std::uint64_t n, std::int64_t total, std::uint64_t seed) {
@@ -238,8 +238,10 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
   } else if (gen.distribution == "indptr") {
     values = make_indptr(count, parameter(gen, "total", axes, where), seed);
   } else if (gen.distribution == "last_page_len") {
+    // Without "cover" (decode: one query that sees every token) any 1..page_size will do.
     const auto& pages = earlier(gen, "indptr", made, where);
-    const auto& cover = earlier(gen, "cover", made, where);
+    const std::vector<std::int64_t> no_cover(count + 1, 0);
+    const auto& cover = gen.extra.contains("cover") ? earlier(gen, "cover", made, where) : no_cover;
     if (pages.size() != count + 1 || cover.size() != count + 1) {
       throw input_error(where, fmt::format("needs {} + 1 offsets in its indptr and cover", count));
     }
@@ -249,6 +251,33 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
       const std::int64_t q = cover[b + 1] - cover[b];
       const std::int64_t lo = std::clamp<std::int64_t>(q - (np - 1) * page_size, 1, page_size);
       values.push_back(std::uniform_int_distribution<std::int64_t>(lo, page_size)(rng));
+    }
+  } else if (gen.distribution == "packed_topk_ids") {
+    const auto shape = tensor_shape(tensor, axes);
+    const std::uint64_t k = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
+    const std::int64_t experts = parameter(gen, "experts", axes, where);
+    const bool sigmoid = gen.extra.value("sigmoid", false);
+    if (experts < static_cast<std::int64_t>(k) || experts > 32767) {
+      throw input_error(
+          where + ".experts",
+          fmt::format("needs top_k {} <= experts <= 32767 (an int16 id), not {}", k, experts));
+    }
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (std::uint64_t r = 0; k > 0 && r < count / k; ++r) {
+      const auto ids = make_indices(k, experts - 1, rng());
+      std::vector<double> logit(k);
+      double m = -1e300, sum = 0;
+      for (auto& x : logit) m = std::max(m, x = normal(rng));
+      for (double x : logit) sum += std::exp(x - m);
+      for (std::uint64_t j = 0; j < k; ++j) {
+        const double w = sigmoid ? 1.0 / (1.0 + std::exp(-logit[j])) : std::exp(logit[j] - m) / sum;
+        std::uint8_t bf16[2];
+        from_double(DType::kBFloat16, w, bf16);
+        const std::uint32_t bits = static_cast<std::uint32_t>(bf16[0]) | (bf16[1] << 8);
+        values.push_back(
+            static_cast<std::int64_t>((static_cast<std::uint32_t>(ids[j]) << 16) | bits));
+      }
     }
   } else if (gen.distribution == "sparse_indices") {
     const auto shape = tensor_shape(tensor, axes);

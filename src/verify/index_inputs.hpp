@@ -30,6 +30,10 @@ namespace kharness::verify {
 
 bool is_index_role(const std::string& distribution);
 
+// Pre-computed MoE routing: "packed_topk_ids" {"experts": expr, "sigmoid": bool}: an int32
+// [tokens, top_k] tensor, each row top_k distinct random experts in [0, experts), each entry
+// expert << 16 | the bfloat16 bits of its weight (softmax of N(0, 1) logits over the row; with
+// "sigmoid", each weight the sigmoid of its logit, as Llama 4's top-1 routing).
 // One more, for sampling: "probability_rows" {"std": s}: a float32 [rows, vocab] tensor, each row
 // a distribution (softmax of N(0, s) logits: exp(s z) / sum, as a model's output after softmax).
 std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab, double std,
