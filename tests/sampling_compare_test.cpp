@@ -7,9 +7,9 @@
 //   correct sampler        top-k 0/1000, top-p 0/1000, top-k-then-top-p 0/1000 failures;
 //   argmax                 top-k, top-p, top-k-then-top-p: 1000/1000 failures each;
 //   top-k k+1 / k-1        1000/1000 failures each (k+1 also under top-k-then-top-p);
-//   temperature 0.7        top-k 0/1000, top-p 143/1000: NOT reliably detected at batch 256 (a
-//                          temperature sharpens each row a little; 256 draws cannot see it), so
-//                          its rate is printed, not asserted.
+//   temperature 0.7        top-k 0/1000, top-p 143/1000, top-k-then-top-p 0/1000: NOT reliably
+//                          detected at batch 256 (a temperature sharpens each row a little; 256
+//                          draws cannot see it), so its rate is printed, not asserted.
 #include "verify/sampling_compare.hpp"
 
 #include <gtest/gtest.h>
