@@ -67,9 +67,8 @@ const Family kFamilies[] = {
      "trtllm_fp8_per_tensor_scale_moe_topk1_e16_h5120_i8192", false},
     {"gdn_mtp", "gdn_mtp_qk4_v8_d128_k_last", false},
     {"mamba_ssu_decode", "mamba_ssu_decode_h64_d64_s128_ng4", false},
-    // Decode with pages of 64 tokens (kv_last_page_len): a reference, no seed yet.
-    {"gqa_paged_decode_ps64", "gqa_paged_decode_h32_kv8_d128_ps64", false, false},
-    {"mla_paged_decode_ps64", "mla_paged_decode_h16_ckv512_kpe64_ps64", false, false},
+    {"gqa_paged_decode_ps64", "gqa_paged_decode_h32_kv8_d128_ps64", false},
+    {"mla_paged_decode_ps64", "mla_paged_decode_h16_ckv512_kpe64_ps64", false},
 };
 
 std::filesystem::path fib_dir() { return std::filesystem::path(KHARNESS_FIB_DIR); }
