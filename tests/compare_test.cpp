@@ -99,7 +99,7 @@ TEST(Compare, ParallelResultEqualsSerialOnALargeTensor) {
 TEST(Compare, ComparatorsByName) {
   EXPECT_NE(find_comparator("elementwise"), nullptr);
   EXPECT_EQ(find_comparator("topk_sets"), nullptr);
-  EXPECT_EQ(comparator_names(), (std::vector<std::string>{"elementwise", "topk_set"}));
+  EXPECT_EQ(comparator_names(), (std::vector<std::string>{"elementwise", "topk_set", "sampling"}));
   // "elementwise" is compare_output behind the comparator signature.
   auto e = encode(DType::kFloat32, {1.0, 2.0});
   auto g = encode(DType::kFloat32, {1.0, 2.5});

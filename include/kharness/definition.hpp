@@ -109,6 +109,9 @@ struct Workload {
   std::string uuid;
   std::map<std::string, std::int64_t> axes;  // the var axes as given
   std::map<std::string, WorkloadInput> inputs;
+  // Where the workload came from when it was not shipped (written as kharness.provenance), e.g.
+  // "synthesized from _families/gemm/family.json workloads[2]". Empty for a shipped workload.
+  std::string provenance;
 
   // Every axis of the definition bound to its value (const axes and this workload's var axes).
   Bindings bindings(const Definition& definition) const;
@@ -121,6 +124,17 @@ Workload parse_workload(const nlohmann::json& json, const Definition& definition
 // A .jsonl file; errors name the file and line.
 std::vector<Workload> load_workloads(const std::filesystem::path& file,
                                      const Definition& definition);
+
+// Workloads made for a definition that ships none, from its family's templates (family.json
+// "workloads": [{"axes": {axis: int | expression over the axes bound so far}, "inputs": {scalar:
+// number | "rsqrt(expression)"}}]). Axes a template gives but the definition lacks are bound for
+// the expressions and left out of the workload; a template whose values break one of the
+// definition's constraints that reads only axes ("len_indptr == batch_size + 1") is skipped.
+// Every workload says in its provenance that it was synthesized. Throws Error naming `source`
+// and the field when a template is malformed or leaves a var axis or scalar input unset.
+std::vector<Workload> synthesize_workloads(const Definition& definition,
+                                           const nlohmann::ordered_json& templates,
+                                           const std::string& source);
 
 // Back to the FlashInfer-Bench schema (with the "kharness" section when present).
 nlohmann::ordered_json to_json(const Definition& definition);

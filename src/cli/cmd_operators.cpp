@@ -2,8 +2,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <set>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -20,6 +24,7 @@ struct OperatorsArgs {
   std::string into;                       // import: write runnable ones as operator folders here
   CLI::App* import = nullptr;
   bool json = false;
+  bool markdown = false;           // list: the README's generated operator list
   std::string name;                // show
   std::vector<std::string> names;  // check
   std::string arch;
@@ -48,7 +53,88 @@ std::string path_or_dash(const std::optional<std::filesystem::path>& p) {
   return p ? p->string() : "-";
 }
 
+std::string yes_no(bool b) { return b ? "yes" : "-"; }
+
+// The family folder an operator's reference is in (_families/<family>), "own" for a reference
+// beside its definition, "-" for none.
+std::string reference_family(const Operator& op) {
+  if (!op.reference) return "-";
+  const auto dir = op.reference->parent_path();
+  return dir.parent_path().filename() == "_families" ? dir.filename().string() : "own";
+}
+
+// The README's operator list (README.md between the operators:begin/end markers, kept current
+// by scripts/update-readme-operators.sh and checked by tests/readme_operators_test.cpp): the
+// shipped operators and the reference families, from operators/ itself.
+ExitCode run_list_markdown() {
+  namespace fs = std::filesystem;
+  const fs::path builtin = OperatorRegistry::builtin_dir();
+  OperatorRegistry registry({{builtin, "builtin"}});
+  std::map<std::string, std::vector<std::string>> shipped_of;  // family -> shipped operators
+  Table ops({"| operator", "| op_type", "| family", "| workloads", "| seed", "| baseline |"});
+  std::size_t count = 0;
+  for (const auto& e : registry.list()) {
+    if (!e.error.empty()) throw input_error(e.definition_file.string(), e.error);
+    const Operator op = registry.load(e.name);
+    const std::string family = reference_family(op);
+    shipped_of[family].push_back(e.name);
+    ops.add({"| `" + e.name + "`", "| " + e.op_type, "| " + family,
+             "| " + std::to_string(op.workloads.size()), "| " + yes_no(op.seed.has_value()),
+             "| " + yes_no(op.baseline.has_value()) + " |"});
+    ++count;
+  }
+  std::vector<std::string> families;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(builtin / "_families", ec)) {
+    if (d.is_directory() && fs::exists(d.path() / "reference.cu")) {
+      families.push_back(d.path().filename().string());
+    }
+  }
+  std::sort(families.begin(), families.end());
+  Table fams({"| family", "| seed", "| baseline", "| workload templates", "| shipped operators |"});
+  for (const auto& f : families) {
+    const fs::path dir = builtin / "_families" / f;
+    bool templates = false;
+    if (fs::exists(dir / "family.json")) {
+      const auto j = json_util::parse_text<nlohmann::ordered_json>(
+          read_file((dir / "family.json").string()), (dir / "family.json").string());
+      templates = j.is_object() && j.contains("workloads");
+    }
+    std::vector<std::string> shipped;
+    for (const auto& n : shipped_of[f]) shipped.push_back("`" + n + "`");
+    fams.add({"| `" + f + "`", "| " + yes_no(fs::exists(dir / "seed.cu")),
+              "| " + yes_no(fs::exists(dir / "baseline")), "| " + yes_no(templates),
+              "| " + (shipped.empty() ? std::string("-") : join(shipped, ", ")) + " |"});
+  }
+  // Markdown tables: the header separator row goes second.
+  auto markdown = [](const std::string& rendered, std::size_t columns) {
+    std::istringstream lines(rendered);
+    std::string out, line;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+      if (first) {
+        for (std::size_t c = 0; c < columns; ++c) out += "|---";
+        out += "|\n";
+        first = false;
+      }
+    }
+    return out;
+  };
+  print(
+      fmt::format("{} operators ship, with references from {} families "
+                  "(`operators/_families/`; a family's reference serves every definition of "
+                  "it, imported FlashInfer-Bench ones included).\n\n",
+                  count, families.size()));
+  print(markdown(ops.render(), 6));
+  print("\n");
+  print(markdown(fams.render(), 5));
+  return ExitCode::kPassed;
+}
+
 ExitCode run_list(const OperatorsArgs& args, const GlobalOptions& global) {
+  if (args.markdown) return run_list_markdown();
   auto entries = make_registry(global).list();
   if (args.json) {
     nlohmann::json j = nlohmann::json::array();
@@ -246,6 +332,14 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
   Table table({"name", "op_type", "workloads", "runnable", "reason"});
   nlohmann::json report = nlohmann::json::array();
   std::size_t runnable = 0, total = 0;
+  // Per family (the reference family found, else "op_type X" for definitions without one): how
+  // many definitions, how many run, and what the rest and the family itself miss.
+  struct FamilyReport {
+    std::size_t definitions = 0, runnable = 0, synthesized = 0;
+    bool seed = false, baseline = false, has_reference = false;
+    std::map<std::string, std::size_t> missing;  // why not runnable -> how many
+  };
+  std::map<std::string, FamilyReport> families;
   for (const auto& path : args.import_paths) {
     std::error_code ec;
     if (!fs::exists(path, ec)) throw input_error(path, "no such file or folder");
@@ -276,7 +370,32 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
       } catch (const Error& e) {
         r = {false, e.message()};
       }
+      const std::string family =
+          op && op->reference ? reference_family(*op)
+                              : "op_type " + (op ? op->definition.op_type : std::string("?"));
+      FamilyReport& fr = families[family == "own" ? "own reference: " + name : family];
+      ++fr.definitions;
+      if (op) {
+        fr.has_reference = op->reference.has_value();
+        fr.seed = fr.seed || op->seed.has_value();
+        fr.baseline = fr.baseline || op->baseline.has_value();
+        if (!op->workloads_file && !op->workloads.empty()) ++fr.synthesized;
+      }
+      if (!r.runnable) {
+        // The reason without the definition's particulars (input names, uuids, paths).
+        std::string why = r.reason;
+        if (why.rfind("no reference", 0) == 0)
+          why = "no reference family";
+        else if (why.rfind("integer input", 0) == 0)
+          why = "an integer input has no generator";
+        else if (why.rfind("workload ", 0) == 0)
+          why = "safetensors inputs not in the snapshot";
+        else if (!op)
+          why = "definition does not load";
+        ++fr.missing[why];
+      }
       if (r.runnable) {
+        ++fr.runnable;
         ++runnable;
         if (!args.into.empty()) {
           fs::path out = fs::path(args.into) / name;
@@ -294,12 +413,38 @@ ExitCode run_import(const OperatorsArgs& args, const GlobalOptions& global) {
                         {"reason", r.reason}});
     }
   }
+  Table per_family(
+      {"family", "definitions", "runnable", "synthesized", "seed", "baseline", "missing"});
+  nlohmann::json family_report = nlohmann::json::array();
+  for (const auto& [family, fr] : families) {
+    std::vector<std::string> missing;
+    for (const auto& [why, n] : fr.missing) missing.push_back(fmt::format("{} ({})", why, n));
+    if (fr.has_reference && !fr.seed) missing.push_back("seed");
+    if (fr.has_reference && !fr.baseline) missing.push_back("baseline");
+    per_family.add({family, std::to_string(fr.definitions), std::to_string(fr.runnable),
+                    std::to_string(fr.synthesized), fr.has_reference ? yes_no(fr.seed) : "-",
+                    fr.has_reference ? yes_no(fr.baseline) : "-",
+                    missing.empty() ? "-" : join(missing, "; ")});
+    family_report.push_back({{"family", family},
+                             {"definitions", fr.definitions},
+                             {"runnable", fr.runnable},
+                             {"synthesized_workloads", fr.synthesized},
+                             {"seed", fr.seed},
+                             {"baseline", fr.baseline},
+                             {"missing", missing}});
+  }
   if (args.json) {
-    print(json_util::dump(
-              nlohmann::json({{"schema", "kharness.import/1"}, {"definitions", report}}), 2) +
+    print(json_util::dump(nlohmann::json({{"schema", "kharness.import/1"},
+                                          {"definitions", report},
+                                          {"families", family_report}}),
+                          2) +
           "\n");
   } else {
     print(table.render());
+    print(
+        "\nper family (synthesized: definitions whose workloads come from the family's "
+        "templates, none shipped)\n");
+    print(per_family.render());
     print(fmt::format("{} of {} definitions runnable{}\n", runnable, total,
                       args.into.empty() ? "" : fmt::format("; written to {}", args.into)));
   }
@@ -314,6 +459,8 @@ Runner setup_operators(CLI::App& app) {
   args->list = app.add_subcommand(
       "list", "List every operator found (built-in, --operators-dir, KHARNESS_OPERATORS)");
   args->list->add_flag("--json", args->json, "Print as JSON");
+  args->list->add_flag("--markdown", args->markdown,
+                       "The shipped operators and families as Markdown (README.md's list)");
   args->show = app.add_subcommand(
       "show", "Axes, tensors, workloads, tolerance and FLOP/byte formulas of one operator");
   args->show->add_option("name", args->name, "Operator name, or a definition file or folder")

@@ -28,8 +28,15 @@ std::string file_layer(const std::string& stem, const Operator& op, const std::s
   bool blackwell =
       arch.rfind("sm_10", 0) == 0 || arch.rfind("sm_11", 0) == 0 || arch.rfind("sm_12", 0) == 0;
   if ((s == "hopper" && hopper) || (s == "blackwell" && blackwell)) return "architecture";
-  if (s == lower(op.definition.name) || s == lower(op.definition.op_type) ||
-      s == lower(op.definition.family()))
+  // A page-size variant of a family (gqa_paged_prefill_causal_ps1, split off only because its
+  // definitions have no kv_last_page_len input) shares the family's skills file.
+  std::string family = lower(op.definition.family());
+  if (const std::size_t cut = family.rfind("_ps");
+      cut != std::string::npos && cut + 3 < family.size() &&
+      family.find_first_not_of("0123456789", cut + 3) == std::string::npos) {
+    if (s == family.substr(0, cut)) return "operator";
+  }
+  if (s == lower(op.definition.name) || s == lower(op.definition.op_type) || s == family)
     return "operator";
   if (s == "profiling") return "profiling";
   return "";

@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
+#include "kharness/hash.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness {
@@ -16,9 +18,11 @@ namespace {
 namespace ju = json_util;
 using OJson = nlohmann::ordered_json;
 
-const std::set<std::string> kDistributions = {"normal", "uniform",        "range",
-                                              "indptr", "indices",        "constant",
-                                              "scale",  "sparse_indices", "fp8_cache_with_scales"};
+const std::set<std::string> kDistributions = {
+    "normal",        "uniform",          "range",
+    "indptr",        "indices",          "constant",
+    "scale",         "sparse_indices",   "fp8_cache_with_scales",
+    "last_page_len", "probability_rows", "packed_topk_ids"};
 
 std::vector<std::string> axis_names(const Definition& d) {
   std::vector<std::string> names;
@@ -202,9 +206,11 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
       if (out.low > out.high) throw input_error(ju::field(source, gpath), "low > high");
       // Index roles: their size parameters are expressions over the axes.
       const char* role_key = out.distribution == "indptr"                  ? "total"
+                             : out.distribution == "last_page_len"         ? "indptr"
                              : out.distribution == "indices"               ? "max"
                              : out.distribution == "sparse_indices"        ? "max"
                              : out.distribution == "fp8_cache_with_scales" ? "head_dim"
+                             : out.distribution == "packed_topk_ids"       ? "experts"
                                                                            : nullptr;
       if (role_key) {
         auto it = out.extra.find(role_key);
@@ -212,7 +218,9 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
           throw input_error(ju::field(source, gpath),
                             fmt::format("the {} role needs \"{}\"", out.distribution, role_key));
         }
-        if (!it->is_number_integer()) parse_formula(OJson(*it), source, gpath + "." + role_key, d);
+        const bool names_input = out.distribution == "last_page_len";
+        if (!names_input && !it->is_number_integer())
+          parse_formula(OJson(*it), source, gpath + "." + role_key, d);
       }
       if (out.std < 0) throw input_error(ju::field(source, gpath + ".std"), "must be >= 0");
       spec.inputs[g.key()] = std::move(out);
@@ -310,7 +318,7 @@ Definition parse_definition(const OJson& j, const std::string& source) {
 void apply_family_defaults(Definition& definition, const nlohmann::ordered_json& family_json,
                            const std::string& source) {
   ju::require_object(family_json, source, "");
-  ju::reject_unknown_keys(family_json, {"kharness", "description"}, source, "");
+  ju::reject_unknown_keys(family_json, {"kharness", "description", "workloads"}, source, "");
   auto it = family_json.find("kharness");
   if (it == family_json.end()) return;
   // Parse the family's section against this definition (names must exist in it), then fill only
@@ -435,6 +443,11 @@ Workload parse_workload(const nlohmann::json& line, const Definition& d,
         throw input_error(ju::field(source, path), "a scalar input cannot come from safetensors");
       }
       out.inputs[it.key()] = std::move(wi);
+    }
+  }
+  if (auto k = w->find("kharness"); k != w->end() && k->is_object()) {
+    if (auto p = k->find("provenance"); p != k->end()) {
+      out.provenance = ju::as_string(*p, source, ju::join_path(root, "kharness.provenance"));
     }
   }
   for (const auto& spec : d.inputs) {
@@ -580,7 +593,117 @@ nlohmann::json to_json(const Workload& w) {
     }
   }
   j["inputs"] = inputs;
+  if (!w.provenance.empty()) j["kharness"] = {{"provenance", w.provenance}};
   return j;
+}
+
+namespace {
+
+// A synthesized scalar: a number, or "rsqrt(expression)" (a softmax scale 1/sqrt(head_dim)).
+nlohmann::json template_scalar(const OJson& v, const Bindings& axes, const std::string& source,
+                               const std::string& path) {
+  if (v.is_number()) return nlohmann::json(v);
+  std::string text = ju::as_string(v, source, path);
+  std::int64_t arg = 0;
+  bool rsqrt = text.rfind("rsqrt(", 0) == 0 && text.size() > 7 && text.back() == ')';
+  try {
+    arg = Expr::parse(rsqrt ? text.substr(6, text.size() - 7) : text).eval(axes);
+  } catch (const ExprError& e) {
+    throw input_error(ju::field(source, path), e.what());
+  }
+  if (!rsqrt) return arg;
+  if (arg <= 0) throw input_error(ju::field(source, path), "rsqrt of a value <= 0");
+  return 1.0 / std::sqrt(static_cast<double>(arg));
+}
+
+// A constraint that reads only axes and holds, or one that cannot be judged from the axes
+// (it reads a tensor's values or shape): true. False only when it reads axes and fails.
+bool constraint_allows(const std::string& constraint, const Bindings& axes) {
+  try {
+    return Expr::parse(constraint).eval(axes) != 0;
+  } catch (const ExprError&) {
+    return true;
+  }
+}
+
+}  // namespace
+
+std::vector<Workload> synthesize_workloads(const Definition& d, const OJson& templates,
+                                           const std::string& source) {
+  ju::expect_type(templates, templates.is_array(), "an array of workload templates", source,
+                  "workloads");
+  std::vector<Workload> out;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < templates.size(); ++i) {
+    const std::string path = ju::index_path("workloads", i);
+    const auto& t = ju::require_object(templates[i], source, path);
+    ju::reject_unknown_keys(t, {"axes", "inputs"}, source, path);
+    Bindings axes;
+    for (const auto& a : d.axes) {
+      if (a.is_const) axes[a.name] = a.value;
+    }
+    const auto& ta =
+        ju::require_object(ju::require(t, "axes", source, path), source, path + ".axes");
+    for (auto it = ta.begin(); it != ta.end(); ++it) {
+      const std::string apath = path + ".axes." + it.key();
+      const Axis* axis = d.find_axis(it.key());
+      if (axis && axis->is_const) continue;  // the definition fixes it
+      std::int64_t value = 0;
+      if (it.value().is_number_integer()) {
+        value = ju::as_int(it.value(), source, apath);
+      } else {
+        try {
+          value = Expr::parse(ju::as_string(it.value(), source, apath)).eval(axes);
+        } catch (const ExprError& e) {
+          throw input_error(ju::field(source, apath), e.what());
+        }
+      }
+      if (value < 0) throw input_error(ju::field(source, apath), "must be >= 0");
+      axes[it.key()] = value;
+    }
+    bool allowed = true;
+    for (const auto& c : d.constraints) allowed = allowed && constraint_allows(c, axes);
+    if (!allowed) continue;
+    Workload w;
+    std::string key = d.name;
+    for (const auto& a : d.axes) {
+      if (a.is_const) continue;
+      auto v = axes.find(a.name);
+      if (v == axes.end()) {
+        throw input_error(ju::field(source, path + ".axes"),
+                          fmt::format("gives no value for {}'s var axis '{}'", d.name, a.name));
+      }
+      w.axes[a.name] = v->second;
+      key += fmt::format(" {}={}", a.name, v->second);
+    }
+    if (!seen.insert(key).second) continue;  // two templates that agree on this definition
+    const OJson no_inputs = OJson::object();
+    const auto it_inputs = t.find("inputs");
+    const OJson& ti = it_inputs == t.end() ? no_inputs : *it_inputs;
+    ju::require_object(ti, source, path + ".inputs");
+    for (const auto& spec : d.inputs) {
+      WorkloadInput in;
+      if (spec.is_scalar()) {
+        auto v = ti.find(spec.name);
+        if (v == ti.end()) {
+          throw input_error(
+              ju::field(source, path + ".inputs"),
+              fmt::format("gives no value for {}'s scalar input '{}'", d.name, spec.name));
+        }
+        in.kind = WorkloadInput::Kind::kScalar;
+        in.value = template_scalar(*v, axes, source, path + ".inputs." + spec.name);
+      }
+      w.inputs[spec.name] = std::move(in);
+    }
+    // A stable id: the same definition and axes give the same uuid on every machine.
+    std::string h = sha256_hex(key);
+    w.uuid = fmt::format("{}-{}-{}-{}-{}", h.substr(0, 8), h.substr(8, 4), h.substr(12, 4),
+                         h.substr(16, 4), h.substr(20, 12));
+    w.provenance =
+        fmt::format("synthesized from {} {} (the definition ships no workloads)", source, path);
+    out.push_back(std::move(w));
+  }
+  return out;
 }
 
 }  // namespace kharness

@@ -293,14 +293,21 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
   if (!op.reference) {
     // The family: kharness.family when given; otherwise the longest '_'-separated prefix of the
     // name that has a family folder (fused_add_rmsnorm_h4096 -> fused_add_rmsnorm, although its
-    // op_type is rmsnorm), then the op_type.
+    // op_type is rmsnorm), a prefix joined to the name's last part first (a variant:
+    // gqa_paged_prefill_causal_h32_kv8_d128_ps1 -> gqa_paged_prefill_causal_ps1, whose page size 1
+    // definitions have no kv_last_page_len input, before gqa_paged_prefill_causal), then the
+    // op_type.
     std::vector<std::string> families;
     if (!op.definition.kharness.family.empty()) {
       families.push_back(op.definition.kharness.family);
     } else {
       std::string name = op.definition.name;
+      const std::size_t last_cut = name.rfind('_');
+      const std::string last =
+          last_cut == std::string::npos ? std::string() : name.substr(last_cut);
       for (std::size_t cut = name.size(); cut != std::string::npos && cut > 0;
            cut = name.rfind('_', cut - 1)) {
+        if (cut < last_cut) families.push_back(name.substr(0, cut) + last);
         families.push_back(name.substr(0, cut));
       }
       if (!op.definition.op_type.empty()) families.push_back(op.definition.op_type);
@@ -309,6 +316,9 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
       for (const auto& dir : family_dirs()) {
         if (auto ref = existing(dir / family / "reference.cu")) {
           op.reference = ref;
+          // The family found names the definition's family (skills/<family>.md, profiles), not
+          // its op_type: FlashInfer-Bench's gqa_paged holds both decode and prefill.
+          if (op.definition.kharness.family.empty()) op.definition.kharness.family = family;
           break;
         }
       }
@@ -320,10 +330,15 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
   if (op.reference && op.reference->parent_path().parent_path().filename() == "_families") {
     const fs::path family_dir = op.reference->parent_path();
     if (auto family_file = existing(family_dir / "family.json")) {
-      apply_family_defaults(op.definition,
-                            json_util::parse_text<nlohmann::ordered_json>(
-                                read_file(family_file->string()), family_file->string()),
-                            family_file->string());
+      const auto family = json_util::parse_text<nlohmann::ordered_json>(
+          read_file(family_file->string()), family_file->string());
+      apply_family_defaults(op.definition, family, family_file->string());
+      // Shipped workloads win; a definition without any gets its family's sweep.
+      if (!op.workloads_file && family.is_object() && family.contains("workloads")) {
+        op.workloads = json_util::reading(family_file->string(), [&] {
+          return synthesize_workloads(op.definition, family["workloads"], family_file->string());
+        });
+      }
     }
     // An operator folder with a seed of its own does not inherit the family's arch seeds.
     if (!op.seed) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kharness/numeric.hpp"
+#include "verify/sampling_compare.hpp"
 #include "verify/topk_compare.hpp"
 
 namespace kharness::verify {
@@ -245,6 +246,7 @@ std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance&
                            : nlohmann::json(check.nonfinite_got > 0 ? "inf" : "-inf")}}};
     return f;
   }
+  if (check.failure) return check.failure;
   if (c.matched_ratio < tolerance.required_matched_ratio) {
     Failure f{
         "tolerance",
@@ -281,7 +283,9 @@ OutputCheck compare_elementwise(const std::string& tensor, DType dtype,
 
 const std::vector<std::pair<std::string, Comparator>>& comparators() {
   static const std::vector<std::pair<std::string, Comparator>> table = {
-      {"elementwise", &compare_elementwise}, {"topk_set", &compare_topk_set}};
+      {"elementwise", &compare_elementwise},
+      {"topk_set", &compare_topk_set},
+      {"sampling", &compare_sampling}};
   return table;
 }
 }  // namespace

@@ -25,6 +25,9 @@ struct OutputCheck {
   double nonfinite_expected = 0.0;
   double nonfinite_got = 0.0;
   std::uint64_t reference_unwritten = 0;  // poison in the *expected* tensor: a broken reference
+  // A comparator's own finding (the sampling comparator's outside_support or distribution),
+  // reported after output_not_written and nan_or_inf.
+  std::optional<Failure> failure;
 };
 
 // `expected` and `got` hold `count` elements of `dtype`. Uses up to `threads` threads (0: all).
@@ -48,7 +51,8 @@ struct CompareContext {
 
 // Comparators by name (a definition's kharness.comparator). "elementwise" (compare_output) is the
 // default; "topk_set" compares top-k index rows as sets with a score tie tolerance
-// (verify/topk_compare.hpp).
+// (verify/topk_compare.hpp); "sampling" judges random draws by support and distribution
+// (verify/sampling_compare.hpp).
 using Comparator = OutputCheck (*)(const std::string& tensor, DType dtype,
                                    const std::uint8_t* expected, const std::uint8_t* got,
                                    std::uint64_t count, const Tolerance& tolerance,

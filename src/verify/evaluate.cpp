@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <random>
 #include <memory>
+#include <random>
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
@@ -252,6 +252,7 @@ class Evaluator {
   void make_inputs(const Workload& w, std::uint64_t seed, TrialBuffers& b, CUstream s) {
     b.env.definition = &def_;
     b.env.axes = w.bindings(def_);
+    IndexValues index_values;  // for the roles that couple inputs (a covering indptr)
     for (std::size_t i = 0; i < def_.inputs.size(); ++i) {
       const TensorSpec& t = def_.inputs[i];
       const WorkloadInput& in = w.inputs.at(t.name);
@@ -274,7 +275,8 @@ class Evaluator {
         upload_safetensors(t, in, count, *buf, s);
       } else if (is_index_role(gen.distribution)) {
         // Offsets and ids must be valid for their role: made on the host, from the same seed.
-        auto bytes = make_index_input(t, gen, b.env.axes, count, splitmix(seed ^ (i + 1)));
+        auto bytes =
+            make_index_input(t, gen, b.env.axes, count, splitmix(seed ^ (i + 1)), &index_values);
         const Driver& d = Driver::instance();
         // Stream-ordered after the guard fills; a pageable source is staged before the call
         // returns.
@@ -670,7 +672,7 @@ std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int tri
 struct TimedOutputs::Impl {
   Evaluator evaluator;
   std::vector<std::unique_ptr<TrialBuffers>> sets;
-  std::vector<std::vector<HostBytes>> expected;  // host copies (host-checked comparators only)
+  std::vector<std::vector<HostBytes>> expected;   // host copies (host-checked comparators only)
   std::vector<std::vector<DeviceBuffer>> sealed;  // per set and output: the sealed reference
   std::vector<std::vector<std::uint64_t>> sealed_sums;
   std::vector<std::map<std::string, std::uint64_t>> checksums;
@@ -722,7 +724,8 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
     } else {
       ev.run_reference(*b, s, &m.expected.back());
     }
-    for (const auto& buf : sealed) m.sealed_sums.back().push_back(ev.kernels_.checksum(buf.ptr(), buf.size(), s));
+    for (const auto& buf : sealed)
+      m.sealed_sums.back().push_back(ev.kernels_.checksum(buf.ptr(), buf.size(), s));
     std::map<std::string, std::uint64_t> sums;
     for (auto& [name, buf] : b->inputs)
       sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
@@ -778,8 +781,8 @@ void TimedOutputs::enqueue_check(int set, std::uint64_t iteration, const Iterati
     CUdeviceptr record = m.records.ptr() + (slot * outputs + t) * kCheckRecordBytes;
     ev.kernels_.check_sealed(out.data(), m.sealed.at(set).at(t).ptr(),
                              out.bytes() / dtype_size(spec.dtype), spec.dtype, m.key,
-                             Impl::stream_id(set, t), poison_bits, tol.atol, tol.rtol, iteration,
-                             t, record, stream);
+                             Impl::stream_id(set, t), poison_bits, tol.atol, tol.rtol, iteration, t,
+                             record, stream);
   }
   m.pending.emplace_back(iteration, set);
 }
@@ -817,10 +820,11 @@ std::optional<Failure> record_failure(const CheckRecord& r, const TensorSpec& t,
                         r.elements)
       : kind == "nan_or_inf"
           ? fmt::format("{} NaN/Inf elements where the reference is finite", r.nonfinite)
-          : fmt::format("{} of {} elements out of tolerance (atol {}, rtol {}); matched ratio "
-                        "{:.6f} < {}",
-                        r.mismatches + r.unwritten + r.nonfinite, r.elements, tol.atol, tol.rtol,
-                        matched, tol.required_matched_ratio);
+          : fmt::format(
+                "{} of {} elements out of tolerance (atol {}, rtol {}); matched ratio "
+                "{:.6f} < {}",
+                r.mismatches + r.unwritten + r.nonfinite, r.elements, tol.atol, tol.rtol, matched,
+                tol.required_matched_ratio);
   Failure f{kind,
             fmt::format("{}: {} (first at index {}: expected {}, got {})", t.name, what,
                         r.first_index, expected, value_got.dump()),

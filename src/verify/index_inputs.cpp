@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -28,11 +29,59 @@ std::int64_t parameter(const InputGenerator& gen, const char* key, const Binding
   }
 }
 
+// The values of an earlier index input that a coupled role names in `key`.
+const std::vector<std::int64_t>& earlier(const InputGenerator& gen, const char* key,
+                                         const IndexValues* made, const std::string& where) {
+  auto it = gen.extra.find(key);
+  if (it == gen.extra.end() || !it->is_string())
+    throw input_error(
+        where, fmt::format("the {} role needs \"{}\": an input name", gen.distribution, key));
+  const std::string name = it->get<std::string>();
+  if (!made || !made->count(name)) {
+    throw input_error(where + "." + key,
+                      fmt::format("'{}' is not an index input generated before this one", name));
+  }
+  return made->at(name);
+}
+
+std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 }  // namespace
 
+std::vector<std::int64_t> make_covering_indptr(const std::vector<std::int64_t>& min_len,
+                                               std::int64_t total, std::uint64_t seed) {
+  std::int64_t need = 0;
+  for (auto m : min_len) need += std::max<std::int64_t>(m, 0);
+  if (need > total) {
+    throw std::invalid_argument(
+        fmt::format("the segments need at least {} in all, more than the total {}", need, total));
+  }
+  std::vector<std::int64_t> extra = make_indptr(min_len.size() + 1, total - need, seed);
+  std::vector<std::int64_t> out(min_len.size() + 1, 0);
+  for (std::size_t b = 0; b < min_len.size(); ++b) {
+    out[b + 1] = out[b] + std::max<std::int64_t>(min_len[b], 0) + (extra[b + 1] - extra[b]);
+  }
+  return out;
+}
+
+std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab, double std,
+                                         std::uint64_t seed) {
+  std::vector<float> out(rows * vocab);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, std);
+  std::vector<double> w(vocab);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (auto& x : w) sum += (x = std::exp(normal(rng)));
+    for (std::uint64_t j = 0; j < vocab; ++j) out[r * vocab + j] = static_cast<float>(w[j] / sum);
+  }
+  return out;
+}
+
 bool is_index_role(const std::string& distribution) {
-  return distribution == "indptr" || distribution == "indices" ||
-         distribution == "sparse_indices" || distribution == "fp8_cache_with_scales";
+  return distribution == "indptr" || distribution == "indices" || distribution == "last_page_len" ||
+         distribution == "probability_rows" || distribution == "sparse_indices" ||
+         distribution == "packed_topk_ids" || distribution == "fp8_cache_with_scales";
 }
 
 std::vector<std::int64_t> make_indptr(std::uint64_t n, std::int64_t total, std::uint64_t seed) {
@@ -129,7 +178,7 @@ std::vector<std::uint8_t> make_fp8_cache_with_scales(std::uint64_t pages, std::i
 
 std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const InputGenerator& gen,
                                            const Bindings& axes, std::uint64_t count,
-                                           std::uint64_t seed) {
+                                           std::uint64_t seed, IndexValues* made) {
   const std::string where = "kharness.inputs." + tensor.name;
   if (gen.distribution == "fp8_cache_with_scales") {
     if (tensor.dtype != DType::kInt8 && tensor.dtype != DType::kUInt8) {
@@ -151,13 +200,85 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
     return make_fp8_cache_with_scales(count / page_bytes, page_size, head_dim, gen.std, gen.low,
                                       gen.high, seed);
   }
+  if (gen.distribution == "probability_rows") {
+    if (tensor.dtype != DType::kFloat32) {
+      throw input_error(where, "the probability_rows role needs a float32 tensor");
+    }
+    const auto shape = tensor_shape(tensor, axes);
+    const std::uint64_t vocab = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
+    if (!(gen.std > 0)) throw input_error(where, "needs std > 0 (the log-probability spread)");
+    std::vector<float> rows =
+        make_probability_rows(vocab == 0 ? 0 : count / vocab, vocab, gen.std, seed);
+    std::vector<std::uint8_t> bytes(rows.size() * 4);
+    if (!rows.empty()) std::memcpy(bytes.data(), rows.data(), bytes.size());
+    return bytes;
+  }
   if (tensor.dtype != DType::kInt32 && tensor.dtype != DType::kInt64) {
     throw input_error(where, fmt::format("the {} role needs an int32 or int64 tensor, not {}",
                                          gen.distribution, dtype_name(tensor.dtype)));
   }
   std::vector<std::int64_t> values;
-  if (gen.distribution == "indptr") {
+  const std::int64_t page_size =
+      gen.extra.contains("page_size") ? parameter(gen, "page_size", axes, where) : 1;
+  if (page_size <= 0) throw input_error(where + ".page_size", "must be > 0");
+  if (gen.distribution == "indptr" && gen.extra.contains("cover")) {
+    const auto& cover = earlier(gen, "cover", made, where);
+    if (cover.size() != count) {
+      throw input_error(where, fmt::format("has {} offsets, its cover {} has {}", count,
+                                           gen.extra["cover"].get<std::string>(), cover.size()));
+    }
+    std::vector<std::int64_t> min_len;
+    for (std::size_t b = 0; b + 1 < cover.size(); ++b)
+      min_len.push_back(cdiv(cover[b + 1] - cover[b], page_size));
+    try {
+      values = make_covering_indptr(min_len, parameter(gen, "total", axes, where), seed);
+    } catch (const std::invalid_argument& e) {
+      throw input_error(where, e.what());
+    }
+  } else if (gen.distribution == "indptr") {
     values = make_indptr(count, parameter(gen, "total", axes, where), seed);
+  } else if (gen.distribution == "last_page_len") {
+    // Without "cover" (decode: one query that sees every token) any 1..page_size will do.
+    const auto& pages = earlier(gen, "indptr", made, where);
+    const std::vector<std::int64_t> no_cover(count + 1, 0);
+    const auto& cover = gen.extra.contains("cover") ? earlier(gen, "cover", made, where) : no_cover;
+    if (pages.size() != count + 1 || cover.size() != count + 1) {
+      throw input_error(where, fmt::format("needs {} + 1 offsets in its indptr and cover", count));
+    }
+    std::mt19937_64 rng(seed);
+    for (std::uint64_t b = 0; b < count; ++b) {
+      const std::int64_t np = pages[b + 1] - pages[b];
+      const std::int64_t q = cover[b + 1] - cover[b];
+      const std::int64_t lo = std::clamp<std::int64_t>(q - (np - 1) * page_size, 1, page_size);
+      values.push_back(std::uniform_int_distribution<std::int64_t>(lo, page_size)(rng));
+    }
+  } else if (gen.distribution == "packed_topk_ids") {
+    const auto shape = tensor_shape(tensor, axes);
+    const std::uint64_t k = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
+    const std::int64_t experts = parameter(gen, "experts", axes, where);
+    const bool sigmoid = gen.extra.value("sigmoid", false);
+    if (experts < static_cast<std::int64_t>(k) || experts > 32767) {
+      throw input_error(
+          where + ".experts",
+          fmt::format("needs top_k {} <= experts <= 32767 (an int16 id), not {}", k, experts));
+    }
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (std::uint64_t r = 0; k > 0 && r < count / k; ++r) {
+      const auto ids = make_indices(k, experts - 1, rng());
+      std::vector<double> logit(k);
+      double m = -1e300, sum = 0;
+      for (auto& x : logit) m = std::max(m, x = normal(rng));
+      for (double x : logit) sum += std::exp(x - m);
+      for (std::uint64_t j = 0; j < k; ++j) {
+        const double w = sigmoid ? 1.0 / (1.0 + std::exp(-logit[j])) : std::exp(logit[j] - m) / sum;
+        std::uint8_t bf16[2];
+        from_double(DType::kBFloat16, w, bf16);
+        const std::uint32_t bits = static_cast<std::uint32_t>(bf16[0]) | (bf16[1] << 8);
+        values.push_back(
+            static_cast<std::int64_t>((static_cast<std::uint32_t>(ids[j]) << 16) | bits));
+      }
+    }
   } else if (gen.distribution == "sparse_indices") {
     const auto shape = tensor_shape(tensor, axes);
     const std::uint64_t k = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
@@ -178,6 +299,7 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
     }
   }
   const std::size_t size = dtype_size(tensor.dtype);
+  if (made) (*made)[tensor.name] = values;
   std::vector<std::uint8_t> bytes(values.size() * size);
   for (std::size_t i = 0; i < values.size(); ++i) {
     from_double(tensor.dtype, static_cast<double>(values[i]), &bytes[i * size]);
