@@ -9,7 +9,7 @@
 #
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
 # gpu-tests operators bench-compile bench-check measure run-command bench-aa cheats bench-integrity run-tune
-# bench-hopper-gemm
+# bench-hopper-gemm bench-pool fib-peer check-families
 # bench-profile bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
@@ -307,6 +307,19 @@ step run-tune need_binary run_tune
 # table in bench-hopper-gemm.log, the geomeans the tables below quote.
 step bench-hopper-gemm need_binary env KHARNESS="$KHARNESS" OUT_DIR="$LOGS/hopper-gemm" \
   scripts/bench-hopper-gemm.sh
+# The worker pool on one GPU (issue 20): score with --gpus 0 and --gpus 0,0, same verdicts,
+# latencies within 2%.
+step bench-pool need_binary scripts/bench-pool.sh "$KHARNESS"
+# Exported seeds under FlashInfer-Bench's own runner (issue 22; needs .fib-wheels/ carried).
+if [[ -d .fib-wheels ]]; then
+  step fib-peer need_binary env KHARNESS="$PWD/$KHARNESS" scripts/fib-peer.sh
+fi
+# The FlashInfer-Bench catalogue's new families (issue 21): seeds and baselines on every workload.
+FIB_SNAPSHOT="${FIB_SNAPSHOT:-../shared/fib}"
+[[ -d "$FIB_SNAPSHOT" ]] || FIB_SNAPSHOT=shared/fib
+if [[ -d "$FIB_SNAPSHOT/definitions" ]]; then
+  step check-families need_binary env TRIALS=1 scripts/check-families.sh "$FIB_SNAPSHOT" "$KHARNESS"
+fi
 if [[ -x scripts/bench-profile.sh ]]; then
   step bench-profile need_binary env ONLY="${PROFILE_ONLY:-}" \
     timeout "${PROFILE_TIMEOUT:-240}" scripts/bench-profile.sh "$KHARNESS"
@@ -378,6 +391,9 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
   [[ -s "$LOGS/cheats-table.txt" ]] && echo && cat "$LOGS/cheats-table.txt"
   [[ -n "$INTEGRITY_TABLE" ]] && echo && echo "$INTEGRITY_TABLE"
   [[ -s "$LOGS/bench-hopper-gemm.log" ]] && echo && grep -h -E '^(fp16|fp8):|^geomean' "$LOGS/bench-hopper-gemm.log"
+  [[ -s "$LOGS/bench-pool.log" ]] && echo && tail -n 12 "$LOGS/bench-pool.log"
+  [[ -s "$LOGS/fib-peer.log" ]] && echo && tail -n 12 "$LOGS/fib-peer.log"
+  [[ -s "$LOGS/check-families.log" ]] && echo && grep -c -E '\bPASS\b' "$LOGS/check-families.log" | sed 's/^/check-families PASS lines: /'
   [[ -n "$TIMING_TABLE" ]] && echo && echo "$TIMING_TABLE"
   echo "GPU: $GPU"
   echo "result: $([[ $FAILED == 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
