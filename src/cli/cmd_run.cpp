@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "kharness/archive.hpp"
 #include "kharness/text.hpp"
 #include "llm/providers.hpp"
+#include "tune/tune_provider.hpp"
 
 namespace kharness::cli {
 namespace {
@@ -278,7 +280,19 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   std::vector<std::string> dirs;
   for (const auto& d : global.operators_dirs) dirs.push_back(d.string());
   po.context["operators_dirs"] = dirs;
-  std::unique_ptr<llm::Provider> provider = llm::make_provider(args.provider, po);
+  // The model providers are llm's; the offline generator is tune's.
+  std::unique_ptr<llm::Provider> provider;
+  if (args.provider == "tune") {
+    provider = std::make_unique<tune::TuneProvider>();
+  } else {
+    std::vector<std::string> known = llm::provider_names();
+    if (std::find(known.begin(), known.end(), args.provider) == known.end()) {
+      known.emplace_back("tune");
+      throw input_error("--provider", fmt::format("unknown provider '{}' (known: {})",
+                                                  args.provider, join(known, ", ")));
+    }
+    provider = llm::make_provider(args.provider, po);
+  }
 
   // The flags bound to args.search are in place; the rest is resolved here.
   controller::SearchOptions so = args.search;

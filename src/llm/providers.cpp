@@ -14,7 +14,6 @@
 #include "kharness/operators.hpp"
 #include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
-#include "tune/tune_provider.hpp"
 
 namespace kharness::llm {
 namespace {
@@ -258,7 +257,6 @@ const std::vector<Entry>& table() {
       {"openai", [](const ProviderOptions& o) { return std::make_unique<OpenAIProvider>(o); }},
       {"command", [](const ProviderOptions& o) { return std::make_unique<CommandProvider>(o); }},
       {"replay", [](const ProviderOptions& o) { return std::make_unique<ReplayProvider>(o); }},
-      {"tune", [](const ProviderOptions&) { return std::make_unique<tune::TuneProvider>(); }},
   };
   return t;
 }

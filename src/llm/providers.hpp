@@ -30,8 +30,10 @@ struct ProviderOptions {
 
 using ProviderFactory = std::function<std::unique_ptr<Provider>(const ProviderOptions&)>;
 
-// Throws kharness::Error: exit 2 for an unknown name or missing option (no key, no --command),
-// naming the known providers.
+// The model providers (anthropic, openai, command, replay). The offline generator, `tune`, is
+// tune::TuneProvider (tune/ depends on this interface, not the other way round); the CLI puts the
+// two together. Throws kharness::Error: exit 2 for an unknown name or missing option (no key, no
+// --command), naming the known providers.
 std::unique_ptr<Provider> make_provider(const std::string& name, const ProviderOptions& options);
 std::vector<std::string> provider_names();
 // The provider a run uses when none is named: anthropic when ANTHROPIC_API_KEY is set, else openai
