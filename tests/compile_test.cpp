@@ -1,5 +1,6 @@
 // The compile stage end to end with the real NVRTC (no GPU needed): targets, diagnostics,
 // toolkit headers, rules before NVRTC, interface checks on real PTX, and the compile cache.
+#include "kharness/arch.hpp"
 #include "kharness/compile.hpp"
 
 #include <gtest/gtest.h>
@@ -623,6 +624,23 @@ TEST_F(CompileCache, NoCacheNeitherReadsNorWrites) {
   auto again = compile_solution(s, nullptr, nullptr, opts);
   EXPECT_FALSE(again.cache_hit);
   EXPECT_EQ(again.cache_key, r.cache_key);
+}
+
+}  // namespace
+}  // namespace kharness
+
+namespace kharness {
+namespace {
+
+// One answer to "which tensor-core generation is this target" (kharness/arch.hpp), used by the
+// prompt's skills layers, the profile's diagnosis and the SASS check alike.
+TEST(Arch, OneFamilyPerTarget) {
+  EXPECT_EQ(arch_family("sm_90a"), ArchFamily::kHopper);
+  EXPECT_EQ(arch_family("sm_90"), ArchFamily::kHopper);
+  for (const char* a : {"sm_100a", "sm_103a", "sm_110a", "sm_100f"})
+    EXPECT_EQ(arch_family(a), ArchFamily::kBlackwell) << a;
+  for (const char* a : {"sm_80", "sm_86", "sm_89", "sm_120", "sm_120a", "sm_121a", ""})
+    EXPECT_EQ(arch_family(a), ArchFamily::kPortable) << a;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/json_util.hpp"
+#include "kharness/arch.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness::controller {
@@ -24,9 +25,9 @@ std::string lower(std::string s) {
 std::string file_layer(const std::string& stem, const Operator& op, const std::string& arch) {
   std::string s = lower(stem);
   if (s == "general" || s == "cuda") return "general";
-  bool hopper = arch.rfind("sm_90", 0) == 0;
-  bool blackwell =
-      arch.rfind("sm_10", 0) == 0 || arch.rfind("sm_11", 0) == 0 || arch.rfind("sm_12", 0) == 0;
+  // sm_120 (consumer Blackwell) has no tcgen05: it takes the portable layer, not blackwell.md.
+  bool hopper = arch_family(arch) == ArchFamily::kHopper;
+  bool blackwell = arch_family(arch) == ArchFamily::kBlackwell;
   if ((s == "hopper" && hopper) || (s == "blackwell" && blackwell)) return "architecture";
   // A page-size variant of a family (gqa_paged_prefill_causal_ps1, split off only because its
   // definitions have no kv_last_page_len input) shares the family's skills file.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kharness/arch.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/text.hpp"
 
@@ -46,9 +47,14 @@ std::string skills_file_for(const std::string& family) {
 }
 
 std::string arch_section(const std::string& arch) {
-  if (arch.rfind("sm_10", 0) == 0 || arch.rfind("sm_11", 0) == 0) return "Blackwell (sm_100a)";
-  if (arch.rfind("sm_90", 0) == 0) return "Hopper (sm_90a)";
-  return "Ampere-style baseline (runs everywhere)";
+  switch (arch_family(arch)) {
+    case ArchFamily::kBlackwell:
+      return "Blackwell (sm_100a)";
+    case ArchFamily::kHopper:
+      return "Hopper (sm_90a)";
+    default:
+      return "Ampere-style baseline (runs everywhere)";
+  }
 }
 
 struct Counters {
@@ -324,7 +330,8 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
           fmt::format(
               "Use tensor cores: the tensor pipe is {} — {} ({} § {})",
               c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
-              ctx.arch.rfind("sm_90", 0) == 0 ? "wgmma fed by TMA" : "mma.sync/ldmatrix tiles",
+              arch_family(ctx.arch) == ArchFamily::kHopper ? "wgmma fed by TMA"
+                                                            : "mma.sync/ldmatrix tiles",
               op_skills.empty() ? "skills/gemm.md" : op_skills, arch_section(ctx.arch)));
     }
     if (d.limiter == "l1" || (c.l1 && c.fma && *c.l1 > *c.fma)) {

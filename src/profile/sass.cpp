@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "kharness/arch.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/subprocess.hpp"
 
@@ -20,7 +21,7 @@ std::string expected_tensor_instructions(const std::string& arch) {
   // sm_90a: warpgroup MMAs (wgmma) are HGMMA (fp16/bf16/tf32), QGMMA (fp8), IGMMA (int8).
   if (arch == "sm_90a") return "HGMMA/QGMMA";
   // sm_100a/sm_103a/sm_110a: tcgen05.mma (UTCHMMA, UTCQMMA, UTCIMMA, UTCOMMA).
-  if (arch.rfind("sm_10", 0) == 0 || arch.rfind("sm_11", 0) == 0) return "UTCHMMA/UTCQMMA";
+  if (arch_family(arch) == ArchFamily::kBlackwell) return "UTCHMMA/UTCQMMA";
   return "HMMA";
 }
 
