@@ -1,6 +1,5 @@
 // The compile stage end to end with the real NVRTC (no GPU needed): targets, diagnostics,
 // toolkit headers, rules before NVRTC, interface checks on real PTX, and the compile cache.
-#include "kharness/arch.hpp"
 #include "kharness/compile.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kharness/arch.hpp"
 #include "kharness/definition.hpp"
 #include "kharness/error.hpp"
 #include "kharness/solution.hpp"

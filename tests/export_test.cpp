@@ -249,11 +249,11 @@ namespace {
 // export says so on one line (exit 1) instead of writing a launcher that cannot run.
 TEST(FibExport, TensorMapPlansAreRefusedWithTheReason) {
   TempDir dir;
-  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" +
-                             (testing::source_dir() / "operators/_families/gemm/seed.sm_90a.cu")
-                                 .string() +
-                             "' --operator gemm_n6144_k4096 --fib '" +
-                             (dir.path() / "g.json").string() + "' --arch sm_90a");
+  auto r = testing::kharness(
+      "--archive '" + dir.path().string() + "/a' export '" +
+      (testing::source_dir() / "operators/_families/gemm/seed.sm_90a.cu").string() +
+      "' --operator gemm_n6144_k4096 --fib '" + (dir.path() / "g.json").string() +
+      "' --arch sm_90a");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("declares tensor maps"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "g.json"));

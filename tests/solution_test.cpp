@@ -114,7 +114,8 @@ TEST(Plan, BadPlansNameTheField) {
       [&] {
         parse(R"J({"launches": [{"kernel": "k", "grid": [1], "block": [1], "args": [3]}]})J");
       },
-      "launches[0].args[0]", "a name, a typed literal like {\"int32\": 4} or {\"tensor_map\": NAME}");
+      "launches[0].args[0]",
+      "a name, a typed literal like {\"int32\": 4} or {\"tensor_map\": NAME}");
   expect_input_error([&] { parse(R"J({"launches": {"kernel": "k"}})J"); }, "launches",
                      "expected an array");
   expect_input_error([&] { parse(R"J({"definition": 5, "launches": []})J"); }, "definition",

@@ -69,7 +69,8 @@ TEST(TensorMapPlan, GoodMapsPass) {
                   .empty());
   EXPECT_TRUE(rules(R"({"tensor": "S", "box": [64, 128], "swizzle": "128B"})").empty());
   // A 3-D view of A ([M, K/64, 64]) and a map over a workspace region.
-  EXPECT_TRUE(rules(R"({"tensor": "A", "shape": ["M", "K / 64", 64], "box": [64, 1, 64]})").empty());
+  EXPECT_TRUE(
+      rules(R"({"tensor": "A", "shape": ["M", "K / 64", 64], "box": [64, 1, 64]})").empty());
   EXPECT_TRUE(rules(R"({"tensor": "workspace", "dtype": "float32", "shape": ["M", 128],
                         "offset_bytes": "M * 512", "box": [16, 32]})")
                   .empty());
@@ -79,9 +80,8 @@ TEST(TensorMapPlan, ParsedGeometryIsInnermostFirst) {
   auto d = gemm_definition();
   auto p = map_plan(R"({"tensor": "A", "box": [128, 64], "swizzle": "128B"})");
   ASSERT_EQ(p.launches[0].tensor_maps.size(), 1u);
-  auto g = resolve_tensor_map(p.launches[0].tensor_maps[0], d, {{"M", 300}, {"N", 256},
-                                                                {"K", 512}, {"J", 100}},
-                              0);
+  auto g = resolve_tensor_map(p.launches[0].tensor_maps[0], d,
+                              {{"M", 300}, {"N", 256}, {"K", 512}, {"J", 100}}, 0);
   EXPECT_EQ(g.rank, 2u);
   EXPECT_EQ(g.dims[0], 512u);  // K
   EXPECT_EQ(g.dims[1], 300u);  // M
@@ -127,8 +127,7 @@ TEST(TensorMapPlan, BadMapsAreRefusedWithTheField) {
     auto v = rules(c.map);
     ASSERT_FALSE(v.empty()) << c.map;
     EXPECT_EQ(v[0].rule, "tensor_map") << c.map;
-    EXPECT_NE(v[0].message.find(std::string("tensor map 'tm' ") + c.field + ":"),
-              std::string::npos)
+    EXPECT_NE(v[0].message.find(std::string("tensor map 'tm' ") + c.field + ":"), std::string::npos)
         << messages(v);
     EXPECT_NE(v[0].message.find(c.says), std::string::npos) << messages(v);
     EXPECT_NE(v[0].message.find("launch 0 (k)"), std::string::npos) << messages(v);

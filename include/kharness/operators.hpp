@@ -5,9 +5,9 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
-#include <map>
 #include <vector>
 
 #include "kharness/definition.hpp"
@@ -58,7 +58,8 @@ Runnability assess(const Operator& op);
 // Where a workload's file input (safetensors) is: an absolute path as it is; a relative one is
 // looked up from the workloads file's folder upwards (FlashInfer-Bench paths are relative to the
 // dataset root, two folders above the .jsonl), up to three folders. nullopt when not found.
-std::optional<std::filesystem::path> workload_input_file(const Operator& op, const std::string& path);
+std::optional<std::filesystem::path> workload_input_file(const Operator& op,
+                                                         const std::string& path);
 
 class OperatorRegistry {
  public:

@@ -95,7 +95,7 @@ struct Contender {
   std::unique_ptr<device::Module> module;
   std::unique_ptr<device::PlanLauncher> launcher;  // a solution's plan ...
   std::unique_ptr<device::CublasLtGemm> cublaslt;  // ... or the built-in cuBLASLt baseline
-  bool block_scaled = false;                        // its fp8 1x128 / 128x128 form
+  bool block_scaled = false;                       // its fp8 1x128 / 128x128 form
   std::string vendor;                              // what a built-in baseline is
   // The module's global variables, restored before every iteration; when some cannot be
   // resolved, the module is reloaded instead (reload = true).
@@ -105,7 +105,7 @@ struct Contender {
   std::vector<double> samples;
   std::vector<std::vector<double>> trial_samples;  // official protocol
   std::string signature;
-  int flagged = 0;  // samples taken while the SM clock was below 80% of its maximum
+  int flagged = 0;            // samples taken while the SM clock was below 80% of its maximum
   std::uint64_t checked = 0;  // iterations whose outputs were checked
   bool done = false;
   std::unique_ptr<StoppingCriterion> criterion;  // adaptive protocol
@@ -145,7 +145,8 @@ std::size_t bytes_per_set(const Operator& op, const Workload& workload, const La
   auto bytes_of = [&](const TensorSpec& t) -> std::size_t {
     if (t.is_scalar()) return 0;
     std::size_t n = dtype_size(t.dtype);
-    for (auto d : tensor_shape(t, axes)) n *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
+    for (auto d : tensor_shape(t, axes))
+      n *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
     return n + (128u << 10);
   };
   std::size_t total = 0;
@@ -183,7 +184,8 @@ class WorkloadBench {
     } else {
       timer_ = std::make_unique<CuptiIterationTimer>();
     }
-    for (std::size_t i = 0; i < 2 * kMaxBatch; ++i) events_.push_back(std::make_unique<device::Event>());
+    for (std::size_t i = 0; i < 2 * kMaxBatch; ++i)
+      events_.push_back(std::make_unique<device::Event>());
     next_batch();
   }
 
@@ -244,11 +246,12 @@ class WorkloadBench {
     std::size_t free_bytes = 0, total_bytes = 0;
     const Driver& d = Driver::instance();
     if (d.cuMemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS || free_bytes == 0) return asked;
-    const std::size_t per = bytes_per_set(op, workload, candidate.solution->plan) *
-                            (baseline ? 2 : 1);
+    const std::size_t per =
+        bytes_per_set(op, workload, candidate.solution->plan) * (baseline ? 2 : 1);
     if (per == 0) return asked;
     const std::size_t fit = free_bytes / 10 * 8 / per;
-    const int sets = static_cast<int>(std::clamp<std::size_t>(fit, 1, static_cast<std::size_t>(asked)));
+    const int sets =
+        static_cast<int>(std::clamp<std::size_t>(fit, 1, static_cast<std::size_t>(asked)));
     if (sets < asked) {
       sets_note_ = fmt::format("only {} of {} input sets fit in device memory ({} MiB each)", sets,
                                asked, per >> 20);
@@ -262,17 +265,17 @@ class WorkloadBench {
     auto c = std::make_unique<Contender>();
     c->role = role;
     c->compiled = &solution;
-    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets_,
-                                                      check, static_cast<int>(kMaxBatch),
-                                                      verify::secret_key());
+    c->timed =
+        std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets_, check,
+                                               static_cast<int>(kMaxBatch), verify::secret_key());
     c->module = std::make_unique<device::Module>(solution.result->cubin);
     c->global_names = parse_ptx_globals(solution.result->ptx);
     if (!c->global_names.empty()) {
       c->globals = std::make_unique<device::ModuleGlobals>(*c->module, c->global_names);
       c->reload = options_.state_reset == "reload" || !c->globals->complete();
       if (!c->globals->complete()) {
-        spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration",
-                      role, join(c->globals->missing(), ", "));
+        spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration", role,
+                      join(c->globals->missing(), ", "));
       }
     }
     c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan,
@@ -320,9 +323,9 @@ class WorkloadBench {
     auto c = std::make_unique<Contender>();
     c->role = "baseline";
     c->compiled = &vendor_plan_;
-    c->timed = std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_,
-                                                      check, static_cast<int>(kMaxBatch),
-                                                      verify::secret_key());
+    c->timed =
+        std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_, check,
+                                               static_cast<int>(kMaxBatch), verify::secret_key());
     try {
       c->cublaslt = std::make_unique<device::CublasLtGemm>(
           axes.at("M"), axes.at("N"), axes.at("K"), input->dtype,
@@ -508,7 +511,8 @@ class WorkloadBench {
           {"checked_iterations", c->checked},
           {"check", c->timed->checked_on_device() ? "device" : "host"},
           {"module_globals", c->global_names.size()},
-          {"state_reset", !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")}};
+          {"state_reset",
+           !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")}};
       j[c->role] = cj;
     }
     if (!baseline_unavailable_.empty()) j["baseline_unavailable"] = baseline_unavailable_;
@@ -697,7 +701,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
   int fewest_sets = 0;
   for (const auto& wv : verdict.workloads) {
     if (!wv.timing.contains("candidate")) continue;
-    checked += wv.timing["candidate"].value(nlohmann::json::json_pointer("/integrity/checked_iterations"), 0ull);
+    checked += wv.timing["candidate"].value(
+        nlohmann::json::json_pointer("/integrity/checked_iterations"), 0ull);
     const int sets = wv.timing.value("input_sets", 0);
     if (sets > 0 && (fewest_sets == 0 || sets < fewest_sets)) fewest_sets = sets;
   }

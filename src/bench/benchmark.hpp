@@ -37,7 +37,7 @@ struct BenchOptions {
   // copied back; the module reloaded when some cannot be resolved) or "reload" (always reloaded,
   // to measure the difference).
   std::string state_reset = "auto";
-  bool baseline = true;         // time the operator's baseline too
+  bool baseline = true;  // time the operator's baseline too
   // "" (the operator's baseline), "cublaslt" (the built-in cuBLASLt GEMM), or a solution path.
   std::string baseline_solution;
   // Speed-of-light ceilings: "datasheet" (configs/gpus) or "measured" (`kharness doctor

@@ -30,8 +30,9 @@ struct ExportArgs {
 
 ExitCode run_export(const ExportArgs& args, const GlobalOptions& global) {
   if (std::filesystem::path(args.fib).filename() == "solution.json")
-    throw input_error("--fib", "a file named solution.json is a solution folder's manifest to "
-                               "kharness; give the Solution JSON another name");
+    throw input_error("--fib",
+                      "a file named solution.json is a solution folder's manifest to "
+                      "kharness; give the Solution JSON another name");
   check_output_file("--fib", args.fib);
   Solution solution = load_solution(args.solution);
   std::string op_name = args.operator_name.empty() ? solution.plan.definition : args.operator_name;

@@ -10,8 +10,8 @@
 #include <sstream>
 #include <system_error>
 
-#include "kharness/file.hpp"
 #include "core/json_util.hpp"
+#include "kharness/file.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/status.hpp"
 #include "kharness/text.hpp"

@@ -5,7 +5,9 @@
 namespace kharness {
 namespace {
 
-nlohmann::json count_or_null(long long v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); }
+nlohmann::json count_or_null(long long v) {
+  return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
 
 template <class T>
 T count_from(const nlohmann::json& j, const char* key) {
@@ -36,7 +38,8 @@ nlohmann::json to_json(const Diagnostic& d) {
 
 nlohmann::json to_json(const KernelInfo& k) {
   nlohmann::json params = nlohmann::json::array();
-  for (const auto& p : k.params) params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
+  for (const auto& p : k.params)
+    params.push_back({{"type", p.type}, {"size", p.size}, {"align", p.align}});
   return {{"name", k.name},
           {"mangled", k.mangled},
           {"registers", count_or_null(k.registers)},
@@ -78,7 +81,8 @@ nlohmann::json to_json(const CompileResult& r) {
   if (!r.limit.empty()) j["limit"] = r.limit;
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) {
-    j["violations"].push_back({{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});
+    j["violations"].push_back(
+        {{"rule", v.rule}, {"message", v.message}, {"file", v.file}, {"line", v.line}});
   }
   j["diagnostics"] = nlohmann::json::array();
   for (const auto& d : r.diagnostics) j["diagnostics"].push_back(to_json(d));

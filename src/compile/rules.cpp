@@ -1004,8 +1004,8 @@ std::vector<RuleViolation> check_plan_rules(const LaunchPlan& plan, const Defini
           message = e.what();
         }
         report.add(i, fmt::format("tensor_maps.{}.{}", map.name, field), "tensor_map",
-                   fmt::format("{}: tensor map '{}' {}: {} for {}", launch_label(plan, i),
-                               map.name, field, message, workload_label(workload)));
+                   fmt::format("{}: tensor map '{}' {}: {} for {}", launch_label(plan, i), map.name,
+                               field, message, workload_label(workload)));
       }
     }
   }

@@ -256,8 +256,8 @@ std::vector<std::uint8_t> iteration_poison_element(DType dtype, std::uint64_t dr
     // A large finite value, far from what the operators' outputs hold (|x| >= 256 even for fp8),
     // so an element left unwritten fails the comparison without being NaN.
     const double unit = static_cast<double>(bits & 0xFFFFF) / static_cast<double>(0x100000);
-    const double magnitude = dtype == DType::kFloat8E4M3 ? 256.0 + 192.0 * unit
-                                                         : 16384.0 + 40960.0 * unit;
+    const double magnitude =
+        dtype == DType::kFloat8E4M3 ? 256.0 + 192.0 * unit : 16384.0 + 40960.0 * unit;
     from_double(dtype, negative ? -magnitude : magnitude, bytes.data());
     return bytes;
   }

@@ -461,13 +461,14 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
         if (arg.name.empty()) throw input_error(ju::field(source, apath), "empty argument name");
       } else if (args[a].is_object() && args[a].contains("tensor_map")) {
         if (args[a].size() != 1) {
-          throw input_error(ju::field(source, apath), "a tensor map argument is {\"tensor_map\": NAME}");
+          throw input_error(ju::field(source, apath),
+                            "a tensor map argument is {\"tensor_map\": NAME}");
         }
         arg.tensor_map = ju::as_string(args[a]["tensor_map"], source, apath + ".tensor_map");
         if (launch.find_tensor_map(arg.tensor_map) == nullptr) {
-          throw input_error(ju::field(source, apath + ".tensor_map"),
-                            fmt::format("'{}' is not declared in this launch's tensor_maps",
-                                        arg.tensor_map));
+          throw input_error(
+              ju::field(source, apath + ".tensor_map"),
+              fmt::format("'{}' is not declared in this launch's tensor_maps", arg.tensor_map));
         }
       } else if (args[a].is_object()) {
         arg.literal = parse_literal(args[a], source, apath);

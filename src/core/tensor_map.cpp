@@ -113,15 +113,16 @@ TensorMapSpec parse_tensor_map(const std::string& name, const json& j, const std
     std::string d = ju::as_string(*it, source, path + ".dtype");
     spec.dtype = parse_dtype(d);
     if (!spec.dtype || tma_element_bytes(*spec.dtype) == 0) {
-      throw input_error(ju::field(source, path + ".dtype"),
-                        fmt::format("'{}' is not a dtype TMA can load (one of: {})", d,
-                                    dtype_names()));
+      throw input_error(
+          ju::field(source, path + ".dtype"),
+          fmt::format("'{}' is not a dtype TMA can load (one of: {})", d, dtype_names()));
     }
   }
   spec.shape = parse_expr_list(j, "shape", source, path);
   spec.strides = parse_expr_list(j, "strides", source, path);
   spec.box = parse_expr_list(j, "box", source, path);
-  if (spec.box.empty()) throw input_error(ju::field(source, path + ".box"), "missing required field");
+  if (spec.box.empty())
+    throw input_error(ju::field(source, path + ".box"), "missing required field");
   spec.element_strides = parse_expr_list(j, "element_strides", source, path);
   if (auto it = j.find("offset_bytes"); it != j.end()) {
     std::string p = path + ".offset_bytes";
@@ -154,8 +155,8 @@ TensorMapSpec parse_tensor_map(const std::string& name, const json& j, const std
                                                         {"256B", TmaL2Promotion::k256B}}},
                                                       source, path);
   spec.oob_fill = parse_choice<TmaOobFill, 2>(
-      j, "oob_fill", TmaOobFill::kZero,
-      {{{"zero", TmaOobFill::kZero}, {"nan", TmaOobFill::kNan}}}, source, path);
+      j, "oob_fill", TmaOobFill::kZero, {{{"zero", TmaOobFill::kZero}, {"nan", TmaOobFill::kNan}}},
+      source, path);
   // Ranks that can be checked without a definition.
   std::size_t rank = spec.box.size();
   if (!spec.shape.empty() && spec.shape.size() != rank) {
@@ -218,7 +219,8 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
     }
   } else {
     region = workspace_bytes > 0 ? static_cast<std::uint64_t>(workspace_bytes) : 0;
-    if (spec.shape.empty()) throw TensorMapError("shape", "a map over the workspace names its shape");
+    if (spec.shape.empty())
+      throw TensorMapError("shape", "a map over the workspace names its shape");
   }
   for (std::size_t i = 0; i < spec.shape.size(); ++i) {
     shape.push_back(eval_positive(spec.shape[i], axes, fmt::format("shape[{}]", i)));
@@ -236,7 +238,8 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
   std::vector<std::uint64_t> strides(rank, 1);
   if (!spec.strides.empty()) {
     if (spec.strides.size() + 1 != rank) {
-      throw TensorMapError("strides", fmt::format("a rank-{} map takes {} strides", rank, rank - 1));
+      throw TensorMapError("strides",
+                           fmt::format("a rank-{} map takes {} strides", rank, rank - 1));
     }
     for (std::size_t i = 0; i + 1 < rank; ++i) {
       strides[i] = eval_positive(spec.strides[i], axes, fmt::format("strides[{}]", i));
@@ -316,8 +319,8 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
   }
   // fp8 travels as bytes (CU_TENSOR_MAP_DATA_TYPE_UINT8): no NaN of its own.
   if (spec.oob_fill == TmaOobFill::kNan && (!is_floating(g.dtype) || elem < 2)) {
-    throw TensorMapError("oob_fill", fmt::format("NaN fill needs a floating type, not {}",
-                                                 dtype_name(g.dtype)));
+    throw TensorMapError(
+        "oob_fill", fmt::format("NaN fill needs a floating type, not {}", dtype_name(g.dtype)));
   }
   return g;
 }

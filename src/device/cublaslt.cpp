@@ -110,17 +110,16 @@ struct CublasLtGemm::Impl {
 
   bool set_scale_pointers(const void* weight_scale, const void* act_scale) {
     return lib.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                              &weight_scale, sizeof(weight_scale)) ==
-               CUBLAS_STATUS_SUCCESS &&
+                                              &weight_scale,
+                                              sizeof(weight_scale)) == CUBLAS_STATUS_SUCCESS &&
            lib.cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &act_scale,
                                               sizeof(act_scale)) == CUBLAS_STATUS_SUCCESS;
   }
 
   std::string choose_algo() {
     int found = 0;
-    cublasStatus_t st =
-        lib.cublasLtMatmulAlgoGetHeuristic(handle, op, a_layout, b_layout, c_layout, c_layout,
-                                           preference, 1, &heuristic, &found);
+    cublasStatus_t st = lib.cublasLtMatmulAlgoGetHeuristic(
+        handle, op, a_layout, b_layout, c_layout, c_layout, preference, 1, &heuristic, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       return fmt::format("cuBLASLt has no algorithm for M={} N={} K={}{} (cublasStatus {})", m, n,
                          k, block_scaled ? " with 1x128 / 128x128 fp8 block scales" : "",
@@ -210,10 +209,10 @@ CublasLtGemm::CublasLtGemm(std::int64_t m, std::int64_t n, std::int64_t k, DType
     }
   }
   if (std::string error = s.choose_algo(); !error.empty()) throw std::runtime_error(error);
-  s.what = fmt::format("cuBLASLt {} ({}{} M={} N={} K={}, workspace {} MiB)",
-                       lib.cublasLtGetVersion(), dtype_name(dtype),
-                       s.block_scaled ? " 1x128/128x128 block-scaled" : "", m, n, k,
-                       kWorkspaceBytes >> 20);
+  s.what =
+      fmt::format("cuBLASLt {} ({}{} M={} N={} K={}, workspace {} MiB)", lib.cublasLtGetVersion(),
+                  dtype_name(dtype), s.block_scaled ? " 1x128/128x128 block-scaled" : "", m, n, k,
+                  kWorkspaceBytes >> 20);
 }
 
 CublasLtGemm::~CublasLtGemm() = default;
@@ -221,7 +220,8 @@ CublasLtGemm::~CublasLtGemm() = default;
 void CublasLtGemm::prepare_activation_scales(CUdeviceptr a_scale) {
   Impl& s = *impl_;
   if (!s.block_scaled || s.m_major_scales.count(a_scale)) return;
-  const std::size_t blocks = static_cast<std::size_t>(s.k / 128), rows = static_cast<std::size_t>(s.m);
+  const std::size_t blocks = static_cast<std::size_t>(s.k / 128),
+                    rows = static_cast<std::size_t>(s.m);
   std::vector<float> row_major(rows * blocks), m_major(rows * blocks);
   const Driver& d = Driver::instance();
   d.check(d.cuCtxSynchronize(), "cuCtxSynchronize");  // the inputs' upload has landed

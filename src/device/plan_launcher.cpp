@@ -166,14 +166,15 @@ std::vector<std::uint8_t> encode_tensor_map(const TensorMapSpec& spec, const Ptx
                                      : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
   const Driver& d = Driver::instance();
   if (d.cuTensorMapEncodeTiled == nullptr) {
-    throw std::runtime_error("this driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12)");
+    throw std::runtime_error(
+        "this driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12)");
   }
   CUtensorMap map;
   std::memset(&map, 0, sizeof map);
-  CUresult c = d.cuTensorMapEncodeTiled(
-      &map, type, g.rank, reinterpret_cast<void*>(base + g.offset_bytes), g.dims.data(),
-      g.strides_bytes.data(), g.box.data(), g.element_strides.data(), interleave, swizzle, l2,
-      fill);
+  CUresult c =
+      d.cuTensorMapEncodeTiled(&map, type, g.rank, reinterpret_cast<void*>(base + g.offset_bytes),
+                               g.dims.data(), g.strides_bytes.data(), g.box.data(),
+                               g.element_strides.data(), interleave, swizzle, l2, fill);
   if (c != CUDA_SUCCESS) {
     throw std::runtime_error(fmt::format("tensor map '{}': cuTensorMapEncodeTiled: {} ({})",
                                          spec.name, d.error_name(c), d.error_string(c)));
@@ -286,9 +287,8 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
       // cannot be is refused here, with the numbers, instead of a driver error after the fact.
       int per_sm = 0;
       unsigned threads = config.block[0] * config.block[1] * config.block[2];
-      if (CUresult c = d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, r.function,
-                                                                      static_cast<int>(threads),
-                                                                      config.shared_bytes);
+      if (CUresult c = d.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+              &per_sm, r.function, static_cast<int>(threads), config.shared_bytes);
           c != CUDA_SUCCESS) {
         return failed(c, "cannot compute the occupancy of a cooperative launch");
       }
@@ -297,8 +297,7 @@ LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool s
       if (d.cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
         d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
       }
-      std::uint64_t blocks =
-          std::uint64_t{config.grid[0]} * config.grid[1] * config.grid[2];
+      std::uint64_t blocks = std::uint64_t{config.grid[0]} * config.grid[1] * config.grid[2];
       std::uint64_t resident = static_cast<std::uint64_t>(per_sm) * static_cast<std::uint64_t>(sms);
       if (blocks > resident) {
         fail.error_name = "COOPERATIVE_NOT_RESIDENT";

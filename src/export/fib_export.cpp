@@ -339,9 +339,10 @@ class LauncherWriter {
       // The TMA descriptors kharness encodes per workload would need the driver's
       // cuTensorMapEncodeTiled in the launcher: not generated yet.
       if (!launch.tensor_maps.empty())
-        refuse(fmt::format("launch {} ({}) declares tensor maps, which the generated launcher does "
-                           "not encode yet",
-                           index, launch.kernel));
+        refuse(
+            fmt::format("launch {} ({}) declares tensor maps, which the generated launcher does "
+                        "not encode yet",
+                        index, launch.kernel));
       if (info->params.size() != launch.args.size())
         refuse(fmt::format("kernel '{}' takes {} parameters, the plan passes {}", launch.kernel,
                            info->params.size(), launch.args.size()));

@@ -7,9 +7,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace kharness::llm {
 
@@ -18,7 +17,7 @@ struct Request {
   std::string user;    // the task, the current best kernel, feedback
   std::string model;   // provider-specific model name; empty: the provider's default
   std::int64_t max_output_tokens = 16384;
-  std::string reasoning_effort;   // "low" | "medium" | "high" | "" (provider default)
+  std::string reasoning_effort;    // "low" | "medium" | "high" | "" (provider default)
   double timeout_seconds = 600.0;  // whole request, retries included
   // Structured facts for built-in providers that do not read prose (tune): operator name,
   // definition and seed paths, workloads, the current best candidate id, the step number.
@@ -32,21 +31,21 @@ struct Usage {
 };
 
 struct Answer {
-  std::string text;         // the model's answer (markdown with a ```cuda block)
+  std::string text;  // the model's answer (markdown with a ```cuda block)
   Usage usage;
   std::string stop_reason;  // "end_turn", "max_tokens", "completed", "incomplete", ...
   bool truncated = false;   // stopped by the output limit: a code block in it may be cut
   double latency_seconds = 0.0;
-  std::string raw;          // the raw response body (archived; never holds the API key)
+  std::string raw;  // the raw response body (archived; never holds the API key)
 };
 
 // What the pipeline made of one answer, reported back to the provider that gave it.
 struct Outcome {
   std::string candidate_id;
-  std::string status;            // PASSED, COMPILE_ERROR, ..., or NO_CODE / BAD_PLAN
-  double score = 0.0;            // mean speedup over the baseline (0 when not PASSED)
-  nlohmann::json verdict;        // the verdict JSON (null when nothing ran)
-  nlohmann::json context;        // the Request::context the answer was asked with
+  std::string status;      // PASSED, COMPILE_ERROR, ..., or NO_CODE / BAD_PLAN
+  double score = 0.0;      // mean speedup over the baseline (0 when not PASSED)
+  nlohmann::json verdict;  // the verdict JSON (null when nothing ran)
+  nlohmann::json context;  // the Request::context the answer was asked with
 };
 
 class Provider {

@@ -98,8 +98,9 @@ int worker_main() {
         baseline->name = "cublaslt";
       } else if (bench_options.baseline && baseline_path) {
         baseline = std::make_unique<Solution>(load_solution(*baseline_path));
-        baseline_compiled = std::make_unique<CompileResult>(compile_solution(
-            *baseline, &loaded.op.definition, &loaded.op.workloads, verify::compile_options(request)));
+        baseline_compiled = std::make_unique<CompileResult>(
+            compile_solution(*baseline, &loaded.op.definition, &loaded.op.workloads,
+                             verify::compile_options(request)));
         if (!baseline_compiled->ok()) {
           throw Error(chosen.empty() ? ExitCode::kInternal : ExitCode::kUsage,
                       baseline_path->string(), "the baseline does not compile");

@@ -327,12 +327,11 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
     if (matmul_like(ctx.family) && low_tensor) {
       add_unique(
           d.directions,
-          fmt::format(
-              "Use tensor cores: the tensor pipe is {} — {} ({} § {})",
-              c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
-              arch_family(ctx.arch) == ArchFamily::kHopper ? "wgmma fed by TMA"
-                                                            : "mma.sync/ldmatrix tiles",
-              op_skills.empty() ? "skills/gemm.md" : op_skills, arch_section(ctx.arch)));
+          fmt::format("Use tensor cores: the tensor pipe is {} — {} ({} § {})",
+                      c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
+                      arch_family(ctx.arch) == ArchFamily::kHopper ? "wgmma fed by TMA"
+                                                                   : "mma.sync/ldmatrix tiles",
+                      op_skills.empty() ? "skills/gemm.md" : op_skills, arch_section(ctx.arch)));
     }
     if (d.limiter == "l1" || (c.l1 && c.fma && *c.l1 > *c.fma)) {
       add_unique(d.directions,

@@ -107,15 +107,16 @@ void check_tensor_map_fields(const ordered_json& maps, const std::string& source
   for (auto m = maps.begin(); m != maps.end(); ++m) {
     std::string mpath = ju::join_path(path, m.key());
     ju::require_object(m.value(), source, mpath);
-    ju::reject_unknown_keys(m.value(), {"box", "shape", "strides", "element_strides", "offset_bytes"},
-                            source, mpath);
+    ju::reject_unknown_keys(
+        m.value(), {"box", "shape", "strides", "element_strides", "offset_bytes"}, source, mpath);
     for (auto f = m.value().begin(); f != m.value().end(); ++f) {
       std::string fpath = ju::join_path(mpath, f.key());
       if (f.key() == "offset_bytes") {
         check_size(f.value(), false, source, fpath);
         continue;
       }
-      ju::expect_type(f.value(), f.value().is_array() && !f.value().empty() && f.value().size() <= 5,
+      ju::expect_type(f.value(),
+                      f.value().is_array() && !f.value().empty() && f.value().size() <= 5,
                       "an array of 1 to 5 sizes", source, fpath);
       for (std::size_t i = 0; i < f.value().size(); ++i) {
         check_size(f.value()[i], false, source, ju::index_path(fpath, i));

@@ -35,7 +35,6 @@ nlohmann::json compile_summary(const CompileResult& r) {
   return j;
 }
 
-
 json request_json(const CheckRequest& r) {
   std::vector<std::string> dirs;
   for (const auto& d : r.operators_dirs) dirs.push_back(std::filesystem::absolute(d).string());

@@ -749,10 +749,9 @@ std::uint64_t fmix64(std::uint64_t k) {  // as in the kernel source
 
 // Philox4x32-10 as the kernels compute it (philox() in the source above).
 std::array<std::uint32_t, 4> philox(std::uint64_t draw, std::uint64_t stream, std::uint64_t seed) {
-  std::array<std::uint32_t, 4> c = {static_cast<std::uint32_t>(draw),
-                                    static_cast<std::uint32_t>(draw >> 32),
-                                    static_cast<std::uint32_t>(stream),
-                                    static_cast<std::uint32_t>(stream >> 32)};
+  std::array<std::uint32_t, 4> c = {
+      static_cast<std::uint32_t>(draw), static_cast<std::uint32_t>(draw >> 32),
+      static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
   auto k0 = static_cast<std::uint32_t>(seed);
   auto k1 = static_cast<std::uint32_t>(seed >> 32);
   for (int r = 0; r < 10; ++r) {
@@ -1110,11 +1109,12 @@ void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint
   int size = static_cast<int>(dtype_size(dtype));
   const std::uint64_t chunks = (count * static_cast<std::uint64_t>(size) + 15) / 16;
   const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
-  int parts = static_cast<int>(std::clamp<std::uint64_t>((chunks + kThreads - 1) / kThreads, 1, cap));
+  int parts =
+      static_cast<int>(std::clamp<std::uint64_t>((chunks + kThreads - 1) / kThreads, 1, cap));
   CUdeviceptr partials = partials_.ptr();
   {
-    void* params[] = {&got, &sealed, &count, &kdtype, &size, &stream_id, &key, &poison_bits,
-                      &atol, &rtol, &partials};
+    void* params[] = {&got, &sealed,      &count, &kdtype, &size,    &stream_id,
+                      &key, &poison_bits, &atol,  &rtol,   &partials};
     device::LaunchConfig config;
     config.grid = {static_cast<unsigned>(parts), 1, 1};
     config.block = {kThreads, 1, 1};
@@ -1122,8 +1122,8 @@ void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint
     device::Driver::instance().check(device::launch_kernel(check_sealed_, config, params),
                                      "cuLaunchKernelEx(kh_check_sealed)");
   }
-  void* params[] = {&partials, &parts, &got, &sealed, &count, &size, &stream_id, &key,
-                    &iteration, &tensor, &record};
+  void* params[] = {&partials,  &parts, &got,       &sealed, &count, &size,
+                    &stream_id, &key,   &iteration, &tensor, &record};
   device::LaunchConfig config;
   config.grid = {1, 1, 1};
   config.block = {32, 1, 1};

@@ -4,8 +4,6 @@
 // answers).
 #include "verify/harness_kernels.hpp"
 
-#include "verify/compare.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +21,7 @@
 #include "device/driver.hpp"
 #include "kharness/device.hpp"
 #include "kharness/numeric.hpp"
+#include "verify/compare.hpp"
 
 namespace kharness {
 namespace {
@@ -448,7 +447,6 @@ TEST_F(HarnessKernelsGpuTest, DeviceBufferTransfersAreOrderedWithNonBlockingStre
   }
 }
 
-
 // The device check of a timed iteration (check_sealed) against the host comparator it stands
 // for (compare_output): the same counts and first indices for every dtype and kind of damage,
 // the sealed copy not readable as the reference, and a record that authenticates only untouched
@@ -462,8 +460,8 @@ TEST_F(HarnessKernelsGpuTest, SealedCheckAgreesWithTheHostComparator) {
     const std::size_t count = 100003;  // not a multiple of any chunk
     const std::size_t padded = (count * size + 15) / 16 * 16;
     device::DeviceBuffer expected(padded + 16), got(padded + 16), sealed(padded), record(128);
-    k().fill_random(expected.ptr(), count, dtype, is_floating(dtype) ? normal(0, 1) : bounded("range", -50, 50),
-                    7, 1, stream());
+    k().fill_random(expected.ptr(), count, dtype,
+                    is_floating(dtype) ? normal(0, 1) : bounded("range", -50, 50), 7, 1, stream());
     std::vector<std::uint8_t> e = download(expected.ptr(), count * size);
     // Damage: a run of unwritten elements (this iteration's poison), a NaN, a few far off, a
     // few within tolerance.
@@ -485,8 +483,8 @@ TEST_F(HarnessKernelsGpuTest, SealedCheckAgreesWithTheHostComparator) {
     EXPECT_NE(sealed_bytes, e) << "the sealed copy holds the reference in plain";
     std::uint64_t poison_bits = 0;
     std::memcpy(&poison_bits, poison.data(), size);
-    k().check_sealed(got.ptr(), sealed.ptr(), count, dtype, key, 9, poison_bits, tol.atol,
-                     tol.rtol, 42, 0, record.ptr(), stream());
+    k().check_sealed(got.ptr(), sealed.ptr(), count, dtype, key, 9, poison_bits, tol.atol, tol.rtol,
+                     42, 0, record.ptr(), stream());
     std::vector<std::uint8_t> raw = download(record.ptr(), 128);
     auto r = HarnessKernels::open_record(raw.data(), key);
     ASSERT_TRUE(r.has_value());
@@ -521,8 +519,8 @@ TEST_F(HarnessKernelsGpuTest, SealedCheckAgreesWithTheHostComparator) {
     }
     // Every element written right: nothing counted.
     upload(got.ptr(), e.data(), e.size());
-    k().check_sealed(got.ptr(), sealed.ptr(), count, dtype, key, 9, poison_bits, tol.atol,
-                     tol.rtol, 43, 0, record.ptr(), stream());
+    k().check_sealed(got.ptr(), sealed.ptr(), count, dtype, key, 9, poison_bits, tol.atol, tol.rtol,
+                     43, 0, record.ptr(), stream());
     raw = download(record.ptr(), 128);
     r = HarnessKernels::open_record(raw.data(), key);
     ASSERT_TRUE(r.has_value());

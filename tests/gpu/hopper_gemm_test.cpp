@@ -68,8 +68,8 @@ TEST(HopperGemm, TuneConfigurationsPass) {
     EXPECT_NE(space.dump().find("seed.sm_90a.cu"), std::string::npos) << space.dump();
     std::string files;
     for (const auto& row : space["sample"]) files += " '" + row["file"].get<std::string>() + "'";
-    json verdicts =
-        check_json(files.substr(1) + " --operator " + op + " --workloads " + workloads + " --trials 1");
+    json verdicts = check_json(files.substr(1) + " --operator " + op + " --workloads " + workloads +
+                               " --trials 1");
     ASSERT_TRUE(verdicts.is_array()) << verdicts.dump().substr(0, 2000);
     ASSERT_EQ(verdicts.size(), space["sample"].size());
     for (const auto& v : verdicts) EXPECT_EQ(v["status"], "PASSED") << v.dump(1).substr(0, 4000);

@@ -40,8 +40,8 @@ void expect_caught_only_by_timing(const std::string& file, const std::string& op
                         " --trials 1 --seed 3 --json",
                     0);
   EXPECT_EQ(c["status"], "PASSED") << file << ": " << c.dump(2).substr(0, 2000);
-  json v = run_json("validate " + cheat(file) + " --operator " + op + " --workloads " +
-                        workloads + " --trials 1 --seed 3 --json",
+  json v = run_json("validate " + cheat(file) + " --operator " + op + " --workloads " + workloads +
+                        " --trials 1 --seed 3 --json",
                     1);
   EXPECT_EQ(v["status"], "INCORRECT_NUMERICAL") << file << ": " << v.dump(2).substr(0, 3000);
   ASSERT_TRUE(v.contains("failure")) << v.dump(2).substr(0, 2000);
@@ -86,7 +86,8 @@ TEST(IntegrityGpu, AWorkspaceAssumedZeroFailsTheCheck) {
 void expect_no_shortcut(const std::string& file, const std::string& state_reset) {
   json v = run_json("validate " + cheat(file) +
                         " --operator rmsnorm_h4096 --workloads 99179b18,5024178e,e2c76f8d"
-                        " --trials 1 --seed 3 --json --state-reset " + state_reset,
+                        " --trials 1 --seed 3 --json --state-reset " +
+                        state_reset,
                     0);
   ASSERT_EQ(v["status"], "PASSED") << file << ": " << v.dump(2).substr(0, 3000);
   for (const auto& w : v["workloads"]) {
@@ -138,11 +139,10 @@ TEST(IntegrityGpu, HonestDeviceGlobalsStillPass) {
 // device, three input sets.
 TEST(IntegrityGpu, TheSeedPassesWithEveryIterationChecked) {
   SKIP_WITHOUT_GPU();
-  json v = run_json("validate '" +
-                        (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +
-                        "' --operator rmsnorm_h4096 --workloads " + kRmsnormWorkloads +
-                        " --seed 3 --json",
-                    0);
+  json v = run_json(
+      "validate '" + (testing::source_dir() / "operators/rmsnorm_h4096/seed.cu").string() +
+          "' --operator rmsnorm_h4096 --workloads " + kRmsnormWorkloads + " --seed 3 --json",
+      0);
   ASSERT_EQ(v["status"], "PASSED") << v.dump(2).substr(0, 3000);
   for (const auto& w : v["workloads"]) {
     const json& t = w["timing"];
