@@ -104,7 +104,6 @@ struct CublasLtGemm::Impl {
   std::unique_ptr<DeviceBuffer> workspace;
   std::string what;
   bool block_scaled = false;
-  bool have_algo = false;
   std::int64_t m = 0, n = 0, k = 0;
   std::map<CUdeviceptr, DeviceBuffer> m_major_scales;  // A_scale buffer -> its [K/128][M] copy
 
@@ -125,7 +124,6 @@ struct CublasLtGemm::Impl {
                          k, block_scaled ? " with 1x128 / 128x128 fp8 block scales" : "",
                          static_cast<int>(st));
     }
-    have_algo = true;
     return {};
   }
 
