@@ -95,6 +95,31 @@ TEST(Layout, StageFoldersIncludeEachOtherWithoutCycles) {
   EXPECT_FALSE(g["llm"].count("tune"));
 }
 
+// include/kharness is the stages' public contract (the types that cross stages: requests,
+// verdicts, definitions, solutions, compile results): a header there includes only other public
+// headers and system ones, so no stage's internals leak through it.
+TEST(Layout, PublicHeadersIncludeOnlyPublicHeaders) {
+  const fs::path dir = testing::source_dir() / "include" / "kharness";
+  const std::regex include(R"re(^\s*#\s*include\s+"([^"]+)")re");
+  std::vector<std::string> leaks;
+  int headers = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".hpp") continue;
+    ++headers;
+    std::ifstream in(e.path());
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line)) {
+      if (std::regex_search(line, m, include) && m[1].str().rfind("kharness/", 0) != 0)
+        leaks.push_back(e.path().filename().string() + " includes " + m[1].str());
+    }
+  }
+  EXPECT_GT(headers, 10);
+  std::string text;
+  for (const auto& l : leaks) text += l + "; ";
+  EXPECT_TRUE(leaks.empty()) << text;
+}
+
 TEST(Layout, TheCycleFinderFindsACycle) {
   Graph g = {{"a", {{"b", "a/x.cpp"}}}, {"b", {{"c", "b/y.cpp"}}}, {"c", {{"a", "c/z.hpp"}}}};
   EXPECT_EQ(find_cycle(g), "a -> b (a/x.cpp); b -> c (b/y.cpp); c -> a (c/z.hpp); ");

@@ -4,7 +4,9 @@
 // the worker and becomes a verdict, never the end of the harness. DESIGN §5.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,9 +14,24 @@
 #include "kharness/device.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
-#include "verify/evaluate.hpp"
 
 namespace kharness {
+
+namespace verify {
+
+// How a candidate is checked (the worker's side is verify/evaluate.hpp).
+struct CheckOptions {
+  std::vector<std::string> workloads;  // uuids or uuid prefixes; empty: every workload
+  int trials = 3;
+  std::uint64_t seed = 0;  // base seed; each trial's seed derives from it
+  std::optional<double> atol, rtol, required_matched_ratio;  // override the definition's
+  bool determinism = true;  // rerun the first trial on the same inputs
+
+  nlohmann::json to_json() const;
+  static CheckOptions from_json(const nlohmann::json& j);
+};
+
+}  // namespace verify
 
 struct CheckRequest {
   std::filesystem::path solution;
@@ -22,6 +39,10 @@ struct CheckRequest {
   std::vector<std::filesystem::path> operators_dirs;
   std::string arch;  // normalised NVRTC target
   bool use_cache = true;
+  // The compile cache the parent compiled into and the worker reads (pipeline/evaluation.hpp: a
+  // private one under --no-cache, so that an evaluation compiles once). Empty: the default cache
+  // when use_cache, none otherwise.
+  std::filesystem::path compile_cache_dir;
   double timeout_seconds = 60;  // the whole worker's wall-clock limit
   // A launch (a wait on the GPU in the worker) that lasts longer is a hang: TIMEOUT within seconds
   // (device/watchdog.hpp). <= 0: no launch watchdog, only timeout_seconds.

@@ -30,6 +30,7 @@
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
+#include "pipeline/evaluation.hpp"
 
 namespace kharness::cli {
 namespace {
@@ -213,334 +214,53 @@ Pool make_pool(const CheckArgs& args) {
   return pool;
 }
 
-// One CLI invocation's evaluations: each goes through the verdict cache, then (on a miss) the
-// check pipeline, and is archived as a candidate of this invocation's run. An archive that cannot
-// be opened (read-only folder) costs the cache and the record, not the evaluation: a warning.
-// evaluate() may be called from several threads at once (the pool's workers): the archive
-// connection and the environment probe are behind one mutex, evaluations run unlocked.
-class Evaluator {
- public:
-  struct Result {
-    Verdict verdict;
-    std::string candidate_id;  // "" when not archived
-    std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
-  };
-
-  // `sharing`: the most workers on one GPU; each worker's --timeout is that many times longer, as
-  // it may wait for the others' timings.
-  Evaluator(const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed,
-            std::string arch, const std::string& command, int sharing = 1,
-            const nlohmann::json& run_info = nlohmann::json::object())
-      : args_(args), global_(global), seed_(seed), arch_(std::move(arch)), sharing_(sharing) {
-    if (args.holdout > 0) {
-      holdout_seed_ = holdout_seed_from_environment();
-      if (!holdout_seed_.from_environment) {
-        spdlog::warn(
-            "--holdout: KHARNESS_HOLDOUT_SEED is not set: the held-out shapes come from a random "
-            "seed for this process (recorded as {}); set it to draw the same shapes again",
-            holdout_seed_hash(holdout_seed_.value));
-      }
-    }
-    std::filesystem::path dir =
-        global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
-    try {
-      archive_.emplace(dir);
-      nlohmann::json options = cache_options();
-      options["seed"] = seed_;
-      nlohmann::json info = {{"command", command},
-                             {"operator", args.operator_name},
-                             {"solutions", args.solutions},
-                             {"options", options},
-                             {"cache", !args.no_cache}};
-      info.update(run_info);
-      run_id_ = archive_->begin_run(info);
-    } catch (const Error& e) {
-      spdlog::warn("not archiving (and no verdict cache): {}", e.message());
-      archive_.reset();
-    }
-  }
-  Evaluator(const Evaluator&) = delete;  // finishes its run once
-  Evaluator& operator=(const Evaluator&) = delete;
-  ~Evaluator() {
-    if (archive_ && !finished_) {
-      try {
-        archive_->finish_run(run_id_, "failed");
-      } catch (const std::exception&) {
-        // the run stays "running": nothing more to do while unwinding
-      }
-    }
-  }
-
-  const std::string& run_id() const { return run_id_; }
-
-  void finish() {
-    if (archive_) archive_->finish_run(run_id_, "finished");
-    finished_ = true;
-  }
-
-  // `gpu`: the worker's GPU (nullopt: the first visible one); `extra`: kept in the candidate's
-  // record.json (score keeps the submission's place in the sorted list there).
-  Result evaluate(const std::string& path, const std::optional<GpuInfo>& gpu = std::nullopt,
-                  const nlohmann::json& extra = nlohmann::json::object()) {
-    CheckRequest request = make_request(path);
-    request.gpu = gpu;
-    Result result;
-    std::string key;
-    if (archive_) key = cache_key(request);
-    if (!key.empty() && !args_.no_cache) {
-      if (auto stored = cached(key, path)) {
-        if (stored->record.verdict) {
-          result.verdict = *stored->record.verdict;
-          result.verdict.source = path;
-          record_holdout(request, result.verdict);
-          result.cached_from = stored->summary.id;
-          archive::CandidateRecord record = stored->record;
-          record.origin = path;
-          record.cached_from = stored->summary.id;
-          record.parent_id.clear();
-          record.step = -1;
-          record.prompt.clear();
-          record.response.clear();
-          record.usage = nullptr;
-          record.extra = extra;
-          result.candidate_id = archive(record);
-          return result;
-        }
-      }
-    }
-    result.verdict = check_solution(request);
-    record_holdout(request, result.verdict);
-    if (archive_) {
-      archive::CandidateRecord record = evaluated_record(request, result.verdict, key);
-      record.extra = extra;
-      result.candidate_id = archive(record);
-    }
-    return result;
-  }
-
-  // A submission that could not be evaluated (bad input: `score` gives it a REJECTED verdict of
-  // its own) is archived with that verdict, so that an archive, and a merge of shards' archives,
-  // holds a verdict for every submission scored.
-  void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra) {
-    if (!archive_) return;
-    archive::CandidateRecord record;
-    record.name = v.solution;
-    record.operator_name = v.definition;
-    record.origin = path;
-    record.verdict = v;
-    record.extra = extra;
-    archive(record);
-  }
-
- private:
-  // The archived candidate whose verdict stands for `key`, if any. A cached candidate that does
-  // not load (an edited or damaged verdict.json, a FIFO in its folder) costs the cache hit, not
-  // the evaluation: a warning, and the candidate is evaluated again (its new verdict is the one
-  // later lookups find).
-  std::optional<archive::StoredCandidate> cached(const std::string& key, const std::string& path) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    try {
-      if (auto hit = archive_->find_cached(key)) return archive_->load(hit->id);
-    } catch (const Error& e) {
-      spdlog::warn("verdict cache: {}: ignored for {}, evaluating again", e.message(), path);
-    }
-    return std::nullopt;
-  }
-
-  // The held-out shapes of the solution's operator (drawn once per operator), or none. A solution
-  // whose operator cannot be found gets none here: its check says why.
-  const HoldoutDraw* holdout_for(const std::string& path) const {
-    if (args_.holdout <= 0 || path.empty()) return nullptr;
-    std::string op_name = args_.operator_name;
-    try {
-      if (op_name.empty()) op_name = load_solution(path).plan.definition;
-      if (op_name.empty()) return nullptr;
-      std::lock_guard<std::mutex> lock(draws_mutex_);  // the pool's workers draw concurrently
-      auto it = draws_.find(op_name);
-      if (it == draws_.end()) {
-        Operator op = make_registry(global_).load(op_name);
-        it = draws_.emplace(op_name, draw_holdout(op, args_.holdout, holdout_seed_.value)).first;
-        for (const auto& note : it->second.notes) spdlog::warn("--holdout: {}", note);
-      }
-      return &it->second;
-    } catch (const Error&) {
-      return nullptr;
-    }
-  }
-
-  // What the verdict says of the held-out shapes: how many, and the seed only as a hash.
-  void record_holdout(const CheckRequest& request, Verdict& v) const {
-    if (args_.holdout <= 0) return;
-    nlohmann::json uuids = nlohmann::json::array();
-    for (const auto& w : request.extra_workloads) uuids.push_back(w.value("uuid", ""));
-    const HoldoutDraw* draw = holdout_for(request.solution.string());
-    v.score["holdout"] = {{"requested", args_.holdout},
-                          {"drawn", request.extra_workloads.size()},
-                          {"seed_hash", holdout_seed_hash(holdout_seed_.value)},
-                          {"seed_from_environment", holdout_seed_.from_environment},
-                          {"workloads", uuids},
-                          {"notes", draw ? draw->notes : std::vector<std::string>{}}};
-  }
-
-  CheckRequest make_request(const std::string& path) const {
-    CheckRequest request;
-    request.solution = path;
-    request.operator_name = args_.operator_name;
-    request.operators_dirs = global_.operators_dirs;
-    request.arch = arch_;
-    request.use_cache = !args_.no_cache;
-    request.timeout_seconds = args_.timeout * sharing_;
-    request.launch_timeout_seconds = args_.launch_timeout;
-    request.options.trials = args_.trials;
-    request.options.seed = seed_;
-    for (const auto& w : args_.workloads) request.options.workloads.push_back(w);
-    if (args_.atol >= 0) request.options.atol = args_.atol;
-    if (args_.rtol >= 0) request.options.rtol = args_.rtol;
-    if (args_.matched_ratio >= 0) request.options.required_matched_ratio = args_.matched_ratio;
-    request.mode = args_.mode;
-    request.bench = bench_json();
-    if (const HoldoutDraw* draw = holdout_for(path)) {
-      for (const auto& w : draw->workloads) request.extra_workloads.push_back(to_json(w));
-      // --workloads narrows the shipped workloads; the held-out ones are always checked.
-      if (!request.options.workloads.empty() && !draw->workloads.empty())
-        request.options.workloads.push_back("holdout-");
-    }
-    return request;
-  }
-
-  nlohmann::json bench_json() const {
-    return {{"protocol", args_.timing},
-            {"timer", args_.timer},
-            {"warmup", args_.warmup},
-            {"iterations", args_.iterations},
-            {"trials", args_.num_trials},
-            {"max_noise", args_.max_noise},
-            {"max_seconds", args_.max_time},
-            {"input_sets", args_.input_sets},
-            {"state_reset", args_.state_reset},
-            {"baseline", !args_.no_baseline},
-            {"sol", args_.sol},
-            {"baseline_solution", args_.baseline.empty() || args_.baseline == "cublaslt"
-                                      ? args_.baseline
-                                      : std::filesystem::absolute(args_.baseline).string()}};
-  }
-
-  // What changes a verdict, besides the candidate, the operator and the machine. The seed counts
-  // only when given: a verdict under a random seed stands for any seed.
-  nlohmann::json cache_options() const {
-    verify::CheckOptions o = make_request("").options;
-    nlohmann::json j = {{"mode", args_.mode}, {"arch", arch_}, {"check", o.to_json()}};
-    if (args_.seed.empty()) j["check"].erase("seed");
-    if (args_.holdout > 0) {
-      j["holdout"] = {{"count", args_.holdout},
-                      {"seed_hash", holdout_seed_hash(holdout_seed_.value)}};
-    }
-    if (args_.mode == "compile") {
-      j.erase("check");
-    } else {
-      // A launch slower than this is a TIMEOUT under one limit and may pass under another.
-      j["launch_timeout"] = args_.launch_timeout;
-    }
-    if (args_.mode == "bench" || args_.mode == "validate") {
-      j["bench"] = bench_json();
-      j["timeout"] = args_.timeout;
-    }
-    // A worker run under a tool (compute-sanitizer) can fail where a plain one passes.
-    if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper)
-      j["worker_wrapper"] = wrapper;
-    return j;
-  }
-
-  // The verdict cache key, or "" when the candidate cannot be keyed (the check then reports why).
-  std::string cache_key(const CheckRequest& request) {
-    try {
-      Solution solution = load_solution(request.solution);
-      std::string op_name =
-          request.operator_name.empty() ? solution.plan.definition : request.operator_name;
-      if (op_name.empty()) return "";
-      Operator op = make_registry(global_).load(op_name);
-      archive::CacheKeyParts parts;
-      parts.sources = solution.sources;
-      parts.plan = solution.plan.raw;
-      parts.options = cache_options();
-      parts.definition = read_file(op.definition_file.string());
-      if (op.workloads_file) parts.workloads = read_file(op.workloads_file->string());
-      for (const auto& w : op.workloads) parts.workloads += json_util::dump(to_json(w));
-      for (const auto& w : request.extra_workloads) parts.workloads += json_util::dump(w);
-      for (const auto& harness : {op.reference, op.baseline}) {
-        if (!harness) continue;
-        for (const auto& f : load_solution(*harness).sources) parts.harness += f.path + f.content;
-      }
-      if (args_.mode != "compile") {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!env_) env_ = probe_environment();
-        if (!env_->gpu_ready()) return "";  // the check says "no GPU"
-        parts.gpu = request.gpu ? request.gpu->name : env_->gpus[0].name;
-        parts.driver = env_->driver.nvidia_version;
-      }
-      parts.kharness_version = fmt::format("{} ({})", kVersion, kGitCommit);
-      return archive::verdict_cache_key(parts);
-    } catch (const Error& e) {
-      spdlog::debug("no verdict cache key for {}: {}", request.solution.string(), e.message());
-      return "";
-    }
-  }
-
-  // The candidate's record: sources, plan and compile artifacts (a compile cache hit of the
-  // check's own compile), and the verdict.
-  archive::CandidateRecord evaluated_record(const CheckRequest& request, const Verdict& verdict,
-                                            const std::string& key) const {
-    archive::CandidateRecord record;
-    record.name = verdict.solution;
-    record.operator_name = verdict.definition;
-    record.origin = request.solution.string();
-    record.verdict = verdict;
-    record.cache_key = key;
-    record.compile = verdict.compile.empty() ? nlohmann::json() : verdict.compile;
-    try {
-      Solution solution = load_solution(request.solution);
-      record.sources = solution.sources;
-      record.entry = solution.entry;
-      record.plan = solution.plan.raw;
-      Operator op = make_registry(global_).load(verdict.definition);
-      CompileResult compiled = compile_solution(solution, &op.definition, &op.workloads,
-                                                make_compile_options(arch_, true));
-      record.compile_log = compiled.log;
-      record.ptx = compiled.ptx;
-      record.cubin = compiled.cubin;
-    } catch (const Error& e) {
-      spdlog::debug("archive: {}: {}", request.solution.string(), e.message());
-    }
-    return record;
-  }
-
-  std::string archive(const archive::CandidateRecord& record) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    try {
-      return archive_->add_candidate(run_id_, record);
-    } catch (const Error& e) {
-      spdlog::warn("could not archive {}: {}", record.origin, e.message());
-      return "";
-    }
-  }
-
-  const CheckArgs& args_;
-  const GlobalOptions& global_;
-  std::uint64_t seed_;
-  std::string arch_;
-  int sharing_ = 1;
-  std::optional<archive::Archive> archive_;
-  std::string run_id_;
-  std::optional<EnvironmentReport> env_;
-  bool finished_ = false;
-  HoldoutSeed holdout_seed_;
-  mutable std::mutex draws_mutex_;                    // draws_, from the pool's workers
-  mutable std::map<std::string, HoldoutDraw> draws_;  // by operator name
-  std::mutex mutex_;                                  // archive_ and env_
-};
+// The pipeline's options for one invocation (pipeline/evaluation.hpp) from the command line.
+// `sharing`: the most workers on one GPU (each worker's --timeout is that many times longer, as it
+// may wait for the others' timings).
+pipeline::EvaluationOptions evaluation_options(
+    const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed, std::string arch,
+    const std::string& command, int sharing = 1,
+    const nlohmann::json& run_info = nlohmann::json::object()) {
+  pipeline::EvaluationOptions o;
+  o.command = command;
+  o.mode = args.mode;
+  o.operator_name = args.operator_name;
+  o.operators_dirs = global.operators_dirs;
+  o.archive_dir = global.archive_dir;
+  o.arch = std::move(arch);
+  o.seed = seed;
+  o.seed_given = !args.seed.empty();
+  o.use_cache = !args.no_cache;
+  o.timeout_seconds = args.timeout;
+  o.launch_timeout_seconds = args.launch_timeout;
+  o.sharing = sharing;
+  o.check.trials = args.trials;
+  for (const auto& w : args.workloads) o.check.workloads.push_back(w);
+  if (args.atol >= 0) o.check.atol = args.atol;
+  if (args.rtol >= 0) o.check.rtol = args.rtol;
+  if (args.matched_ratio >= 0) o.check.required_matched_ratio = args.matched_ratio;
+  o.bench = {{"protocol", args.timing},
+             {"timer", args.timer},
+             {"warmup", args.warmup},
+             {"iterations", args.iterations},
+             {"trials", args.num_trials},
+             {"max_noise", args.max_noise},
+             {"max_seconds", args.max_time},
+             {"input_sets", args.input_sets},
+             {"state_reset", args.state_reset},
+             {"baseline", !args.no_baseline},
+             {"sol", args.sol},
+             {"baseline_solution", args.baseline.empty() || args.baseline == "cublaslt"
+                                       ? args.baseline
+                                       : std::filesystem::absolute(args.baseline).string()}};
+  o.holdout = args.holdout;
+  o.solutions = args.solutions;
+  o.run_info = run_info;
+  return o;
+}
 
 // " (cached: verdict of candidate ID)" or "".
-std::string cached_note(const Evaluator::Result& r) {
+std::string cached_note(const pipeline::Evaluation& r) {
   return r.cached_from.empty() ? ""
                                : fmt::format(" (cached: verdict of candidate {})", r.cached_from);
 }
@@ -551,16 +271,17 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
   if (!args.csv_file.empty()) check_output_file("--csv", args.csv_file);
   std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   Pool pool = make_pool(args);
-  Evaluator evaluator(args, global, seed, pool.arch, args.mode, pool.sharing);
+  pipeline::Evaluator evaluator(
+      evaluation_options(args, global, seed, pool.arch, args.mode, pool.sharing));
   nlohmann::json all = nlohmann::json::array();
   std::vector<Verdict> verdicts;
   bool all_passed = true;
   // Verdicts are printed in the order the solutions were given, each as soon as every earlier
   // one is done, whichever worker finished first.
-  std::vector<std::optional<Evaluator::Result>> results(args.solutions.size());
+  std::vector<std::optional<pipeline::Evaluation>> results(args.solutions.size());
   std::size_t printed = 0;
   std::mutex mutex;
-  auto print = [&](const Evaluator::Result& r) {
+  auto print = [&](const pipeline::Evaluation& r) {
     const Verdict& v = r.verdict;
     verdicts.push_back(v);
     all_passed = all_passed && v.clean_pass();
@@ -579,7 +300,10 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
     }
   };
   run_pool(args.solutions.size(), pool.gpus.size(), [&](std::size_t i, std::size_t worker) {
-    Evaluator::Result r = evaluator.evaluate(args.solutions[i], pool.gpus[worker]);
+    pipeline::Evaluation r = evaluator.evaluate(args.solutions[i], pool.gpus[worker]);
+    if (r.bad_input) std::rethrow_exception(r.error);  // a lone check stops: exit 2, one line
+    if (global.verbosity > 0)
+      spdlog::info("{}: loaded {}x, compiled {}x", args.solutions[i], r.loads, r.compiles);
     std::lock_guard<std::mutex> lock(mutex);
     results[i] = std::move(r);
     for (; printed < results.size() && results[printed]; ++printed) print(*results[printed]);
@@ -778,7 +502,8 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     Pool pool = make_pool(args);
     run_info["workers"] = pool.gpus.size();
     verdicts.resize(mine.size());
-    Evaluator evaluator(args, global, seed, pool.arch, "score", pool.sharing, run_info);
+    pipeline::Evaluator evaluator(
+        evaluation_options(args, global, seed, pool.arch, "score", pool.sharing, run_info));
     Progress progress(mine.size());
     run_pool(mine.size(), pool.gpus.size(), [&](std::size_t i, std::size_t worker) {
       const std::string& path = solutions[mine[i]];
@@ -787,20 +512,11 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
       std::string note;
       nlohmann::json extra = {{"score_index", mine[i]}};
       if (!args.shard.empty()) extra["shard"] = args.shard;
-      try {
-        Evaluator::Result r = evaluator.evaluate(path, pool.gpus[worker], extra);
-        v = std::move(r.verdict);
-        note = cached_note(r);
-      } catch (const Error& e) {
-        if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness bug: scoring cannot go on
-        // A malformed submission is that submission's failure, not the end of the run.
-        v.solution = std::filesystem::path(path).stem().string();
-        v.source = path;
-        v.definition = args.operator_name;
-        v.status = Status::kRejected;
-        v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
-        evaluator.archive_failure(path, v, extra);
-      }
+      // A malformed submission comes back as its REJECTED verdict; no GPU, or a kharness bug,
+      // throws: scoring cannot go on.
+      pipeline::Evaluation r = evaluator.evaluate(path, pool.gpus[worker], extra);
+      v = std::move(r.verdict);
+      note = cached_note(r);
       progress.finished(i, path, v, note);
       verdicts[i] = std::move(v);
     });

@@ -43,6 +43,7 @@ json request_json(const CheckRequest& r) {
           {"operators_dirs", dirs},
           {"arch", r.arch},
           {"use_cache", r.use_cache},
+          {"compile_cache_dir", r.compile_cache_dir.string()},
           {"options", r.options.to_json()},
           {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"mode", r.mode},
@@ -93,6 +94,10 @@ namespace verify {
 // The compile limit is part of the solution's --timeout: never above it.
 CompileOptions compile_options(const CheckRequest& request) {
   CompileOptions options = make_compile_options(request.arch, request.use_cache);
+  if (!request.compile_cache_dir.empty()) {
+    options.cache_dir = request.compile_cache_dir;
+    options.use_cache = true;
+  }
   if (request.timeout_seconds > 0)
     options.limits.timeout_seconds =
         std::min(options.limits.timeout_seconds, request.timeout_seconds);
@@ -112,6 +117,7 @@ CheckRequest request_from_json(const json& j) {
     r.operators_dirs.emplace_back(d);
   r.arch = j.at("arch").get<std::string>();
   r.use_cache = j.value("use_cache", true);
+  r.compile_cache_dir = j.value("compile_cache_dir", "");
   r.options = CheckOptions::from_json(j.value("options", json::object()));
   r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
   r.mode = j.value("mode", "check");
@@ -124,6 +130,10 @@ CheckRequest request_from_json(const json& j) {
 
 Verdict check_solution(const CheckRequest& request) {
   verify::Loaded loaded = verify::load_request(request);
+  return verify::check_loaded(request, loaded);
+}
+
+Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) {
   Verdict verdict;
   verdict.solution = loaded.candidate.name;
   verdict.source = request.solution.string();

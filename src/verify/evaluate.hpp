@@ -18,21 +18,11 @@
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/verdict.hpp"
+#include "kharness/verify.hpp"  // CheckOptions
 
 namespace kharness::verify {
 
 class HarnessKernels;
-
-struct CheckOptions {
-  std::vector<std::string> workloads;  // uuids or uuid prefixes; empty: every workload
-  int trials = 3;
-  std::uint64_t seed = 0;  // base seed; each trial's seed derives from it
-  std::optional<double> atol, rtol, required_matched_ratio;  // override the definition's
-  bool determinism = true;  // rerun the first trial on the same inputs
-
-  nlohmann::json to_json() const;
-  static CheckOptions from_json(const nlohmann::json& j);
-};
 
 // A solution and its compiled module.
 struct Compiled {

@@ -8,14 +8,12 @@
 
 namespace kharness::verify {
 
-Loaded load_and_compile(const std::filesystem::path& solution, const std::string& operator_name,
-                        const std::vector<std::filesystem::path>& operators_dirs,
-                        const CompileOptions& options,
-                        const std::vector<nlohmann::json>& extra_workloads) {
-  Solution candidate = load_solution(solution);
+Loaded load(Solution candidate, const std::string& operator_name,
+            const std::vector<std::filesystem::path>& operators_dirs,
+            const std::vector<nlohmann::json>& extra_workloads) {
   std::string op_name = operator_name.empty() ? candidate.plan.definition : operator_name;
   if (op_name.empty()) {
-    throw input_error(solution.string(),
+    throw input_error(candidate.origin.empty() ? candidate.name : candidate.origin.string(),
                       "no operator: give --operator or \"definition\" in the plan");
   }
   Operator op = OperatorRegistry::from_environment(operators_dirs).load(op_name);
@@ -35,7 +33,13 @@ Loaded load_and_compile(const std::filesystem::path& solution, const std::string
                     join(comparator_names(), ", ")));
   }
   Solution reference = load_solution(*op.reference);
-  CompileResult ref = compile_solution(reference, &op.definition, &op.workloads, options);
+  return Loaded{std::move(op), std::move(candidate), std::move(reference), CompileResult{},
+                CompileResult{}};
+}
+
+void compile(Loaded& loaded, const CompileOptions& options) {
+  const Operator& op = loaded.op;
+  CompileResult ref = compile_solution(loaded.reference, &op.definition, &op.workloads, options);
   if (!ref.ok()) {
     std::string why = !ref.violations.empty()    ? ref.violations[0].message
                       : !ref.diagnostics.empty() ? ref.diagnostics[0].message
@@ -44,9 +48,18 @@ Loaded load_and_compile(const std::filesystem::path& solution, const std::string
         ExitCode::kInternal, op.reference->string(),
         fmt::format("the operator's reference does not compile for {}: {}", options.arch, why));
   }
-  CompileResult cand = compile_solution(candidate, &op.definition, &op.workloads, options);
-  return Loaded{std::move(op), std::move(candidate), std::move(reference), std::move(cand),
-                std::move(ref)};
+  loaded.reference_compiled = std::move(ref);
+  loaded.candidate_compiled =
+      compile_solution(loaded.candidate, &op.definition, &op.workloads, options);
+}
+
+Loaded load_and_compile(const std::filesystem::path& solution, const std::string& operator_name,
+                        const std::vector<std::filesystem::path>& operators_dirs,
+                        const CompileOptions& options,
+                        const std::vector<nlohmann::json>& extra_workloads) {
+  Loaded loaded = load(load_solution(solution), operator_name, operators_dirs, extra_workloads);
+  compile(loaded, options);
+  return loaded;
 }
 
 }  // namespace kharness::verify

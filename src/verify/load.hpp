@@ -30,4 +30,13 @@ Loaded load_and_compile(const std::filesystem::path& solution, const std::string
                         const CompileOptions& options,
                         const std::vector<nlohmann::json>& extra_workloads = {});
 
+// The two halves of load_and_compile, for the pipeline (pipeline/evaluation.hpp), which keys the
+// verdict cache on what is loaded and compiles only on a miss: load() takes the candidate as
+// already parsed and compiles nothing (the CompileResults stay empty); compile() compiles the
+// reference (throwing as load_and_compile does when it fails) and then the candidate.
+Loaded load(Solution candidate, const std::string& operator_name,
+            const std::vector<std::filesystem::path>& operators_dirs,
+            const std::vector<nlohmann::json>& extra_workloads = {});
+void compile(Loaded& loaded, const CompileOptions& options);
+
 }  // namespace kharness::verify

@@ -16,5 +16,8 @@ CheckRequest request_from_json(const nlohmann::json& j);
 CompileOptions compile_options(const CheckRequest& request);
 // The candidate, the reference and the operator of the request, compiled.
 Loaded load_request(const CheckRequest& request);
+// check_solution() of a request whose solution, operator and reference are already loaded and
+// compiled (pipeline/evaluation.hpp loads and compiles once per evaluation).
+Verdict check_loaded(const CheckRequest& request, const Loaded& loaded);
 
 }  // namespace kharness::verify

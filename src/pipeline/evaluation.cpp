@@ -1,0 +1,337 @@
+#include "pipeline/evaluation.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <system_error>
+#include <utility>
+
+#include "core/json_util.hpp"
+#include "kharness/error.hpp"
+#include "kharness/operators.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
+#include "kharness/version.hpp"
+#include "verify/load.hpp"
+#include "verify/request.hpp"
+
+namespace kharness::pipeline {
+
+namespace {
+
+// A fresh, private compile cache for an invocation under --no-cache: the parent's one compile
+// is stored there and the worker's compile of the same solution is a hit, while nothing compiled
+// before this invocation is reused. "" when it cannot be made (each side then compiles).
+std::filesystem::path make_private_cache() {
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / "kharness-compile-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return {};
+  return tmpl;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
+  if (!options_.use_cache) private_compile_cache_ = make_private_cache();
+  if (options_.holdout > 0) {
+    holdout_seed_ = holdout_seed_from_environment();
+    if (!holdout_seed_.from_environment) {
+      spdlog::warn(
+          "--holdout: KHARNESS_HOLDOUT_SEED is not set: the held-out shapes come from a random "
+          "seed for this process (recorded as {}); set it to draw the same shapes again",
+          holdout_seed_hash(holdout_seed_.value));
+    }
+  }
+  std::filesystem::path dir =
+      options_.archive_dir.empty() ? archive::Archive::default_dir() : options_.archive_dir;
+  try {
+    archive_.emplace(dir);
+    nlohmann::json opts = cache_options();
+    opts["seed"] = options_.seed;
+    nlohmann::json info = {{"command", options_.command},
+                           {"operator", options_.operator_name},
+                           {"solutions", options_.solutions},
+                           {"options", opts},
+                           {"cache", options_.use_cache}};
+    info.update(options_.run_info);
+    run_id_ = archive_->begin_run(info);
+  } catch (const Error& e) {
+    spdlog::warn("not archiving (and no verdict cache): {}", e.message());
+    archive_.reset();
+  }
+}
+
+Evaluator::~Evaluator() {
+  if (archive_ && !finished_) {
+    try {
+      archive_->finish_run(run_id_, "failed");
+    } catch (const std::exception&) {
+      // the run stays "running": nothing more to do while unwinding
+    }
+  }
+  if (!private_compile_cache_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(private_compile_cache_, ec);
+  }
+}
+
+void Evaluator::finish() {
+  if (archive_) archive_->finish_run(run_id_, "finished");
+  finished_ = true;
+}
+
+Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuInfo>& gpu,
+                               const nlohmann::json& extra) {
+  Evaluation result;
+  CheckRequest request;
+  std::optional<verify::Loaded> loaded;
+  std::string op_name = options_.operator_name;
+  try {
+    // Loaded once: the candidate (parsed here), its operator and the reference; the cache key,
+    // the compile, the worker's request and the archive's record all read this one load.
+    Solution candidate = load_solution(path);
+    ++result.loads;
+    if (op_name.empty()) op_name = candidate.plan.definition;
+    request = make_request(path, op_name);
+    request.gpu = gpu;
+    loaded = verify::load(std::move(candidate), request.operator_name, request.operators_dirs,
+                          request.extra_workloads);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kUsage) throw;
+    return bad_input(std::move(result), path, op_name, e, extra);
+  }
+
+  std::string key;
+  if (archive_) key = cache_key(request, *loaded);
+  if (!key.empty() && options_.use_cache) {
+    if (auto stored = cached(key, path)) {
+      if (stored->record.verdict) {
+        result.verdict = *stored->record.verdict;
+        result.verdict.source = path;
+        record_holdout(request, op_name, result.verdict);
+        result.cached_from = stored->summary.id;
+        archive::CandidateRecord record = stored->record;
+        record.origin = path;
+        record.cached_from = stored->summary.id;
+        record.parent_id.clear();
+        record.step = -1;
+        record.prompt.clear();
+        record.response.clear();
+        record.usage = nullptr;
+        record.extra = extra;
+        result.candidate_id = archive(record);
+        return result;
+      }
+    }
+  }
+
+  // A miss: compiled once, here; the worker's compiles of the same sources are hits of the
+  // compile cache this compile stored into.
+  try {
+    verify::compile(*loaded, verify::compile_options(request));
+    if (!loaded->candidate_compiled.cache_hit) ++result.compiles;
+    result.verdict = verify::check_loaded(request, *loaded);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kUsage) throw;                       // no GPU, or a kharness failure
+    return bad_input(std::move(result), path, op_name, e, extra);  // e.g. a workload's inputs
+  }
+  record_holdout(request, op_name, result.verdict);
+  if (archive_) {
+    archive::CandidateRecord record;
+    const Verdict& verdict = result.verdict;
+    record.name = verdict.solution;
+    record.operator_name = verdict.definition;
+    record.origin = path;
+    record.verdict = verdict;
+    record.cache_key = key;
+    record.compile = verdict.compile.empty() ? nlohmann::json() : verdict.compile;
+    record.sources = loaded->candidate.sources;
+    record.entry = loaded->candidate.entry;
+    record.plan = loaded->candidate.plan.raw;
+    record.compile_log = loaded->candidate_compiled.log;
+    record.ptx = loaded->candidate_compiled.ptx;
+    record.cubin = loaded->candidate_compiled.cubin;
+    record.extra = extra;
+    result.candidate_id = archive(record);
+  }
+  spdlog::debug("{}: loaded {}x, compiled {}x{}", path, result.loads, result.compiles,
+                loaded->candidate_compiled.cache_hit ? " (compile cache hit)" : "");
+  return result;
+}
+
+// A malformed submission is that submission's failure (REJECTED "bad_input"), not the end of a
+// score; a lone `check` stops with the error (exit 2).
+Evaluation Evaluator::bad_input(Evaluation result, const std::string& path,
+                                const std::string& op_name, const Error& e,
+                                const nlohmann::json& extra) {
+  result.bad_input = true;
+  result.error = std::make_exception_ptr(e);
+  Verdict& v = result.verdict;
+  v = Verdict{};
+  v.solution = std::filesystem::path(path).stem().string();
+  v.source = path;
+  v.definition = op_name;
+  v.status = Status::kRejected;
+  v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
+  archive_failure(path, v, extra);
+  return result;
+}
+
+// A submission that could not be evaluated is archived with its REJECTED verdict, so that an
+// archive, and a merge of shards' archives, holds a verdict for every submission scored.
+void Evaluator::archive_failure(const std::string& path, const Verdict& v,
+                                const nlohmann::json& extra) {
+  if (!archive_) return;
+  archive::CandidateRecord record;
+  record.name = v.solution;
+  record.operator_name = v.definition;
+  record.origin = path;
+  record.verdict = v;
+  record.extra = extra;
+  archive(record);
+}
+
+// The archived candidate whose verdict stands for `key`, if any. A cached candidate that does not
+// load (an edited or damaged verdict.json, a FIFO in its folder) costs the cache hit, not the
+// evaluation: a warning, and the candidate is evaluated again (its new verdict is the one later
+// lookups find).
+std::optional<archive::StoredCandidate> Evaluator::cached(const std::string& key,
+                                                          const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    if (auto hit = archive_->find_cached(key)) return archive_->load(hit->id);
+  } catch (const Error& e) {
+    spdlog::warn("verdict cache: {}: ignored for {}, evaluating again", e.message(), path);
+  }
+  return std::nullopt;
+}
+
+// The held-out shapes of an operator (drawn once per operator), or none. An operator that cannot
+// be found gets none here: the load says why.
+const HoldoutDraw* Evaluator::holdout_for(const std::string& op_name) const {
+  if (options_.holdout <= 0 || op_name.empty()) return nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(draws_mutex_);  // the pool's workers draw concurrently
+    auto it = draws_.find(op_name);
+    if (it == draws_.end()) {
+      Operator op = OperatorRegistry::from_environment(options_.operators_dirs).load(op_name);
+      it = draws_.emplace(op_name, draw_holdout(op, options_.holdout, holdout_seed_.value)).first;
+      for (const auto& note : it->second.notes) spdlog::warn("--holdout: {}", note);
+    }
+    return &it->second;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+// What the verdict says of the held-out shapes: how many, and the seed only as a hash.
+void Evaluator::record_holdout(const CheckRequest& request, const std::string& op_name,
+                               Verdict& v) const {
+  if (options_.holdout <= 0) return;
+  nlohmann::json uuids = nlohmann::json::array();
+  for (const auto& w : request.extra_workloads) uuids.push_back(w.value("uuid", ""));
+  const HoldoutDraw* draw = holdout_for(op_name);
+  v.score["holdout"] = {{"requested", options_.holdout},
+                        {"drawn", request.extra_workloads.size()},
+                        {"seed_hash", holdout_seed_hash(holdout_seed_.value)},
+                        {"seed_from_environment", holdout_seed_.from_environment},
+                        {"workloads", uuids},
+                        {"notes", draw ? draw->notes : std::vector<std::string>{}}};
+}
+
+CheckRequest Evaluator::make_request(const std::string& path, const std::string& op_name) const {
+  CheckRequest request;
+  request.solution = path;
+  request.operator_name = options_.operator_name;
+  request.operators_dirs = options_.operators_dirs;
+  request.arch = options_.arch;
+  request.use_cache = options_.use_cache;
+  request.compile_cache_dir = private_compile_cache_;
+  request.timeout_seconds = options_.timeout_seconds * options_.sharing;
+  request.launch_timeout_seconds = options_.launch_timeout_seconds;
+  request.options = options_.check;
+  request.options.seed = options_.seed;
+  request.mode = options_.mode;
+  request.bench = options_.bench;
+  if (const HoldoutDraw* draw = holdout_for(op_name)) {
+    for (const auto& w : draw->workloads) request.extra_workloads.push_back(to_json(w));
+    // --workloads narrows the shipped workloads; the held-out ones are always checked.
+    if (!request.options.workloads.empty() && !draw->workloads.empty())
+      request.options.workloads.push_back("holdout-");
+  }
+  return request;
+}
+
+// What changes a verdict, besides the candidate, the operator and the machine. The seed counts
+// only when given: a verdict under a random seed stands for any seed.
+nlohmann::json Evaluator::cache_options() const {
+  verify::CheckOptions o = options_.check;
+  o.seed = options_.seed;
+  nlohmann::json j = {{"mode", options_.mode}, {"arch", options_.arch}, {"check", o.to_json()}};
+  if (!options_.seed_given) j["check"].erase("seed");
+  if (options_.holdout > 0) {
+    j["holdout"] = {{"count", options_.holdout},
+                    {"seed_hash", holdout_seed_hash(holdout_seed_.value)}};
+  }
+  if (options_.mode == "compile") {
+    j.erase("check");
+  } else {
+    // A launch slower than this is a TIMEOUT under one limit and may pass under another.
+    j["launch_timeout"] = options_.launch_timeout_seconds;
+  }
+  if (options_.mode == "bench" || options_.mode == "validate") {
+    j["bench"] = options_.bench;
+    j["timeout"] = options_.timeout_seconds;
+  }
+  // A worker run under a tool (compute-sanitizer) can fail where a plain one passes.
+  if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper)
+    j["worker_wrapper"] = wrapper;
+  return j;
+}
+
+// The verdict cache key, or "" when the candidate cannot be keyed (the check then reports why).
+std::string Evaluator::cache_key(const CheckRequest& request, const verify::Loaded& loaded) {
+  try {
+    const Operator& op = loaded.op;
+    archive::CacheKeyParts parts;
+    parts.sources = loaded.candidate.sources;
+    parts.plan = loaded.candidate.plan.raw;
+    parts.options = cache_options();
+    parts.definition = read_file(op.definition_file.string());
+    if (op.workloads_file) parts.workloads = read_file(op.workloads_file->string());
+    // The operator's workloads (the held-out ones among them) as this evaluation runs them.
+    for (const auto& w : op.workloads) parts.workloads += json_util::dump(to_json(w));
+    for (const auto& f : loaded.reference.sources) parts.harness += f.path + f.content;
+    if (op.baseline) {
+      for (const auto& f : load_solution(*op.baseline).sources) parts.harness += f.path + f.content;
+    }
+    if (options_.mode != "compile") {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!env_) env_ = probe_environment();
+      if (!env_->gpu_ready()) return "";  // the check says "no GPU"
+      parts.gpu = request.gpu ? request.gpu->name : env_->gpus[0].name;
+      parts.driver = env_->driver.nvidia_version;
+    }
+    parts.kharness_version = fmt::format("{} ({})", kVersion, kGitCommit);
+    return archive::verdict_cache_key(parts);
+  } catch (const Error& e) {
+    spdlog::debug("no verdict cache key for {}: {}", request.solution.string(), e.message());
+    return "";
+  }
+}
+
+std::string Evaluator::archive(const archive::CandidateRecord& record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    return archive_->add_candidate(run_id_, record);
+  } catch (const Error& e) {
+    spdlog::warn("could not archive {}: {}", record.origin, e.message());
+    return "";
+  }
+}
+
+}  // namespace kharness::pipeline

@@ -1,0 +1,112 @@
+// One evaluation, from a solution's path to its archived verdict (DESIGN §11): the module that
+// owns it. An Evaluator serves one invocation (`check`, `bench`, `validate`, `score`): for each
+// solution it loads the candidate, its operator and the reference once, looks the verdict up in
+// the archive's verdict cache, on a miss compiles once (the worker's compiles are hits of the
+// same compile cache: a private one under --no-cache) and runs the worker (verify, then time),
+// and archives the candidate with the artifacts of that one compile. A malformed solution
+// becomes a REJECTED verdict here, once. Data flows one way: request -> Evaluation.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kharness/archive.hpp"
+#include "kharness/device.hpp"
+#include "kharness/error.hpp"
+#include "kharness/holdout.hpp"
+#include "kharness/verdict.hpp"
+#include "kharness/verify.hpp"
+#include "verify/load.hpp"
+
+namespace kharness::pipeline {
+
+// What every evaluation of one invocation shares.
+struct EvaluationOptions {
+  std::string command = "check";  // kept in the archive's run record
+  std::string mode = "check";     // compile, check, bench, validate
+  std::string operator_name;      // empty: each plan's "definition"
+  std::vector<std::filesystem::path> operators_dirs;
+  std::filesystem::path archive_dir;  // empty: archive::Archive::default_dir()
+  std::string arch;                   // normalised NVRTC target
+  std::uint64_t seed = 0;
+  bool seed_given = false;  // a verdict under a random seed stands for any seed in the cache
+  bool use_cache = true;    // the verdict cache and the compile cache
+  double timeout_seconds = 60;
+  double launch_timeout_seconds = 10;
+  int sharing = 1;  // the most workers on one GPU: each worker's timeout is that many times longer
+  verify::CheckOptions check;                       // trials, workloads, tolerances (seed: set)
+  nlohmann::json bench = nlohmann::json::object();  // the timing options, as the worker reads them
+  int holdout = 0;                                  // --holdout N
+  std::vector<std::string> solutions;               // for the run record
+  nlohmann::json run_info = nlohmann::json::object();  // added to the run record
+};
+
+struct Evaluation {
+  Verdict verdict;
+  std::string candidate_id;  // "" when not archived
+  std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
+  // A malformed solution (bad input, exit 2 for a lone `check`): the verdict is REJECTED
+  // "bad_input" with the error's message, and `error` holds the error for a caller that stops.
+  bool bad_input = false;
+  std::exception_ptr error;
+  // This evaluation in this process: solution files parsed, NVRTC compiles of the candidate (a
+  // compile cache hit is none), and whether the candidate came from the compile cache.
+  int loads = 0;
+  int compiles = 0;
+};
+
+// evaluate() may be called from several threads at once (the pool's workers): the archive
+// connection and the environment probe are behind one mutex, evaluations run unlocked. An
+// archive that cannot be opened (read-only folder) costs the cache and the record, not the
+// evaluation: a warning.
+class Evaluator {
+ public:
+  explicit Evaluator(EvaluationOptions options);
+  Evaluator(const Evaluator&) = delete;  // finishes its run once
+  Evaluator& operator=(const Evaluator&) = delete;
+  ~Evaluator();
+
+  const std::string& run_id() const { return run_id_; }
+  // Marks the archive's run finished (else the destructor marks it failed).
+  void finish();
+
+  // `gpu`: the worker's GPU (nullopt: the first visible one); `extra`: kept in the candidate's
+  // record.json (score keeps the submission's place in the sorted list there). Throws only what
+  // no verdict can stand for: no GPU (exit 3), a kharness failure such as a reference that does
+  // not compile (exit 4).
+  Evaluation evaluate(const std::string& path, const std::optional<GpuInfo>& gpu = std::nullopt,
+                      const nlohmann::json& extra = nlohmann::json::object());
+
+ private:
+  Evaluation bad_input(Evaluation result, const std::string& path, const std::string& op_name,
+                       const Error& e, const nlohmann::json& extra);
+  std::optional<archive::StoredCandidate> cached(const std::string& key, const std::string& path);
+  const HoldoutDraw* holdout_for(const std::string& op_name) const;
+  void record_holdout(const CheckRequest& request, const std::string& op_name, Verdict& v) const;
+  CheckRequest make_request(const std::string& path, const std::string& op_name) const;
+  nlohmann::json cache_options() const;
+  std::string cache_key(const CheckRequest& request, const verify::Loaded& loaded);
+  std::string archive(const archive::CandidateRecord& record);
+  void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra);
+
+  EvaluationOptions options_;
+  std::optional<archive::Archive> archive_;
+  std::string run_id_;
+  std::optional<EnvironmentReport> env_;
+  bool finished_ = false;
+  std::filesystem::path private_compile_cache_;  // under --no-cache; removed by the destructor
+  HoldoutSeed holdout_seed_;
+  mutable std::mutex draws_mutex_;                    // draws_, from the pool's workers
+  mutable std::map<std::string, HoldoutDraw> draws_;  // by operator name
+  std::mutex mutex_;                                  // archive_ and env_
+};
+
+}  // namespace kharness::pipeline
