@@ -8,7 +8,7 @@
 #   scripts/device-test.sh        BUILD_DIR (default build-device-test) and JOBS may be set.
 #
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
-# gpu-tests operators bench-compile bench-check measure run-command bench-aa cheats bench-integrity run-tune
+# gpu-tests operators bench-compile bench-check bench-validate measure run-command bench-aa cheats bench-integrity run-tune
 # bench-hopper-gemm bench-pool fib-peer check-families
 # bench-profile bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
@@ -192,6 +192,8 @@ PY
 step operators need_binary check_operators
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
+# Issue 19's verdict speed: validate of the rmsnorm seed, caches off, median of 5 processes.
+step bench-validate need_binary scripts/bench-validate.sh "$KHARNESS"
 step measure need_binary "$KHARNESS" doctor --measure
 # The command provider with a stand-in for a coding-agent CLI (tests/fixtures/agent/fake-claude.sh,
 # answering the recorded rmsnorm answers as `claude -p --output-format json` would): five
@@ -358,6 +360,7 @@ if [[ -s "$LOGS/gpu-tests-parallel.xml" ]]; then
 fi
 BENCH="$(grep -h '^BENCH ' "$LOGS/bench-compile.log" 2>/dev/null | tail -n 1)"
 CHECK_BENCH="$(grep -h '^BENCH ' "$LOGS/bench-check.log" 2>/dev/null | tail -n 1)"
+VALIDATE_BENCH="$(grep -h '^BENCH ' "$LOGS/bench-validate.log" 2>/dev/null | tail -n 1)"
 AA_TABLE="$(sed -n '/^bench-aa:/,/^BENCH aa/p' "$LOGS/bench-aa.log" 2>/dev/null)"
 INTEGRITY_TABLE="$(sed -n '/^bench-integrity:/,/^BENCH integrity/p' "$LOGS/bench-integrity.log" 2>/dev/null)"
 TIMING_TABLE="$(sed -n '/^operator /,/^BENCH timing/p' "$LOGS/bench-timing.log" 2>/dev/null)"
@@ -384,6 +387,7 @@ bench_field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" ${BENCH#BENCH }"; }
     echo "compile bench: no figures (see $LOGS/bench-compile.log)"
   fi
   echo "check (s): ${CHECK_BENCH#BENCH }"
+  echo "validate (s): ${VALIDATE_BENCH#BENCH }"
   [[ -s "$LOGS/operators-table.txt" ]] && echo && cat "$LOGS/operators-table.txt"
   [[ -s "$LOGS/run-tune-table.txt" ]] && echo && cat "$LOGS/run-tune-table.txt"
   [[ -s "$LOGS/run-command.log" ]] && grep -h '^command provider:' "$LOGS/run-command.log"
