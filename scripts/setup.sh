@@ -17,7 +17,7 @@ BUILD_TYPE="${BUILD_TYPE:-Release}"
 PACKAGES=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev libspdlog-dev
           libfmt-dev libgtest-dev libcurl4-openssl-dev libsqlite3-dev git
           libxml2-utils python3-jsonschema  # schema checks of JUnit and JSON reports
-          clang-format)                     # the lint step (scripts/lint.sh)
+          clang-format clang-tidy)          # the lint step (scripts/lint.sh)
 # The fuzz step only (scripts/fuzz.sh): clang with libFuzzer and the sanitizer run-times.
 if [[ "${SETUP_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev); fi
 # The browser test only (tests/html_browser.sh): headless Chromium renders the HTML report.

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds kharness (through scripts/setup.sh), checks formatting (scripts/lint.sh) and runs every
-# test registered with CTest.
+# Builds kharness (through scripts/setup.sh), lints (scripts/lint.sh: formatting, and clang-tidy on
+# the files changed against main) and runs every test registered with CTest.
 # Tests that need a GPU skip cleanly where there is none.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
-# The lint step: formatting (scripts/lint.sh); a file clang-format would change fails the run.
+# The lint step (scripts/lint.sh): a file clang-format would change, or a clang-tidy finding in a
+# file changed against main, fails the run.
 "$ROOT/scripts/lint.sh"
 # A fresh archive: verdicts cached by an earlier run must not stand in for this run's tests.
 KHARNESS_ARCHIVE="$(mktemp -d)"

@@ -315,7 +315,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.out = args.out;
 
   if (earlier.empty()) recorder_ptr->begin(settings(args, arch, seed));
-  controller::Search search(so, *provider, *recorder_ptr, &g_stop);
+  controller::StageEvaluator evaluator(controller::stage_settings(so));
+  controller::Search search(so, evaluator, *provider, *recorder_ptr, &g_stop);
   if (!earlier.empty()) search.resume(earlier);
 
   struct sigaction sa {};

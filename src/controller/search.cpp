@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <future>
 #include <map>
@@ -18,9 +17,7 @@
 #include "core/json_util.hpp"
 #include "core/pool.hpp"
 #include "kharness/hash.hpp"
-#include "kharness/profile.hpp"
 #include "kharness/text.hpp"
-#include "kharness/verify.hpp"
 #include "llm/providers.hpp"
 
 namespace kharness::controller {
@@ -50,13 +47,17 @@ std::vector<std::string> bucket_representatives(const Operator& op) {
   return reps;
 }
 
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+StageSettings stage_settings(const SearchOptions& options) {
+  StageSettings s;
+  s.operator_name = options.operator_name;
+  s.operators_dirs = options.operators_dirs;
+  s.arch = options.arch;
+  s.use_cache = options.use_cache;
+  s.eval_timeout = options.eval_timeout;
+  s.launch_timeout = options.launch_timeout;
+  s.bench = options.bench;
+  return s;
 }
-
-}  // namespace
 
 Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, double>& weight) {
   Comparison c;
@@ -100,9 +101,11 @@ struct Search::Impl {
   };
 
   SearchOptions options;
+  Evaluator& evaluator;
   llm::Provider& provider;
   RunRecorder& recorder;
   const std::atomic<bool>* stop;
+  const Clock& clock;
   Operator op;
   std::vector<std::string> reps;
   std::string task_text;
@@ -121,12 +124,19 @@ struct Search::Impl {
   bool profiling = true;          // off after the first environment failure
   std::int64_t tokens = 0;
   double cost = 0.0;
-  std::uint64_t eval_counter = 0;
   std::mt19937_64 rng;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double t0 = 0;  // clock.seconds() at the start
 
-  Impl(SearchOptions o, llm::Provider& p, RunRecorder& r, const std::atomic<bool>* s)
-      : options(std::move(o)), provider(p), recorder(r), stop(s), rng(options.seed ^ 0x5eedULL) {
+  Impl(SearchOptions o, Evaluator& e, llm::Provider& p, RunRecorder& r, const std::atomic<bool>* s,
+       const Clock& c)
+      : options(std::move(o)),
+        evaluator(e),
+        provider(p),
+        recorder(r),
+        stop(s),
+        clock(c),
+        rng(options.seed ^ 0x5eedULL),
+        t0(c.seconds()) {
     op = OperatorRegistry::from_environment(options.operators_dirs).load(options.operator_name);
     op.seed = seed_for(op, options.arch);  // the arch's own seed (TMA, wgmma) when it has one
     reps = bucket_representatives(op);
@@ -138,8 +148,9 @@ struct Search::Impl {
   }
 
   bool stopping() const { return stop && stop->load(); }
+  double seconds_since(double start) const { return clock.seconds() - start; }
 
-  // A solution file check_solution can read.
+  // A solution file the evaluator can read.
   std::filesystem::path write_solution(const std::string& id, const std::string& source) {
     std::filesystem::path f = solutions_dir() / (id + ".cu");
     write_file_atomic(f.string(), source);
@@ -148,37 +159,20 @@ struct Search::Impl {
   std::filesystem::path solutions_dir() const { return scratch; }
   std::filesystem::path scratch;
 
-  // `counter` picks the evaluation's seed (options.seed + 7919 * counter): 0 takes the next one;
-  // the parallel evaluations of a step pass numbers reserved for them. `gpu`: the worker's GPU.
+  // `counter` picks the evaluation's seed (options.seed + 7919 * counter): 1 for the seed kernel,
+  // evaluation_counter() for a candidate's, so that every evaluation of a run has its own inputs
+  // and a resumed run draws the ones the uninterrupted run would have. `gpu`: the worker's GPU.
   Verdict evaluate(const std::filesystem::path& file, const std::string& mode,
                    const std::vector<std::string>& workloads, const std::filesystem::path& base,
-                   const std::optional<GpuInfo>& gpu = std::nullopt, std::uint64_t counter = 0) {
-    CheckRequest req;
-    req.gpu = gpu ? gpu : first_gpu();
+                   const std::optional<GpuInfo>& gpu, std::uint64_t counter) {
+    EvaluationRequest req;
     req.solution = file;
-    req.operator_name = op.definition.name;
-    req.operators_dirs = options.operators_dirs;
-    req.arch = options.arch;
-    req.use_cache = options.use_cache;
-    req.timeout_seconds = options.eval_timeout;
-    req.launch_timeout_seconds = options.launch_timeout;
-    req.options.seed = options.seed + 7919 * (counter ? counter : ++eval_counter);
-    req.options.workloads = workloads;
     req.mode = mode;
-    req.bench = options.bench;
-    // The incumbent as the bench stage's baseline: timed interleaved with the candidate.
-    if (!base.empty()) req.bench["baseline_solution"] = std::filesystem::absolute(base).string();
-    try {
-      return check_solution(req);
-    } catch (const Error& e) {
-      if (e.code() != ExitCode::kUsage) throw;  // no GPU, a broken reference: the run cannot go on
-      Verdict v;                                // a malformed candidate is that candidate's failure
-      v.definition = op.definition.name;
-      v.source = file.string();
-      v.status = Status::kRejected;
-      v.failure = Failure{"bad_input", e.message(), json::object()};
-      return v;
-    }
+    req.workloads = workloads;
+    req.incumbent = base;
+    req.gpu = gpu ? gpu : first_gpu();
+    req.seed = options.seed + 7919 * counter;
+    return evaluator.evaluate(req);
   }
 
   // The GPU of sequential evaluations (the seed, re-timings): the pool's first.
@@ -223,17 +217,12 @@ struct Search::Impl {
   // profiling is off or fails (a warning, once, for counters that are not permitted).
   std::string diagnose(const std::filesystem::path& file) {
     if (!profiling || stopping()) return {};
-    ProfileRequest req;
+    DiagnosisRequest req;
     req.solution = file;
-    req.operator_name = op.definition.name;
-    req.operators_dirs = options.operators_dirs;
     req.workload = reps.empty() ? std::string() : reps.back();
-    req.arch = options.arch;
-    req.use_cache = options.use_cache;
     req.seed = options.seed;
-    req.launch_timeout_seconds = options.launch_timeout;
     try {
-      return diagnosis_text(profile_solution(req));
+      return evaluator.diagnose(req);
     } catch (const Error& e) {
       if (e.code() == ExitCode::kEnvironment || e.code() == ExitCode::kInternal) profiling = false;
       spdlog::warn("profile of {}: {}{}", file.filename().string(), e.message(),
@@ -259,8 +248,9 @@ struct Search::Impl {
     r.provider = "seed";
     r.source = read_file(op.seed->string());
     std::filesystem::path file = write_solution(r.id, r.source);
-    auto t = std::chrono::steady_clock::now();
-    Verdict v = evaluate(file, options.compile_only ? "compile" : "validate", {}, {});
+    const double t = clock.seconds();
+    Verdict v =
+        evaluate(file, options.compile_only ? "compile" : "validate", {}, {}, first_gpu(), 1);
     r.gpu_seconds = seconds_since(t);
     r.stage = options.compile_only ? "compile" : "full";
     r.workloads_evaluated = options.compile_only ? 0 : static_cast<int>(v.workloads.size());
@@ -281,16 +271,28 @@ struct Search::Impl {
     r.best_verdict = display;
     seconds_per_workload =
         op.workloads.empty() ? 0 : r.gpu_seconds / static_cast<double>(op.workloads.size());
-    recorder.record(r);
-    remember(r, &v);
     best = kernel_from(r, display);
     seed_score = best.score;
     add_elite(best);
+    r.diagnosis = profile_diagnosis = diagnose(best.file);  // the best kernel's, as for promotions
+    recorder.record(r);
+    remember(r, &v);
     records.push_back(r);
   }
 
+  // Replays the records as run() made them, so the state is what the earlier session left: the
+  // best and the elites, the stall count (in steps), and each dropout restart (recorded on its
+  // step's candidates) with the same history masked, the random draws taken in the same order.
   void restore(const std::vector<CandidateRecord>& earlier) {
+    int at_step = 0;                // the step of the records seen last
+    bool promoted_in_step = false;  // a record of that step was promoted
     for (const auto& r : earlier) {
+      if (r.step != at_step) {
+        if (at_step > 0) stall = promoted_in_step ? 0 : stall + 1;
+        at_step = r.step;
+        promoted_in_step = false;
+        if (!r.restart.empty()) dropout(false);  // before the step's records, as in run()
+      }
       records.push_back(r);
       Verdict v;
       bool has_verdict = r.verdict.is_object();
@@ -314,14 +316,15 @@ struct Search::Impl {
         best = kernel_from(r, r.best_verdict);
         profile_diagnosis = r.diagnosis;
         add_elite(best);
-        stall = 0;
-      } else if (r.id != "c0000") {
-        ++stall;
-        if (r.status == "PASSED" && r.stage == "full" && r.verdict.is_object())
-          add_elite(kernel_from(r, r.verdict));
+        promoted_in_step = promoted_in_step || r.id != "c0000";
+      } else if (r.id != "c0000" && r.status == "PASSED" && r.stage == "full" && has_verdict) {
+        // An elite as conclude() kept it: its speedups through the incumbent of its time, which
+        // is `best` here, as the records come in order.
+        add_elite(
+            kernel_from(r, through_incumbent(r.verdict, compare_with_incumbent(v, best.speedup))));
       }
     }
-    stall = stall / std::max(1, options.samples);
+    if (at_step > 0) stall = promoted_in_step ? 0 : stall + 1;
   }
 
   llm::Request make_request(const Kernel& parent, int sample, std::vector<std::string>& cuts) {
@@ -383,6 +386,7 @@ struct Search::Impl {
   // evaluate on K workers at once (DESIGN §9): its verdicts against the incumbent of the step.
   struct Trial {
     std::filesystem::path file;
+    std::uint64_t counter = 0;  // evaluation_counter() of the candidate
     std::optional<Verdict> compiled, reps, full;
     // The incumbent it was timed against: its id, per-workload speedups and score.
     std::string incumbent;
@@ -413,7 +417,36 @@ struct Search::Impl {
     }
     step_seen.emplace(hash, r.id);
     t.file = write_solution(r.id, r.source);
+    t.counter = evaluation_counter(r.id);
     return true;
+  }
+
+  // The evaluations of candidate cNNNN take the seed counters 3N-1 (the cascade's, or the
+  // compile), 3N (the full validation) and 3N+1 (a re-timing); the seed kernel's is 1. Returns
+  // 3N-2, the base they are counted from.
+  static std::uint64_t evaluation_counter(const std::string& id) {
+    return 3 * std::stoull(id.substr(1)) - 2;
+  }
+
+  // A verdict timed against the incumbent (`c`: its comparison) as the prompt shows it: each
+  // workload's speedup over the operator's baseline, estimated through the incumbent's, and their
+  // mean as score.mean_speedup; the ratio is kept as speedup_vs_incumbent.
+  json through_incumbent(const json& verdict, const Comparison& c) const {
+    json display = verdict;
+    double sum = 0;
+    for (auto& w : display["workloads"]) {
+      const std::string uuid = w.value("uuid", "");
+      auto r = c.ratio.find(uuid);
+      auto s = best.speedup.find(uuid);
+      const double ratio = r != c.ratio.end() ? r->second : 0.0;
+      const double est = (s != best.speedup.end() ? s->second : 1.0) * ratio;
+      w["timing"]["speedup_vs_incumbent"] = ratio;
+      w["timing"]["speedup"] = est;
+      sum += est;
+    }
+    const std::size_t n = display["workloads"].size();
+    display["score"]["mean_speedup"] = n ? sum / static_cast<double>(n) : 0.0;
+    return display;
   }
 
   // True when a verdict on the representatives is worth a full validation.
@@ -423,22 +456,21 @@ struct Search::Impl {
   }
 
   // The evaluations (the cascade, then the full validation), against the current incumbent, on
-  // `gpu`, with seeds counter_base + 1 and + 2. Reads the search's state, changes none of it:
-  // safe on several threads at once.
-  void evaluate_trial(Trial& t, const std::optional<GpuInfo>& gpu, std::uint64_t counter_base) {
-    auto start = std::chrono::steady_clock::now();
+  // `gpu`. Reads the search's state, changes none of it: safe on several threads at once.
+  void evaluate_trial(Trial& t, const std::optional<GpuInfo>& gpu) {
+    const double start = clock.seconds();
     t.incumbent = best.id;
     t.incumbent_speedup = best.speedup;
     t.incumbent_score = best.score;
     if (options.compile_only) {
-      t.compiled = evaluate(t.file, "compile", {}, {}, gpu, counter_base + 1);
+      t.compiled = evaluate(t.file, "compile", {}, {}, gpu, t.counter + 1);
     } else {
       bool full = true;
       if (options.cascade && reps.size() < op.workloads.size()) {
-        t.reps = evaluate(t.file, "validate", reps, best.file, gpu, counter_base + 1);
+        t.reps = evaluate(t.file, "validate", reps, best.file, gpu, t.counter + 1);
         full = promising(*t.reps);
       }
-      if (full) t.full = evaluate(t.file, "validate", {}, best.file, gpu, counter_base + 2);
+      if (full) t.full = evaluate(t.file, "validate", {}, best.file, gpu, t.counter + 2);
     }
     t.seconds = seconds_since(start);
   }
@@ -492,8 +524,8 @@ struct Search::Impl {
       return;
     }
     if (t.incumbent != best.id && t.full->clean_pass()) {
-      auto start = std::chrono::steady_clock::now();
-      t.full = evaluate(t.file, "validate", {}, best.file, first_gpu());
+      const double start = clock.seconds();
+      t.full = evaluate(t.file, "validate", {}, best.file, first_gpu(), t.counter + 3);
       r.gpu_seconds += seconds_since(start);
     }
     const Verdict& v = *t.full;
@@ -515,19 +547,8 @@ struct Search::Impl {
     Comparison c = compare_with_incumbent(v, best.speedup);
     r.speedup_vs_incumbent = c.score_ratio;
     r.noise = c.noise;
-    // The speedup over the operator's baseline, through the incumbent's.
-    json display = r.verdict;
-    double sum = 0;
-    for (auto& w : display["workloads"]) {
-      std::string uuid = w.value("uuid", "");
-      double ratio = c.ratio.count(uuid) ? c.ratio[uuid] : 0.0;
-      double est = (best.speedup.count(uuid) ? best.speedup[uuid] : 1.0) * ratio;
-      w["timing"]["speedup_vs_incumbent"] = ratio;
-      w["timing"]["speedup"] = est;
-      sum += est;
-    }
-    r.score = n ? sum / static_cast<double>(display["workloads"].size()) : 0.0;
-    display["score"]["mean_speedup"] = r.score;
+    json display = through_incumbent(r.verdict, c);
+    r.score = display["score"]["mean_speedup"].get<double>();
     bool all = v.workloads.size() == n && c.complete;
     const double needed = promotion_threshold(c, options.min_gain);
     if (all && c.score_ratio > needed) {
@@ -548,6 +569,18 @@ struct Search::Impl {
     }
   }
 
+  // The kernel sample `i` of a step refines: the best for the first, the other elites in turn (by
+  // score) for the rest; the best when there is no other. (Elites are ranked by their estimated
+  // score, so one within noise of the best can rank above it: the others are taken by id.)
+  const Kernel& parent_of(int i) const {
+    std::vector<const Kernel*> others;
+    for (const auto& e : elites) {
+      if (e.id != best.id) others.push_back(&e);
+    }
+    if (i == 0 || others.empty()) return best;
+    return *others[static_cast<std::size_t>(i - 1) % others.size()];
+  }
+
   std::string limit_reached(int candidates) const {
     if (stopping()) return "interrupted";
     if (candidates >= options.budget) return "budget";
@@ -558,7 +591,8 @@ struct Search::Impl {
     return "";
   }
 
-  std::string dropout() {
+  // `log`: false when restore() replays one.
+  std::string dropout(bool log = true) {
     // A fresh context from the best kernel: half of the history records, at random, masked.
     std::vector<std::string> visible;
     for (const auto& r : records) {
@@ -574,7 +608,7 @@ struct Search::Impl {
         "no promotion in {} steps: dropout restart from {}, {} of {} history records masked, "
         "knowledge direction {}",
         options.patience, best.id, masked.size(), records.size() - 1, direction);
-    spdlog::info("{}", what);
+    if (log) spdlog::info("{}", what);
     return what;
   }
 
@@ -607,10 +641,7 @@ struct Search::Impl {
       std::vector<llm::Request> requests;
       std::vector<std::vector<std::string>> cuts(static_cast<std::size_t>(k));
       for (int i = 0; i < k; ++i) {
-        // The first sample refines the best; the others refine the elites in turn.
-        const Kernel& parent = i == 0 || elites.size() < 2
-                                   ? best
-                                   : elites[static_cast<std::size_t>(i) % elites.size()];
+        const Kernel& parent = parent_of(i);
         parents.push_back(parent);
         requests.push_back(make_request(parent, i, cuts[static_cast<std::size_t>(i)]));
         requests.back().context["request_index"] =
@@ -661,14 +692,11 @@ struct Search::Impl {
         trials.push_back(std::move(t));
       }
       std::vector<std::optional<Error>> errors(step_records.size());
-      const std::uint64_t counter_base = eval_counter;
-      eval_counter += 2 * to_evaluate.size();
       const std::size_t workers = std::max<std::size_t>(1, options.gpus.size());
       run_pool(to_evaluate.size(), workers, [&](std::size_t j, std::size_t worker) {
         std::size_t at = to_evaluate[j];
         try {
-          evaluate_trial(trials[at], options.gpus.empty() ? std::nullopt : options.gpus[worker],
-                         counter_base + 2 * j);
+          evaluate_trial(trials[at], options.gpus.empty() ? std::nullopt : options.gpus[worker]);
         } catch (const Error& e) {
           errors[at] = e;  // no GPU or a broken reference: recorded below, then the run stops
         }
@@ -701,7 +729,8 @@ struct Search::Impl {
         outcome.context = requests[i].context;
         provider.observe(outcome);
         progress(r);
-        if (result.fatal) break;
+        // A fatal error (the provider's, or an evaluation's) stops the run after this step: the
+        // step's other candidates are recorded, as they were answered (and maybe evaluated).
       }
       if (result.fatal) {
         why = "error";
@@ -825,9 +854,10 @@ struct Search::Impl {
   }
 };
 
-Search::Search(SearchOptions options, llm::Provider& provider, RunRecorder& recorder,
-               const std::atomic<bool>* stop)
-    : impl_(std::make_shared<Impl>(std::move(options), provider, recorder, stop)) {}
+Search::Search(SearchOptions options, Evaluator& evaluator, llm::Provider& provider,
+               RunRecorder& recorder, const std::atomic<bool>* stop, const Clock& clock)
+    : impl_(
+          std::make_shared<Impl>(std::move(options), evaluator, provider, recorder, stop, clock)) {}
 
 void Search::resume(const std::vector<CandidateRecord>& earlier) { impl_->restore(earlier); }
 

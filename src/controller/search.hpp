@@ -1,5 +1,5 @@
 // The optimisation loop of `kharness run` (DESIGN §8): from the operator's seed, ask a provider
-// for better kernels, evaluate each through the pipeline (check_solution), feed back what it
+// for better kernels, evaluate each through the pipeline (an Evaluator), feed back what it
 // found, keep a few elites, restart from the best with half of the history masked when progress
 // stalls (optimisation dropout), and promote a candidate only when it passes every workload and
 // beats the incumbent by more than the measured noise in an interleaved re-timing.
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/evaluator.hpp"
 #include "controller/recorder.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -56,8 +57,11 @@ struct SearchOptions {
   // shape and put the counters' diagnosis into the prompts (needs a GPU and counter access).
   bool profile = true;
   bool compile_only = false;
+  // Evaluate a candidate on the representatives of the workloads' size buckets first, and on
+  // every workload only when it passes there at about the incumbent's score or better.
   bool cascade = true;
   std::uint64_t seed = 0;  // base seed for checks and the search's own choices
+  // The pipeline's settings, for the StageEvaluator (stage_settings below).
   double eval_timeout = 300;
   double launch_timeout = 10;  // the launch watchdog's limit, in evaluations and profiles
   bool use_cache = true;
@@ -66,6 +70,9 @@ struct SearchOptions {
   std::filesystem::path work_dir;  // the run folder: candidate files are evaluated from here
   std::filesystem::path out;       // the best kernel is written here at the end (optional)
 };
+
+// The settings of the real pipeline (StageEvaluator) for a run with these options.
+StageSettings stage_settings(const SearchOptions& options);
 
 // Shape cascade: the representatives of the workloads' size buckets (smallest, middle, largest
 // third by the product of their var axes); all workloads when there are 3 or fewer.
@@ -101,9 +108,14 @@ struct SearchResult {
 
 class Search {
  public:
-  Search(SearchOptions options, llm::Provider& provider, RunRecorder& recorder,
-         const std::atomic<bool>* stop = nullptr);
-  // Carries on from what the recorder holds (--resume).
+  // Evaluates through `evaluator`, asks `provider`, records to `recorder`; stops when `*stop`
+  // turns true; times with `clock`. All outlive the Search.
+  Search(SearchOptions options, Evaluator& evaluator, llm::Provider& provider,
+         RunRecorder& recorder, const std::atomic<bool>* stop = nullptr,
+         const Clock& clock = steady_clock());
+  // Carries on from what the recorder holds (--resume): the best kernel, the elites, the history,
+  // the stall count and the dropouts (with the same records masked) as the earlier session left
+  // them.
   void resume(const std::vector<CandidateRecord>& earlier);
   // Runs to a stop condition. Throws Error only for bad input (unknown operator, broken seed) and
   // environment failures before the first candidate (no GPU); a provider failure mid-run ends the

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kharness/report.hpp"
@@ -92,7 +93,10 @@ std::string trajectory_chart(const HtmlRun& run) {
   Frame f;
   double max_speedup = 1.0;
   for (const auto& c : run.candidates) max_speedup = std::max(max_speedup, c.speedup);
-  auto [ymax, ystep] = nice_range(max_speedup * 1.1);
+  // Not a structured binding: the lambdas below capture it, which C++17 does not allow (GCC
+  // accepts it, clang, and so clang-tidy, does not).
+  double ymax = 0, ystep = 0;
+  std::tie(ymax, ystep) = nice_range(max_speedup * 1.1);
   int n = std::max<int>(1, static_cast<int>(run.candidates.size()));
   auto x = [&](int seq) {
     return n == 1 ? (f.x0() + f.x1()) / 2
@@ -161,7 +165,8 @@ std::string workload_bars(const HtmlBest& best) {
       f.top + f.bottom + bar * static_cast<double>(std::max<std::size_t>(1, best.workloads.size()));
   double max_speedup = 1.0;
   for (const auto& w : best.workloads) max_speedup = std::max(max_speedup, w.speedup);
-  auto [xmax, xstep] = nice_range(max_speedup * 1.1);
+  double xmax = 0, xstep = 0;  // captured below: not a structured binding (C++17)
+  std::tie(xmax, xstep) = nice_range(max_speedup * 1.1);
   auto x = [&](double v) { return f.x0() + (f.x1() - f.x0()) * v / xmax; };
   std::string out = svg_open(f, "per-workload speedup of " + best.candidate_id);
   for (double t = 0; t <= xmax + 1e-9; t += xstep) {

@@ -1,0 +1,84 @@
+// What the optimisation loop (controller/search.hpp) needs from outside itself, each behind a
+// small interface so that its decisions — promotion, the cascade, elites, dropout, budgets,
+// resume — are tested on the CPU with fakes (tests/search_test.cpp), as ninja tests its build
+// logic against a fake disk:
+// - Evaluator: one candidate file through the pipeline to a verdict, and the profile stage's
+//   diagnosis of a kernel. StageEvaluator is the real one (check_solution, profile_solution).
+// - Clock: monotonic seconds, for the wall-time budget and the cascade's accounting.
+// The run's records go through RunRecorder (controller/recorder.hpp).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kharness/device.hpp"
+#include "kharness/verdict.hpp"
+
+namespace kharness::controller {
+
+struct EvaluationRequest {
+  std::filesystem::path solution;
+  std::string mode = "validate";       // "validate" (check, then time) or "compile"
+  std::vector<std::string> workloads;  // uuids; empty: all of the operator's
+  // The kernel timed interleaved with the candidate as its baseline (the incumbent), so each
+  // workload's timing.speedup is incumbent latency / candidate latency. Empty: the operator's own
+  // baseline.
+  std::filesystem::path incumbent;
+  std::optional<GpuInfo> gpu;  // the pool worker's GPU; nullopt: the first visible one
+  std::uint64_t seed = 0;      // the evaluation's seed (inputs, trial order)
+};
+
+struct DiagnosisRequest {
+  std::filesystem::path solution;
+  std::string workload;  // uuid; empty: the operator's first
+  std::uint64_t seed = 0;
+};
+
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  // A verdict for every candidate, a malformed one included (REJECTED). Throws Error only for what
+  // ends the run: no GPU, a broken reference, an internal failure. Called from several threads
+  // at once (one per pool worker).
+  virtual Verdict evaluate(const EvaluationRequest& request) = 0;
+  // The counters' diagnosis of a kernel (kharness/profile.hpp's diagnosis_text). Throws Error
+  // when it cannot profile (exit 3: counters not permitted; 1: the kernel fails there).
+  virtual std::string diagnose(const DiagnosisRequest& request) = 0;
+};
+
+// The pipeline's stages as they stand: check_solution for verdicts, profile_solution for the
+// diagnosis, with the run's fixed settings.
+struct StageSettings {
+  std::string operator_name;
+  std::vector<std::filesystem::path> operators_dirs;
+  std::string arch;
+  bool use_cache = true;
+  double eval_timeout = 300;                        // seconds, a whole evaluation
+  double launch_timeout = 10;                       // the launch watchdog's limit
+  nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions as JSON
+};
+
+class StageEvaluator : public Evaluator {
+ public:
+  explicit StageEvaluator(StageSettings settings) : settings_(std::move(settings)) {}
+  Verdict evaluate(const EvaluationRequest& request) override;
+  std::string diagnose(const DiagnosisRequest& request) override;
+
+ private:
+  StageSettings settings_;
+};
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual double seconds() const = 0;  // monotonic, from an arbitrary origin
+};
+
+// std::chrono::steady_clock; one for the process.
+const Clock& steady_clock();
+
+}  // namespace kharness::controller
