@@ -323,13 +323,14 @@ namespace {
 TEST(Run, CtrlCStopsCleanlyAndCanResume) {
   TempDir tmp;
   auto run = tmp.path() / "run";
-  // A slow agent: each answer takes a second.
+  // A slow agent: each answer takes a second. Interrupted after 2.5 s: the seed and c0001 are done
+  // (c0001 by about 1.5 s on an idle machine; the margin is for a loaded CI runner).
   std::string agent = "sleep 1; cat '" + replay_dir() + "/01-same-speed.md'";
   auto r = testing::run_command(
       "( '" + std::string(KHARNESS_BINARY) + "' " + archive_arg(tmp) +
       "run --operator rmsnorm_h4096 --budget 20 --provider command --command \"cat >/dev/null; " +
       agent + "\" --compile-only --arch sm_90a --run-dir '" + run.string() +
-      "' & pid=$!; sleep 1.5; kill -INT $pid; wait $pid ) 2>&1");
+      "' & pid=$!; sleep 2.5; kill -INT $pid; wait $pid ) 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("Interrupted: carry on with `kharness run --resume"), std::string::npos)
       << r.out;
