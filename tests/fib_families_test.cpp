@@ -87,6 +87,74 @@ std::int64_t axis_or(const Bindings& axes, const char* name, std::int64_t fallba
   return it == axes.end() ? fallback : it->second;
 }
 
+// Every workload's index inputs, made as the correctness stage makes them (same shapes, same
+// coupling order), are valid; for causal prefill (`prefill`) also for the attention they feed:
+// offsets that end at their totals, every request's KV covering its queries, distinct pages.
+void expect_valid_index_inputs(const Operator& op, bool prefill) {
+  const KharnessSpec& k = op.definition.kharness;
+  const std::size_t checked = op.workloads.size();
+  for (std::size_t wi = 0; wi < checked; ++wi) {
+    const Workload& w = op.workloads[wi];
+    SCOPED_TRACE(w.uuid);
+    const Bindings axes = w.bindings(op.definition);
+    verify::IndexValues made;
+    std::map<std::string, std::vector<std::int64_t>> values;
+    bool safetensors = false;
+    for (const TensorSpec& t : op.definition.inputs) {
+      if (t.is_scalar()) continue;
+      if (w.inputs.at(t.name).kind == WorkloadInput::Kind::kSafetensors) safetensors = true;
+      auto g = k.inputs.find(t.name);
+      if (g == k.inputs.end()) {
+        EXPECT_TRUE(is_floating(t.dtype)) << t.name << ": an integer input with no generator";
+        continue;
+      }
+      if (!verify::is_index_role(g->second.distribution) ||
+          g->second.distribution == "probability_rows")
+        continue;
+      std::uint64_t count = 1;
+      for (const auto& dim : *t.shape) count *= static_cast<std::uint64_t>(axes.at(dim));
+      std::vector<std::uint8_t> bytes;
+      ASSERT_NO_THROW(bytes = verify::make_index_input(t, g->second, axes, count, 7, &made))
+          << t.name;
+      values[t.name] = as_ints(t, bytes);
+    }
+    if (!prefill || safetensors) continue;
+    // Causal prefill: offsets end at their totals, every request's KV covers its queries.
+    const auto& qo = values.at("qo_indptr");
+    const auto& kv = values.at("kv_indptr");
+    ASSERT_EQ(qo.size(), kv.size());
+    EXPECT_EQ(qo.front(), 0);
+    EXPECT_EQ(qo.back(), axes.at("total_q"));
+    const std::int64_t page_size = axis_or(axes, "page_size", 1);
+    const bool paged = values.count("kv_indices") > 0;
+    if (paged) EXPECT_EQ(kv.back(), axes.at("num_kv_indices"));
+    for (std::size_t b = 0; b + 1 < qo.size(); ++b) {
+      const std::int64_t q_len = qo[b + 1] - qo[b];
+      std::int64_t kv_len = kv[b + 1] - kv[b];
+      ASSERT_GE(q_len, 0);
+      ASSERT_GE(kv_len, 0);
+      if (paged && values.count("kv_last_page_len") && kv_len > 0) {
+        const std::int64_t last = values.at("kv_last_page_len")[b];
+        EXPECT_GE(last, 1);
+        EXPECT_LE(last, page_size);
+        kv_len = (kv_len - 1) * page_size + last;
+      } else if (paged) {
+        kv_len *= page_size;
+      }
+      EXPECT_GE(kv_len, q_len) << "request " << b << " has queries that see no key";
+    }
+    if (paged) {
+      const auto& pages = values.at("kv_indices");
+      std::set<std::int64_t> distinct(pages.begin(), pages.end());
+      EXPECT_EQ(distinct.size(), pages.size());
+      if (!pages.empty()) {
+        EXPECT_GE(*distinct.begin(), 0);
+        EXPECT_LT(*distinct.rbegin(), axes.at("num_pages"));
+      }
+    }
+  }
+}
+
 TEST(FibFamilies, EachFindsItsFamilyWithWorkloadsAndValidIndexInputs) {
   if (!have_fib()) GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib_dir();
   OperatorRegistry registry = OperatorRegistry::from_environment({fib_dir()});
@@ -107,69 +175,33 @@ TEST(FibFamilies, EachFindsItsFamilyWithWorkloadsAndValidIndexInputs) {
         EXPECT_NE(w.provenance.find("synthesized"), std::string::npos);
       }
     }
-    const KharnessSpec& k = op.definition.kharness;
-    const std::size_t checked = op.workloads.size();
-    for (std::size_t wi = 0; wi < checked; ++wi) {
-      const Workload& w = op.workloads[wi];
-      SCOPED_TRACE(w.uuid);
-      const Bindings axes = w.bindings(op.definition);
-      verify::IndexValues made;
-      std::map<std::string, std::vector<std::int64_t>> values;
-      bool safetensors = false;
-      for (const TensorSpec& t : op.definition.inputs) {
-        if (t.is_scalar()) continue;
-        if (w.inputs.at(t.name).kind == WorkloadInput::Kind::kSafetensors) safetensors = true;
-        auto g = k.inputs.find(t.name);
-        if (g == k.inputs.end()) {
-          EXPECT_TRUE(is_floating(t.dtype)) << t.name << ": an integer input with no generator";
-          continue;
-        }
-        if (!verify::is_index_role(g->second.distribution) ||
-            g->second.distribution == "probability_rows")
-          continue;
-        std::uint64_t count = 1;
-        for (const auto& dim : *t.shape) count *= static_cast<std::uint64_t>(axes.at(dim));
-        std::vector<std::uint8_t> bytes;
-        ASSERT_NO_THROW(bytes = verify::make_index_input(t, g->second, axes, count, 7, &made))
-            << t.name;
-        values[t.name] = as_ints(t, bytes);
-      }
-      if (!f.prefill || safetensors) continue;
-      // Causal prefill: offsets end at their totals, every request's KV covers its queries.
-      const auto& qo = values.at("qo_indptr");
-      const auto& kv = values.at("kv_indptr");
-      ASSERT_EQ(qo.size(), kv.size());
-      EXPECT_EQ(qo.front(), 0);
-      EXPECT_EQ(qo.back(), axes.at("total_q"));
-      const std::int64_t page_size = axis_or(axes, "page_size", 1);
-      const bool paged = values.count("kv_indices") > 0;
-      if (paged) EXPECT_EQ(kv.back(), axes.at("num_kv_indices"));
-      for (std::size_t b = 0; b + 1 < qo.size(); ++b) {
-        const std::int64_t q_len = qo[b + 1] - qo[b];
-        std::int64_t kv_len = kv[b + 1] - kv[b];
-        ASSERT_GE(q_len, 0);
-        ASSERT_GE(kv_len, 0);
-        if (paged && values.count("kv_last_page_len") && kv_len > 0) {
-          const std::int64_t last = values.at("kv_last_page_len")[b];
-          EXPECT_GE(last, 1);
-          EXPECT_LE(last, page_size);
-          kv_len = (kv_len - 1) * page_size + last;
-        } else if (paged) {
-          kv_len *= page_size;
-        }
-        EXPECT_GE(kv_len, q_len) << "request " << b << " has queries that see no key";
-      }
-      if (paged) {
-        const auto& pages = values.at("kv_indices");
-        std::set<std::int64_t> distinct(pages.begin(), pages.end());
-        EXPECT_EQ(distinct.size(), pages.size());
-        if (!pages.empty()) {
-          EXPECT_GE(*distinct.begin(), 0);
-          EXPECT_LT(*distinct.rbegin(), axes.at("num_pages"));
-        }
-      }
+    expect_valid_index_inputs(op, f.prefill);
+  }
+}
+
+// Every paged attention definition of the snapshot (GQA and MLA, decode and causal prefill, page
+// sizes 1 and 64) makes its index inputs. Six GQA ps64 prefill definitions shape kv_last_page_len
+// [len_indptr] (one more than the requests; the others [batch_size]): its generator refused them
+// ("needs 2 + 1 offsets in its indptr and cover") before any launch.
+TEST(FibFamilies, EveryPagedDefinitionMakesValidIndexInputs) {
+  if (!have_fib()) GTEST_SKIP() << "no FlashInfer-Bench snapshot at " << fib_dir();
+  OperatorRegistry registry = OperatorRegistry::from_environment({fib_dir()});
+  int checked = 0, padded = 0;
+  for (const char* folder : {"gqa_paged", "mla_paged"}) {
+    for (const auto& e : std::filesystem::directory_iterator(fib_dir() / "definitions" / folder)) {
+      const std::string name = e.path().stem().string();
+      SCOPED_TRACE(name);
+      const Operator op = registry.load(e.path().string());
+      if (!assess(op).runnable) continue;  // operators import says why
+      const TensorSpec* last = op.definition.find_input("kv_last_page_len");
+      padded +=
+          last && last->shape && last->shape->size() == 1 && last->shape->front() == "len_indptr";
+      expect_valid_index_inputs(op, name.find("_prefill_causal_") != std::string::npos);
+      ++checked;
     }
   }
+  EXPECT_GE(checked, 30);
+  EXPECT_EQ(padded, 6);
 }
 
 TEST(FibFamilies, ReferenceAndSeedCompileForHopper) {
@@ -325,6 +357,28 @@ TEST(FibFamilies, CoupledRolesCoverTheQueriesOfEachRequest) {
       ASSERT_GE(l[b], 1);
       ASSERT_LE(l[b], 64);
       if (pages > 0) EXPECT_GE((pages - 1) * 64 + l[b], q_len) << "seed " << seed << " b " << b;
+    }
+  }
+  // Shaped like its indptr ([len_indptr], as six FlashInfer-Bench ps64 prefill definitions have
+  // it): one entry per request as above, and a valid length in the one past the last request.
+  const TensorSpec padded{"kv_last_page_len", std::vector<std::string>{"len_indptr"}, DType::kInt32,
+                          ""};
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    verify::IndexValues made;
+    const auto q = as_ints(qo, verify::make_index_input(qo, gq, axes, 9, seed, &made));
+    const auto k = as_ints(kv, verify::make_index_input(kv, gk, axes, 9, seed + 100, &made));
+    const auto l =
+        as_ints(padded, verify::make_index_input(padded, gl, axes, 9, seed + 200, &made));
+    ASSERT_EQ(l.size(), 9u);
+    for (std::size_t b = 0; b < 9; ++b) {
+      ASSERT_GE(l[b], 1);
+      ASSERT_LE(l[b], 64);
+      const std::int64_t pages = b < 8 ? k[b + 1] - k[b] : 0;
+      if (pages > 0) EXPECT_GE((pages - 1) * 64 + l[b], q[b + 1] - q[b]);
+    }
+    // Any other length is refused, naming the input.
+    for (std::uint64_t wrong : {7u, 10u}) {
+      EXPECT_THROW(verify::make_index_input(padded, gl, axes, wrong, seed, &made), Error);
     }
   }
   // A cover that was not generated before is named; too few pages for the queries too.

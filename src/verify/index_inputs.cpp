@@ -239,16 +239,28 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
     values = make_indptr(count, parameter(gen, "total", axes, where), seed);
   } else if (gen.distribution == "last_page_len") {
     // Without "cover" (decode: one query that sees every token) any 1..page_size will do.
+    // One entry per request (the indptr's segments); some FlashInfer-Bench prefill definitions
+    // shape it [len_indptr] (one more than the requests, which their reference never reads): that
+    // trailing entry gets a valid length too.
     const auto& pages = earlier(gen, "indptr", made, where);
-    const std::vector<std::int64_t> no_cover(count + 1, 0);
+    const std::uint64_t requests = pages.empty() ? 0 : pages.size() - 1;
+    const std::vector<std::int64_t> no_cover(pages.size(), 0);
     const auto& cover = gen.extra.contains("cover") ? earlier(gen, "cover", made, where) : no_cover;
-    if (pages.size() != count + 1 || cover.size() != count + 1) {
-      throw input_error(where, fmt::format("needs {} + 1 offsets in its indptr and cover", count));
+    if (pages.empty() || (count != requests && count != requests + 1)) {
+      throw input_error(where, fmt::format("has {} entries; its indptr {} has {} offsets, so {} "
+                                           "(one per request) or {} were expected",
+                                           count, gen.extra["indptr"].get<std::string>(),
+                                           pages.size(), requests, requests + 1));
+    }
+    if (cover.size() != pages.size()) {
+      throw input_error(where,
+                        fmt::format("its indptr has {} offsets, its cover {} has {}", pages.size(),
+                                    gen.extra["cover"].get<std::string>(), cover.size()));
     }
     std::mt19937_64 rng(seed);
     for (std::uint64_t b = 0; b < count; ++b) {
-      const std::int64_t np = pages[b + 1] - pages[b];
-      const std::int64_t q = cover[b + 1] - cover[b];
+      const std::int64_t np = b < requests ? pages[b + 1] - pages[b] : 1;
+      const std::int64_t q = b < requests ? cover[b + 1] - cover[b] : 0;
       const std::int64_t lo = std::clamp<std::int64_t>(q - (np - 1) * page_size, 1, page_size);
       values.push_back(std::uniform_int_distribution<std::int64_t>(lo, page_size)(rng));
     }

@@ -16,7 +16,8 @@
 //    rest of `total` split at random;
 //  "last_page_len" {"indptr": "kv_indptr", "cover": "qo_indptr", "page_size": expr}: the tokens
 //    in each request's last page, in [1, page_size], and at least what the request's queries need
-//    beyond its full pages ((pages_b - 1) * page_size + last_b >= len_b(cover)).
+//    beyond its full pages ((pages_b - 1) * page_size + last_b >= len_b(cover)); one entry per
+//    request, or one more (a definition that shapes it like its indptr: a valid length there too).
 #pragma once
 
 #include <cstdint>
