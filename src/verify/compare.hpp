@@ -16,6 +16,8 @@
 
 namespace kharness::verify {
 
+class SamplingDraws;  // verify/sampling_compare.hpp
+
 struct OutputCheck {
   Comparison comparison;          // tolerance statistics over finite, written elements
   std::uint64_t poison_left = 0;  // candidate elements still holding the poison pattern
@@ -47,6 +49,9 @@ struct CompareContext {
   Bindings axes;
   // The host bytes of input `name` (the whole tensor); nullptr when unavailable.
   std::function<const std::uint8_t*(const std::string& name)> input;
+  // The sampling comparator: where to pool this launch's draws (their support is checked now, the
+  // caller judges their distribution with the other launches'); nullptr: judge this launch alone.
+  SamplingDraws* sampling_draws = nullptr;
 };
 
 // Comparators by name (a definition's kharness.comparator). "elementwise" (compare_output) is the

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
@@ -19,6 +20,7 @@
 #include "verify/harness_kernels.hpp"
 #include "verify/index_inputs.hpp"
 #include "verify/safetensors.hpp"
+#include "verify/sampling_compare.hpp"
 
 namespace kharness::verify {
 namespace {
@@ -185,12 +187,17 @@ class Evaluator {
         options_(options),
         tolerance_(effective_tolerance(op.definition, options)),
         comparator_(find_comparator(op.definition.kharness.comparator)),
+        sampling_(op.definition.kharness.comparator == "sampling"),
         kernels_() {
     if (!comparator_) {
       throw input_error(
           op.definition_file.string() + ": kharness.comparator",
           fmt::format("unknown comparator '{}' (known: {})", op.definition.kharness.comparator,
                       join(comparator_names(), ", ")));
+    }
+    if (sampling_ && def_.outputs.size() != 1) {
+      throw input_error(op.definition_file.string() + ": kharness.comparator",
+                        "the sampling comparator judges one output of draws");
     }
   }
 
@@ -233,9 +240,21 @@ class Evaluator {
     WorkloadVerdict wv;
     wv.uuid = w.uuid;
     wv.axes = w.axes;
+    // Sampling: the workload's trials together draw on sampling_launches(rows) input sets (the
+    // trials' own, then more in each trial), all judged as one sample at its end.
+    SamplingDraws draws;
+    std::uint64_t sets_left = 0;
+    if (sampling_) {
+      sets_left = sampling_launches(element_count(def_.outputs.at(0), w.bindings(def_)));
+    }
     for (int t = 0; t < options_.trials; ++t) {
+      const int trials_left = options_.trials - t;
+      const std::uint64_t sets =
+          sampling_ ? std::max<std::uint64_t>(1, (sets_left + trials_left - 1) / trials_left) : 1;
+      sets_left -= std::min(sets_left, sets);
       TrialResult trial =
-          run_trial(w, trial_seed(options_.seed, index, t), t == 0 && options_.determinism);
+          run_trial(w, trial_seed(options_.seed, index, t), t == 0 && options_.determinism,
+                    sampling_ ? &draws : nullptr, sets);
       bool failed = trial.status != Status::kPassed;
       if (failed && wv.status == Status::kPassed) {
         wv.status = trial.status;
@@ -244,6 +263,16 @@ class Evaluator {
       }
       wv.trials.push_back(std::move(trial));
       if (failed) break;  // one failing trial decides the workload
+    }
+    if (sampling_ && wv.status == Status::kPassed) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const SamplingJudgement j = draws.judge();
+      phases_.add("sampling_test", t0);
+      if (auto f = sampling_failure(def_.outputs.at(0).name, j)) {
+        wv.status = status_of_kind(f->kind);
+        wv.failure = std::move(f);
+        wv.failure->evidence["trials"] = wv.trials.size();
+      }
     }
     return wv;
   }
@@ -408,18 +437,21 @@ class Evaluator {
   }
 
   // What a comparator may read: the definition, the axes and (on first use, into `inputs`) the
-  // trial's inputs.
-  CompareContext compare_context(TrialBuffers& b, std::map<std::string, HostBytes>& inputs) const {
+  // trial's inputs. With `fresh`, `inputs` may hold another input set's copies (reused for their
+  // pinned memory): a name not in `fresh` is downloaded again, then added to it.
+  CompareContext compare_context(TrialBuffers& b, std::map<std::string, HostBytes>& inputs,
+                                 std::set<std::string>* fresh = nullptr) const {
     CompareContext context;
     context.definition = &def_;
     context.axes = b.env.axes;
-    context.input = [&b, &inputs](const std::string& name) -> const std::uint8_t* {
+    context.input = [&b, &inputs, fresh](const std::string& name) -> const std::uint8_t* {
       auto buf = b.inputs.find(name);
       if (buf == b.inputs.end()) return nullptr;
       auto it = inputs.find(name);
-      if (it == inputs.end()) {
-        it = inputs.emplace(name, HostBytes()).first;
+      if (it == inputs.end() || (fresh && !fresh->count(name))) {
+        if (it == inputs.end()) it = inputs.emplace(name, HostBytes()).first;
         buf->second->download(it->second);
+        if (fresh) fresh->insert(name);
       }
       return it->second.data();
     };
@@ -428,10 +460,20 @@ class Evaluator {
 
   // Outputs against the reference; fills `trial` (comparisons, failure) and returns false on
   // failure.
+  // The sampling comparator pools the draws into `draws` (their support is checked here); without
+  // it, they are held to the support only: a rerun's or a timed iteration's draws are not tested
+  // for their distribution again, which would spend the false-failure budget
+  // (sampling_compare.hpp). `reuse` (optional): host copies of an earlier input set's inputs, whose
+  // memory is reused.
   bool check_outputs(TrialBuffers& b, const std::vector<HostBytes>& expected,
-                     const std::vector<HostBytes>& got, TrialResult& trial) {
-    std::map<std::string, HostBytes> inputs;  // downloaded when a comparator asks for them
-    CompareContext context = compare_context(b, inputs);
+                     const std::vector<HostBytes>& got, TrialResult& trial,
+                     SamplingDraws* draws = nullptr,
+                     std::map<std::string, HostBytes>* reuse = nullptr) {
+    std::map<std::string, HostBytes> local;  // downloaded when a comparator asks for them
+    std::set<std::string> fresh;
+    CompareContext context = compare_context(b, reuse ? *reuse : local, reuse ? &fresh : nullptr);
+    SamplingDraws support_only;
+    context.sampling_draws = draws ? draws : &support_only;
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
       OutputCheck check =
@@ -451,7 +493,10 @@ class Evaluator {
     return true;
   }
 
-  TrialResult run_trial(const Workload& w, std::uint64_t seed, bool determinism) {
+  // `draws`: the workload's pool of sampling draws (sampling only), `sets` the input sets this
+  // trial draws on (its own, then sets - 1 more: sample_more).
+  TrialResult run_trial(const Workload& w, std::uint64_t seed, bool determinism,
+                        SamplingDraws* draws = nullptr, std::uint64_t sets = 1) {
     auto start = std::chrono::steady_clock::now();
     TrialResult trial;
     trial.seed = seed;
@@ -518,7 +563,7 @@ class Evaluator {
     download_outputs(b, got);
     phases_.add("download", t0);
     t0 = std::chrono::steady_clock::now();
-    bool outputs_ok = check_outputs(b, expected, got, trial);
+    bool outputs_ok = check_outputs(b, expected, got, trial, draws);
     phases_.add("compare", t0);
     if (!outputs_ok) return fail(*trial.failure);
     if (determinism) {
@@ -555,9 +600,11 @@ class Evaluator {
         }
         const TensorSpec& t = def_.outputs[i];
         std::map<std::string, HostBytes> inputs;
+        CompareContext context = compare_context(b, inputs);
+        SamplingDraws support_only;  // a sampler's rerun: its support (the pool has the first run)
+        context.sampling_draws = &support_only;
         OutputCheck c = comparator_(t.name, t.dtype, got[i].data(), again[i].data(),
-                                    got[i].size() / dtype_size(t.dtype), tolerance_, 0,
-                                    compare_context(b, inputs));
+                                    got[i].size() / dtype_size(t.dtype), tolerance_, 0, context);
         if (auto f = output_failure(c, tolerance_)) {
           Failure nd{"nondeterministic",
                      fmt::format("{}: a rerun on the same inputs differs beyond tolerance ({})",
@@ -568,9 +615,59 @@ class Evaluator {
       }
       phases_.add("determinism", t0);
     }
+    if (draws && sets > 1) {
+      t0 = std::chrono::steady_clock::now();
+      auto f = sample_more(w, seed, sets - 1, *launcher, *draws, s);
+      phases_.add("sampling_sets", t0);
+      if (f) return fail(*f);
+    }
     d.check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
     trial.seconds = seconds_since(start);
     return trial;
+  }
+
+  // A sampling trial's other input sets: the candidate, still in the trial's module (state it
+  // keeps, a generator's counter, advances), on `sets` more fresh input sets, each held to the
+  // memory rules and the support, its draws added to `draws`. No reference runs on them: the
+  // sampling comparator reads no reference output (it computes each row's distribution from the
+  // inputs). Returns the first failure.
+  std::optional<Failure> sample_more(const Workload& w, std::uint64_t seed, std::uint64_t sets,
+                                     PlanLauncher& launcher, SamplingDraws& draws, CUstream s) {
+    const Driver& d = Driver::instance();
+    for (std::uint64_t set = 1; set <= sets; ++set) {
+      const std::string which = fmt::format("sampling input set {} of the trial", set);
+      TrialBuffers b;
+      make_inputs(w, splitmix(seed ^ splitmix(0x5a3d9e1b00000000ull + set)), b, s);
+      std::map<std::string, std::uint64_t> checksums;
+      for (auto& [name, buf] : b.inputs)
+        checksums[name] = kernels_.checksum(buf->data(), buf->bytes(), s);
+      make_outputs(b, candidate_.solution->plan, s);
+      kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 2 + set)), s);
+      LaunchOutcome o = [&] {
+        device::ActivityPhase launching("candidate (sampling input set)");
+        return launcher.launch(b.env, s, true);
+      }();
+      if (!o.ok) {
+        fatal_ = o.sticky;
+        return launch_failure(o, "candidate (" + which + ")");
+      }
+      TrialResult result;
+      std::vector<HostBytes>& got = got_;
+      bool ok = check_memory(b, checksums, result, s);
+      if (ok) {
+        download_outputs(b, got);
+        // `got` stands in for the reference's outputs too (their sizes; no values are read).
+        ok = check_outputs(b, got, got, result, &draws, &sampling_inputs_);
+      }
+      if (!ok) {
+        Failure f = *result.failure;
+        f.evidence["sampling_input_set"] = set;
+        f.message = "on " + which + ": " + f.message;
+        return f;
+      }
+    }
+    d.check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+    return std::nullopt;
   }
 
   const Operator& op_;
@@ -580,11 +677,13 @@ class Evaluator {
   const CheckOptions& options_;
   Tolerance tolerance_;
   Comparator comparator_;
+  bool sampling_;           // the sampling comparator: draws pooled per workload (run_workload)
   HarnessKernels kernels_;  // harness-internal kernels, loaded in the current context
   std::map<std::string, std::unique_ptr<SafetensorsFile>> safetensors_;
   bool fatal_ = false;
   PhaseClock phases_;
-  std::vector<HostBytes> expected_, got_, again_;  // pinned host copies, reused across trials
+  std::vector<HostBytes> expected_, got_, again_;     // pinned host copies, reused across trials
+  std::map<std::string, HostBytes> sampling_inputs_;  // the sampling input sets' inputs, likewise
 
  public:
   const PhaseClock& phases() const { return phases_; }
@@ -601,7 +700,8 @@ std::uint64_t splitmix(std::uint64_t x) {
 
 Status status_of_kind(const std::string& kind) {
   if (kind == "output_not_written" || kind == "nan_or_inf" || kind == "tolerance" ||
-      kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output") {
+      kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output" ||
+      kind == "outside_support" || kind == "distribution") {
     return Status::kIncorrectNumerical;
   }
   // Refused before it ran: a cooperative grid that cannot be resident on this GPU.

@@ -36,7 +36,9 @@ bool is_index_role(const std::string& distribution);
 // expert << 16 | the bfloat16 bits of its weight (softmax of N(0, 1) logits over the row; with
 // "sigmoid", each weight the sigmoid of its logit, as Llama 4's top-1 routing).
 // One more, for sampling: "probability_rows" {"std": s}: a float32 [rows, vocab] tensor, each row
-// a distribution (softmax of N(0, s) logits: exp(s z) / sum, as a model's output after softmax).
+// a distribution (softmax of N(0, s) logits: exp(s z) / sum, as a model's output after softmax),
+// made fast (a sampling workload makes 16384 rows of up to 262144: a table of exp(s z) at 2^16 + 1
+// normal quantiles, interpolated, rows in parallel).
 std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab, double std,
                                          std::uint64_t seed);
 

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
+#include <functional>
+#include <thread>
 
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
@@ -17,9 +18,11 @@ namespace {
 // reference sums float32 probabilities, kernels sum them in other orders (or never form them),
 // so a token whose exclusive prefix mass lies within this of p may be kept or not.
 constexpr double kTopPSlack = 1e-4;
-// Cells are pooled (in rank order) until their expected count reaches this, so the chi-square
-// approximation of the Pearson statistic holds in the far tail the threshold sits in.
-constexpr double kMinExpected = 20.0;
+// Draws per bin of the bins test (at most kMaxBins bins): enough that a bin that a filter empties
+// is far below its expected count.
+constexpr std::uint64_t kDrawsPerBin = 128;
+constexpr int kMaxBins = 64;
+constexpr double kTests = 3;  // mean, score, bins: Bonferroni
 
 std::int64_t read_int(DType dtype, const std::uint8_t* base, std::uint64_t i) {
   if (dtype == DType::kInt64) {
@@ -32,189 +35,288 @@ std::int64_t read_int(DType dtype, const std::uint8_t* base, std::uint64_t i) {
   return v;
 }
 
-// log Q(a, x) by the series of P (x < a + 1) or Lentz's continued fraction for Q (Numerical
-// Recipes 6.2), in logs so that p-values far below 1e-300 do not underflow to 0 early.
-double log_upper_gamma_q(double a, double x) {
-  if (x <= 0) return 0.0;
-  const double log_prefix = a * std::log(x) - x - std::lgamma(a);
-  if (x < a + 1) {
-    double sum = 1.0 / a, term = sum;
-    for (int n = 1; n < 10000; ++n) {
-      term *= x / (a + n);
-      sum += term;
-      if (std::fabs(term) < std::fabs(sum) * 1e-15) break;
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The smallest value v of `vals` whose mass above, the sum of the values > v, is <= budget
+// (>= 0, so the largest value qualifies): a weighted quickselect, expected O(n). Reorders vals.
+float smallest_within(std::vector<float>& vals, double budget) {
+  std::size_t lo = 0, hi = vals.size();
+  double above = 0;  // mass of the values greater than every candidate in [lo, hi)
+  std::uint64_t state = vals.size();
+  while (hi > lo) {
+    state = mix(state);
+    const float pivot = vals[lo + state % (hi - lo)];
+    auto* first = vals.data() + lo;
+    auto* last = vals.data() + hi;
+    auto* e = std::partition(first, last, [&](float v) { return v > pivot; });
+    auto* l = std::partition(e, last, [&](float v) { return v == pivot; });
+    double s_greater = 0, s_equal = 0;
+    for (auto* v = first; v < e; ++v) s_greater += *v;
+    for (auto* v = e; v < l; ++v) s_equal += *v;
+    if (above + s_greater > budget) {  // the pivot does not qualify: the answer is greater
+      hi = lo + static_cast<std::size_t>(e - first);
+      continue;
     }
-    const double p = std::exp(log_prefix) * sum;
-    return std::log1p(-std::min(p, 1.0));
+    if (l == last || above + s_greater + s_equal > budget) return pivot;
+    above += s_greater + s_equal;  // the largest smaller value qualifies: the answer is smaller
+    lo += static_cast<std::size_t>(l - first);
   }
-  const double tiny = 1e-300;
-  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::fabs(delta - 1) < 1e-15) break;
-  }
-  return log_prefix + std::log(h);
+  return vals.empty() ? 0.0f : vals.front();  // not reached for budget >= 0
+}
+
+// log P(X >= count) (or P(X <= count) below the mean) for X ~ Binomial(n, pi), by the Chernoff
+// bound exp(-n KL(count / n || pi)); 0 (probability 1) on the mean's side.
+double log_binomial_tail_bound(std::uint64_t count, std::uint64_t n, double pi) {
+  const double x = static_cast<double>(count) / static_cast<double>(n);
+  auto term = [](double a, double b) { return a > 0 ? a * std::log(a / b) : 0.0; };
+  const double kl = term(x, pi) + term(1 - x, 1 - pi);
+  return -static_cast<double>(n) * std::max(kl, 0.0);
 }
 
 }  // namespace
 
-double upper_gamma_q(double a, double x) { return std::exp(log_upper_gamma_q(a, x)); }
-
-TruncatedRow truncate_row(const float* probs, std::int64_t vocab, bool has_k, std::int64_t k,
-                          bool has_p, double p) {
-  // Tokens of non-zero probability by decreasing probability (index order among equals).
-  std::vector<std::int64_t> order;
-  for (std::int64_t j = 0; j < vocab; ++j) {
-    if (probs[j] > 0) order.push_back(j);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int64_t a, std::int64_t b) { return probs[a] > probs[b]; });
-  // Groups of equal probability: `weight` is how many of the group are kept (torch keeps some of
-  // a tie at the top-k boundary, which ones depends on its sort), `optional` the group's tokens
-  // that may be drawn without being expected.
-  struct Group {
-    std::size_t begin, end;  // in `order`
-    double kept;             // how many tokens of the group are kept
-  };
-  std::vector<Group> groups;
-  for (std::size_t i = 0; i < order.size();) {
-    std::size_t e = i;
-    while (e < order.size() && probs[order[e]] == probs[order[i]]) ++e;
-    groups.push_back({i, e, static_cast<double>(e - i)});
-    i = e;
-  }
-  // Top-k: the first k tokens in sorted order; a tie straddling the boundary keeps part of it.
-  if (has_k && k > 0 && k < vocab) {
-    std::size_t taken = 0;
-    std::size_t g = 0;
-    for (; g < groups.size() && taken < static_cast<std::size_t>(k); ++g) {
-      const std::size_t size = groups[g].end - groups[g].begin;
-      const std::size_t keep = std::min(size, static_cast<std::size_t>(k) - taken);
-      groups[g].kept = static_cast<double>(keep);
-      taken += keep;
-    }
-    groups.resize(g);
-  }
-  double z = 0;
-  for (const auto& gr : groups) z += gr.kept * probs[order[gr.begin]];
-  TruncatedRow row;
-  if (groups.empty() || !(z > 0)) return row;  // nothing can be drawn: every draw is outside
-  std::vector<char> optional(groups.size(), 0);
-  if (has_p && p <= 0) {
-    groups.resize(1);  // argmax (any of a tie at the maximum)
-    z = probs[order[groups[0].begin]];
-    groups[0].kept = 1;
-  } else if (has_p && p < 1) {
-    // Kept while the mass before the token (renormalised after top-k) is <= p; the first token
-    // always. Within a tie group the mass before grows token by token.
-    double before = 0;
-    std::size_t last = 0;  // groups [0, last) hold kept tokens
-    std::vector<Group> kept;
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const double v = probs[order[groups[g].begin]] / z;
-      double n_nominal = 0, n_possible = 0;
-      for (double i = 0; i < groups[g].kept; ++i) {
-        const double b = before + i * v;
-        if (b <= p || (g == 0 && i == 0)) n_nominal += 1;
-        if (b <= p + kTopPSlack || (g == 0 && i == 0)) n_possible += 1;
-      }
-      before += groups[g].kept * v;
-      if (n_possible == 0) break;
-      groups[g].kept = n_nominal;
-      optional[g] = n_nominal == 0 ? 1 : 0;
-      last = g + 1;
-    }
-    groups.resize(last);
-    optional.resize(last);
-    z = 0;
-    for (const auto& gr : groups) z += gr.kept * probs[order[gr.begin]];
-  }
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    const int cell = optional[g] ? -1 : static_cast<int>(row.mass.size());
-    if (!optional[g]) row.mass.push_back(groups[g].kept * probs[order[groups[g].begin]] / z);
-    for (std::size_t i = groups[g].begin; i < groups[g].end; ++i) row.cell_of[order[i]] = cell;
-  }
-  return row;
+std::uint64_t sampling_launches(std::uint64_t rows) {
+  if (rows == 0) return 1;
+  return std::max<std::uint64_t>(1, (kSamplingDraws + rows - 1) / rows);
 }
 
-// The distribution test. Under the null hypothesis (each draw independent, row i's draw from its
-// truncated distribution q_i), the count O_r of rows whose draw falls in rank cell r (rank
-// within its own row) has mean E_r = sum_i q_i(r). Adjacent rank cells are pooled, in rank order,
-// until each pool expects >= kMinExpected draws (the last pool takes the remainder). Pearson's
-// X^2 = sum_pools (O - E)^2 / E is then compared with chi-square on (pools - 1) degrees of
-// freedom: for identical rows it is the classical multinomial goodness-of-fit test; for rows that
-// differ, the pools' counts are sums of independent non-identical categorical draws whose
-// covariance diag(E) - sum_i q_i q_i^T is at most the identical-row one diag(E) - E E^T / n, so
-// the chi-square tail bounds the statistic's (the test is conservative: the false-failure rate is
-// at most the nominal one). The verdict fails when P(chi2_df > X^2) < kSamplingAlpha (1e-8 per
-// comparison, 1e-6 per verdict of up to 100 comparisons). Detection: a sampler that returns the
-// argmax puts all n draws in cell 0 where E_0 = sum_i q_i(0) < n; one that ignores a truncation or
-// a temperature moves mass between pools; one whose top-k is one too large draws outside the
-// support (rank k has probability q(k) > 0 in each row), one too small never draws rank k - 1.
-SamplingJudgement judge_samples(const std::vector<TruncatedRow>& rows,
-                                const std::vector<std::int64_t>& samples) {
-  SamplingJudgement j;
-  std::vector<double> expected, observed;
-  for (std::size_t i = 0; i < rows.size() && i < samples.size(); ++i) {
-    ++j.draws;
-    const TruncatedRow& row = rows[i];
-    auto it = row.cell_of.find(samples[i]);
-    if (it == row.cell_of.end()) {
-      if (j.outside++ == 0) {
-        j.first_outside_row = static_cast<std::int64_t>(i);
-        j.first_outside_token = samples[i];
+// The row as FlashInfer-Bench's reference text truncates it, in passes over its positive values:
+// top-k keeps the values above the k-th largest and, of a tie at it, as many as make k (torch
+// keeps some of such a tie, which ones depends on its sort: any of them may be drawn, the tie is
+// one cell of mass kept * value); top-p then keeps, by decreasing value, each token whose
+// exclusive prefix mass (renormalised after top-k) is <= p, the first always: every value above
+// the cut value v (the smallest whose mass above is <= p * Z) and, of v's tie, those whose
+// prefix is still <= p. Values whose mass above is within kTopPSlack of p are optional.
+PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::int64_t k,
+                      bool has_p, double p, std::int64_t token) {
+  PlacedDraw d;
+  if (token < 0 || token >= vocab || !(probs[token] > 0)) return d;
+  const float x = probs[token];
+  thread_local std::vector<float> kept, scratch;
+  kept.clear();
+  for (std::int64_t j = 0; j < vocab; ++j) {
+    if (probs[j] > 0) kept.push_back(probs[j]);
+  }
+  // Top-k: `kept` becomes the values above the k-th largest, then `tie_kept` copies of it.
+  float kth = 0;
+  double tie_kept = 0;
+  const bool top_k = has_k && k > 0 && k < vocab && static_cast<std::size_t>(k) < kept.size();
+  if (top_k) {
+    std::nth_element(kept.begin(), kept.begin() + (k - 1), kept.end(), std::greater<float>());
+    kth = kept[static_cast<std::size_t>(k - 1)];
+    if (x < kth) return d;
+    std::size_t above = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i) above += kept[i] > kth;
+    tie_kept = static_cast<double>(static_cast<std::size_t>(k) - above);
+    kept.resize(static_cast<std::size_t>(k));  // the k largest: above kth, then tie_kept of kth
+  }
+  double z = 0;
+  float max = 0;
+  for (float v : kept) {
+    z += v;
+    max = std::max(max, v);
+  }
+  if (has_p && p <= 0) {  // argmax (any of a tie at the maximum)
+    if (x != max) return d;
+    d.kind = PlacedDraw::Kind::kExpected;
+    d.mass = d.cube_sum = 1.0;
+    return d;
+  }
+  // The count of x's cell, before any top-p cut.
+  auto cell_count = [&](float v) {
+    if (top_k && v == kth) return tie_kept;
+    double n = 0;
+    for (float u : kept) n += u == v;
+    return n;
+  };
+  float cut = 0;         // values >= cut are kept (v == cut: cut_kept of them)
+  double cut_kept = -1;  // -1: no top-p cut
+  double z_kept = z;     // the kept mass (the renormaliser)
+  if (has_p && p < 1) {
+    scratch = kept;
+    cut = smallest_within(scratch, p * z);
+    scratch = kept;
+    const float optional_from = smallest_within(scratch, (p + kTopPSlack) * z);
+    if (x < optional_from) return d;
+    if (x < cut) {
+      d.kind = PlacedDraw::Kind::kOptional;
+      return d;
+    }
+    double above = 0;
+    for (float v : kept) above += v > cut ? v : 0.0;
+    const double count = cell_count(cut);
+    cut_kept = std::min(count, std::floor((p * z - above) / cut) + 1);
+    cut_kept = std::max(cut_kept, 1.0);
+    z_kept = above + cut_kept * static_cast<double>(cut);
+  }
+  // One pass over the kept tokens (those above the cut, then cut_kept of the cut value): the
+  // mass before x, the cubes, the mean of log q; a second one: its variance and range.
+  auto each_kept = [&](auto&& f) {
+    for (float v : kept) {
+      if (cut_kept < 0 || v > cut) f(static_cast<double>(v), 1.0);
+    }
+    if (cut_kept >= 0) f(static_cast<double>(cut), cut_kept);
+  };
+  double before = 0, cubes = 0, log_sum = 0, log_square = 0;
+  float low = x, high = x;
+  each_kept([&](double v, double n) {
+    if (v > x) before += n * v;
+    const double q = v / z_kept, l = std::log(static_cast<float>(v));  // log q = l - log z_kept
+    cubes += n * q * q * q;
+    log_sum += n * q * l;
+    log_square += n * q * l * l;
+    low = std::min(low, static_cast<float>(v));
+    high = std::max(high, static_cast<float>(v));
+  });
+  const double log_z = std::log(z_kept);
+  const double log_mean = log_sum - log_z;
+  const double log_variance = std::max(0.0, log_square - log_sum * log_sum);
+  const double count = (cut_kept >= 0 && x == cut) ? cut_kept : cell_count(x);
+  d.kind = PlacedDraw::Kind::kExpected;
+  d.before = before / z_kept;
+  d.mass = count * x / z_kept;
+  d.cube_sum = cubes;
+  d.log_q = std::log(x / z_kept);
+  d.log_mean = log_mean;
+  d.log_variance = log_variance;
+  d.log_range = std::max(std::log(high) - log_z - log_mean, log_mean - (std::log(low) - log_z));
+  return d;
+}
+
+void SamplingDraws::add(const PlacedDraw& draw, std::int64_t row, std::int64_t token) {
+  const std::uint64_t index = added_++;
+  if (draw.kind == PlacedDraw::Kind::kOutside) {
+    if (support_.outside++ == 0) {
+      support_.first_outside_row = row;
+      support_.first_outside_token = token;
+    }
+    return;
+  }
+  if (draw.kind == PlacedDraw::Kind::kOptional) {
+    ++support_.optional;
+    return;
+  }
+  ++support_.draws;
+  deviation_ += draw.before + draw.mass / 2 - 0.5;
+  variance_ += std::max(0.0, (1.0 - draw.cube_sum) / 12.0);
+  score_ += draw.log_q - draw.log_mean;
+  score_variance_ += draw.log_variance;
+  score_range_ = std::max(score_range_, draw.log_range);
+  // The uniform of the randomised PIT: a fixed function of the draw's position.
+  const double v = static_cast<double>(mix(index ^ 0x5a3d9e1bull) >> 11) * 0x1.0p-53;
+  pit_.push_back(std::min(draw.before + v * draw.mass, std::nextafter(1.0, 0.0)));
+}
+
+// The three tests. Under the null hypothesis (draws independent, each from its row's truncated
+// distribution q; cells c by decreasing probability, F_c the mass before cell c):
+//  mean: the mid-PIT u = F_c + q_c / 2 of a draw has mean exactly 1/2 (sum_c q_c F_c is the sum
+//    of q_a q_b over pairs a < b, and 2 sum_{a<b} q_a q_b + sum q^2 = 1) and variance
+//    (1 - sum_c q_c^3) / 12 <= (1 - sum over tokens q^3) / 12 =: var_i (the ridit's variance),
+//    and lies in [0, 1]. For S = sum (u_i - 1/2) with V = sum var_i, Bernstein's inequality
+//    gives P(|S| >= t) <= 2 exp(-t^2 / (2 (V + t / 6))) for every n (no normal approximation).
+//  score: X = log q(x) of the drawn token has mean mu_i = sum q log q and variance
+//    s_i^2 = sum q (log q - mu_i)^2 (over tokens: each of a tie has the same q), and lies within
+//    b_i of mu_i (b_i: the row's largest |log q - mu_i|). For S = sum (X_i - mu_i), Bernstein:
+//    P(|S| >= t) <= 2 exp(-t^2 / (2 (sum s_i^2 + max b_i t / 3))). A temperature T scales the
+//    log-probabilities by 1 / T: d/d(1/T) log (q^(1/T) / sum q^(1/T)) at T = 1 is log q - mu,
+//    so this is the score test of T (T < 1 raises the sum, T > 1 lowers it).
+//  bins: the randomised PIT F_c + U q_c (U uniform, independent) is uniform on [0, 1), so the
+//    count of B equal bins is Binomial(n, 1/B), and P(count >= a) <= exp(-n KL(a/n || 1/B))
+//    above the mean (Chernoff; likewise below). Over the 2B tails (Bonferroni) the bins' bound
+//    is 2B times the smallest. A top-k one too small never draws the k-th token, a top-p too
+//    small the tail of its nucleus: both leave the top of [0, 1) empty.
+// The judgement's p-value is min(1, 3 min(mean, score, bins bounds)) (Bonferroni over the three),
+// so a correct sampler fails with probability <= kSamplingAlpha; draws of optional tokens (within
+// kTopPSlack of the top-p boundary) are left out of all three.
+SamplingJudgement SamplingDraws::judge() const {
+  SamplingJudgement j = support_;
+  if (j.draws == 0) return j;
+  const double n = static_cast<double>(j.draws);
+  if (variance_ > 0) {
+    const double t = std::fabs(deviation_);
+    j.mean_z = deviation_ / std::sqrt(variance_);
+    j.mean_p = std::min(1.0, 2 * std::exp(-t * t / (2 * (variance_ + t / 6))));
+  } else if (std::fabs(deviation_) > 1e-9 * n) {
+    j.mean_p = 0.0;  // every row a single cell, yet the mean moved: impossible for in-support draws
+  }
+  if (score_variance_ > 0) {
+    const double t = std::fabs(score_);
+    j.score_z = score_ / std::sqrt(score_variance_);
+    j.score_p =
+        std::min(1.0, 2 * std::exp(-t * t / (2 * (score_variance_ + score_range_ * t / 3))));
+  } else if (std::fabs(score_) > 1e-9 * n) {
+    j.score_p = 0.0;
+  }
+  j.bins = static_cast<int>(std::clamp<std::uint64_t>(j.draws / kDrawsPerBin, 1, kMaxBins));
+  if (j.bins >= 2) {
+    std::vector<std::uint64_t> counts(static_cast<std::size_t>(j.bins), 0);
+    for (double u : pit_) {
+      const auto b = static_cast<std::size_t>(u * j.bins);
+      ++counts[std::min(b, counts.size() - 1)];
+    }
+    const double pi = 1.0 / j.bins;
+    j.bin_expected = n * pi;
+    double worst = 0;  // log of the smallest tail bound
+    for (int b = 0; b < j.bins; ++b) {
+      const double log_bound = log_binomial_tail_bound(counts[b], j.draws, pi);
+      if (j.worst_bin < 0 || log_bound < worst) {
+        worst = log_bound;
+        j.worst_bin = b;
+        j.worst_bin_count = counts[b];
       }
-      continue;
     }
-    if (row.mass.size() > expected.size()) {
-      expected.resize(row.mass.size(), 0.0);
-      observed.resize(row.mass.size(), 0.0);
-    }
-    for (std::size_t r = 0; r < row.mass.size(); ++r) expected[r] += row.mass[r];
-    if (it->second >= 0) observed[static_cast<std::size_t>(it->second)] += 1;
+    j.bins_p = std::min(1.0, 2.0 * j.bins * std::exp(worst));
   }
-  std::vector<double> pool_e, pool_o;
-  double e = 0, o = 0;
-  for (std::size_t r = 0; r < expected.size(); ++r) {
-    e += expected[r];
-    o += observed[r];
-    if (e >= kMinExpected) {
-      pool_e.push_back(e);
-      pool_o.push_back(o);
-      e = o = 0;
-    }
-  }
-  if (e > 0 || o > 0) {
-    if (pool_e.empty()) {
-      pool_e.push_back(e);
-      pool_o.push_back(o);
-    } else {
-      pool_e.back() += e;
-      pool_o.back() += o;
-    }
-  }
-  j.degrees_of_freedom = static_cast<int>(pool_e.size()) - 1;
-  if (j.degrees_of_freedom < 1) return j;  // too few draws to judge their distribution
-  for (std::size_t c = 0; c < pool_e.size(); ++c) {
-    const double d = pool_o[c] - pool_e[c];
-    j.statistic += d * d / pool_e[c];
-  }
-  j.p_value = upper_gamma_q(j.degrees_of_freedom / 2.0, j.statistic / 2.0);
+  j.p_value = std::min(1.0, kTests * std::min({j.mean_p, j.score_p, j.bins_p}));
   return j;
+}
+
+std::optional<Failure> sampling_failure(const std::string& tensor, const SamplingJudgement& j) {
+  if (j.outside > 0) {
+    return Failure{
+        "outside_support",
+        fmt::format("{}: {} draws lie outside their row's truncated support (first: row {} drew "
+                    "token {})",
+                    tensor, j.outside, j.first_outside_row, j.first_outside_token),
+        {{"tensor", tensor},
+         {"outside", j.outside},
+         {"draws", j.draws + j.optional + j.outside},
+         {"first_bad_index", j.first_outside_row},
+         {"token", j.first_outside_token}}};
+  }
+  if (j.ok()) return std::nullopt;
+  return Failure{
+      "distribution",
+      fmt::format("{}: the {} draws do not follow the truncated distributions: p = {:.3g} < {:g} "
+                  "(mean PIT: z = {:.2f}, bound {:.3g}; log-probability score: z = {:.2f}, bound "
+                  "{:.3g}; of {} PIT bins, bin {} holds {} where {:.1f} are expected, bound "
+                  "{:.3g})",
+                  tensor, j.draws, j.p_value, kSamplingAlpha, j.mean_z, j.mean_p, j.score_z,
+                  j.score_p, j.bins, j.worst_bin, j.worst_bin_count, j.bin_expected, j.bins_p),
+      {{"tensor", tensor},
+       {"draws", j.draws},
+       {"mean_z", j.mean_z},
+       {"mean_p", j.mean_p},
+       {"score_z", j.score_z},
+       {"score_p", j.score_p},
+       {"bins", j.bins},
+       {"worst_bin", j.worst_bin},
+       {"worst_bin_count", j.worst_bin_count},
+       {"bin_expected", j.bin_expected},
+       {"bins_p", j.bins_p},
+       {"p_value", j.p_value},
+       {"alpha", kSamplingAlpha}}};
 }
 
 OutputCheck compare_sampling(const std::string& tensor, DType dtype,
                              const std::uint8_t* /*expected*/, const std::uint8_t* got,
-                             std::uint64_t count, const Tolerance& /*tolerance*/,
-                             unsigned /*threads*/, const CompareContext& context) {
+                             std::uint64_t count, const Tolerance& /*tolerance*/, unsigned threads,
+                             const CompareContext& context) {
   const std::string where = "sampling comparator";
   if (dtype != DType::kInt32 && dtype != DType::kInt64) {
     throw input_error(
@@ -240,58 +342,77 @@ OutputCheck compare_sampling(const std::string& tensor, DType dtype,
     throw input_error(where, "the trial's probs/top_k/top_p inputs are not available");
   }
   if (p_spec && p_spec->dtype != DType::kFloat32) throw input_error(where, "top_p must be float32");
-  std::vector<TruncatedRow> rows;
-  std::vector<std::int64_t> samples;
-  const std::vector<std::uint8_t> poison = poison_element(dtype);
   OutputCheck out;
   Comparison& c = out.comparison;
   c.tensor = tensor;
   c.elements = count;
+  // Rows in parallel (each an O(vocab) pass or a few), added in row order.
+  const std::vector<std::uint8_t> poison = poison_element(dtype);
+  std::vector<PlacedDraw> placed(static_cast<std::size_t>(batch));
+  std::vector<char> poisoned(static_cast<std::size_t>(batch), 0);
+  auto place_rows = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::uint8_t* g = got + static_cast<std::size_t>(i) * dtype_size(dtype);
+      if (std::memcmp(g, poison.data(), poison.size()) == 0) {
+        poisoned[static_cast<std::size_t>(i)] = 1;
+        continue;
+      }
+      double p = 1.0;
+      if (p_bytes) {
+        float pf;
+        std::memcpy(&pf, p_bytes + i * 4, 4);
+        p = pf;
+      }
+      const std::int64_t k = k_bytes ? read_int(k_spec->dtype, k_bytes, i) : 0;
+      placed[static_cast<std::size_t>(i)] =
+          place_draw(probs + i * vocab, vocab, k_bytes != nullptr, k, p_bytes != nullptr, p,
+                     read_int(dtype, got, static_cast<std::uint64_t>(i)));
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  // Rows of a small vocabulary are not worth a thread each.
+  const std::int64_t min_rows =
+      std::max<std::int64_t>(1, (1 << 18) / std::max<std::int64_t>(vocab, 1));
+  threads = static_cast<unsigned>(std::clamp<std::int64_t>(batch / min_rows, 1, threads));
+  const std::int64_t chunk = (batch + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) {
+    const std::int64_t begin = std::min<std::int64_t>(batch, t * chunk);
+    pool.emplace_back(place_rows, begin, std::min<std::int64_t>(batch, begin + chunk));
+  }
+  place_rows(0, std::min<std::int64_t>(batch, chunk));
+  for (auto& th : pool) th.join();
+  SamplingDraws local;
+  SamplingDraws& draws = context.sampling_draws ? *context.sampling_draws : local;
+  const std::uint64_t outside_before = draws.support().outside;
   for (std::int64_t i = 0; i < batch; ++i) {
-    const std::uint8_t* g = got + static_cast<std::size_t>(i) * dtype_size(dtype);
-    if (std::memcmp(g, poison.data(), poison.size()) == 0) {
+    if (poisoned[static_cast<std::size_t>(i)]) {
       if (out.poison_left++ == 0) out.first_poison = i;
       continue;
     }
-    double p = 1.0;
-    if (p_bytes) {
-      float pf;
-      std::memcpy(&pf, p_bytes + i * 4, 4);
-      p = pf;
-    }
-    const std::int64_t k = k_bytes ? read_int(k_spec->dtype, k_bytes, i) : 0;
-    rows.push_back(
-        truncate_row(probs + i * vocab, vocab, k_bytes != nullptr, k, p_bytes != nullptr, p));
-    samples.push_back(read_int(dtype, got, i));
+    draws.add(placed[static_cast<std::size_t>(i)], i,
+              read_int(dtype, got, static_cast<std::uint64_t>(i)));
   }
-  const SamplingJudgement j = judge_samples(rows, samples);
-  c.mismatches = j.outside;
-  c.matched_ratio = count == 0 ? 1.0 : 1.0 - static_cast<double>(j.outside) / count;
-  if (j.outside > 0) {
+  const std::uint64_t outside = draws.support().outside - outside_before;
+  c.mismatches = outside;
+  c.matched_ratio = count == 0 ? 1.0 : 1.0 - static_cast<double>(outside) / count;
+  if (outside > 0) {
+    // This launch's first draw outside (the pooled record may name an earlier launch's).
+    SamplingJudgement j = draws.support();
+    for (std::int64_t i = 0; i < batch; ++i) {
+      if (!poisoned[static_cast<std::size_t>(i)] &&
+          placed[static_cast<std::size_t>(i)].kind == PlacedDraw::Kind::kOutside) {
+        j.first_outside_row = i;
+        j.first_outside_token = read_int(dtype, got, static_cast<std::uint64_t>(i));
+        break;
+      }
+    }
+    j.outside = outside;
     c.first_bad_index = j.first_outside_row;
     c.got = static_cast<double>(j.first_outside_token);
-    out.failure = Failure{
-        "outside_support",
-        fmt::format("{}: {} of {} draws lie outside their row's truncated support (first: row "
-                    "{} drew token {})",
-                    tensor, j.outside, j.draws, j.first_outside_row, j.first_outside_token),
-        {{"tensor", tensor},
-         {"outside", j.outside},
-         {"draws", j.draws},
-         {"first_bad_index", j.first_outside_row},
-         {"token", j.first_outside_token}}};
-  } else if (!j.ok()) {
-    out.failure = Failure{
-        "distribution",
-        fmt::format("{}: the {} draws do not follow the truncated distribution: chi-square {:.1f} "
-                    "on {} degrees of freedom, p = {:.3g} < {:g}",
-                    tensor, j.draws, j.statistic, j.degrees_of_freedom, j.p_value, kSamplingAlpha),
-        {{"tensor", tensor},
-         {"draws", j.draws},
-         {"chi_square", j.statistic},
-         {"degrees_of_freedom", j.degrees_of_freedom},
-         {"p_value", j.p_value},
-         {"alpha", kSamplingAlpha}}};
+    out.failure = sampling_failure(tensor, j);
+  } else if (!context.sampling_draws) {
+    out.failure = sampling_failure(tensor, draws.judge());
   }
   return out;
 }
