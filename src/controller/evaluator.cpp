@@ -5,10 +5,9 @@
 #include "kharness/error.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/verify.hpp"
+#include "pipeline/evaluation.hpp"
 
 namespace kharness::controller {
-
-using nlohmann::json;
 
 Verdict StageEvaluator::evaluate(const EvaluationRequest& request) {
   CheckRequest req;
@@ -31,12 +30,8 @@ Verdict StageEvaluator::evaluate(const EvaluationRequest& request) {
     return check_solution(req);
   } catch (const Error& e) {
     if (e.code() != ExitCode::kUsage) throw;  // no GPU, a broken reference: the run cannot go on
-    Verdict v;                                // a malformed candidate is that candidate's failure
-    v.definition = settings_.operator_name;
-    v.source = request.solution.string();
-    v.status = Status::kRejected;
-    v.failure = Failure{"bad_input", e.message(), json::object()};
-    return v;
+    // A malformed candidate is that candidate's failure.
+    return pipeline::bad_input_verdict(request.solution.string(), settings_.operator_name, e);
   }
 }
 

@@ -35,6 +35,17 @@ std::filesystem::path make_private_cache() {
 
 }  // namespace
 
+Verdict bad_input_verdict(const std::string& path, const std::string& definition,
+                          const Error& error) {
+  Verdict v;
+  v.solution = std::filesystem::path(path).stem().string();
+  v.source = path;
+  v.definition = definition;
+  v.status = Status::kRejected;
+  v.failure = Failure{"bad_input", error.message(), nlohmann::json::object()};
+  return v;
+}
+
 Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
   if (!options_.use_cache) private_compile_cache_ = make_private_cache();
   if (options_.holdout > 0) {
@@ -170,14 +181,8 @@ Evaluation Evaluator::bad_input(Evaluation result, const std::string& path,
                                 const nlohmann::json& extra) {
   result.bad_input = true;
   result.error = std::make_exception_ptr(e);
-  Verdict& v = result.verdict;
-  v = Verdict{};
-  v.solution = std::filesystem::path(path).stem().string();
-  v.source = path;
-  v.definition = op_name;
-  v.status = Status::kRejected;
-  v.failure = Failure{"bad_input", e.message(), nlohmann::json::object()};
-  archive_failure(path, v, extra);
+  result.verdict = bad_input_verdict(path, op_name, e);
+  archive_failure(path, result.verdict, extra);
   return result;
 }
 

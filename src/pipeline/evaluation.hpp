@@ -57,11 +57,17 @@ struct Evaluation {
   // "bad_input" with the error's message, and `error` holds the error for a caller that stops.
   bool bad_input = false;
   std::exception_ptr error;
-  // This evaluation in this process: solution files parsed, NVRTC compiles of the candidate (a
-  // compile cache hit is none), and whether the candidate came from the compile cache.
+  // This evaluation in this process: solution files parsed, and NVRTC compiles of the candidate
+  // (a compile cache hit is none).
   int loads = 0;
   int compiles = 0;
 };
+
+// The verdict of a solution that could not be evaluated because it is malformed (an Error of exit
+// code 2): REJECTED, failure "bad_input" with the error's message. The pipeline and the
+// controller's evaluator both give a malformed candidate this verdict.
+Verdict bad_input_verdict(const std::string& path, const std::string& definition,
+                          const Error& error);
 
 // evaluate() may be called from several threads at once (the pool's workers): the archive
 // connection and the environment probe are behind one mutex, evaluations run unlocked. An
