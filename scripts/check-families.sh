@@ -79,5 +79,35 @@ PY
     fi
   done
 done < <(find "$FIB/definitions" -name '*.json' | sort)
-echo "check-families: $pass PASS, $fail FAIL, $missing MISSING"
-((fail == 0))
+# The sampling cheats (tests/fixtures/cheats/sampling_*.cu: argmax, top-k + 1, temperature 0.7),
+# each checked against CHEAT_DEFINITION (default: the top-k-then-top-p definition of vocab 128256)
+# with CHEAT_SEEDS (default "1 2 3") seeds: every verdict must be a failure.
+caught=0 missed=0
+cheat_def="$FIB/definitions/sampling/${CHEAT_DEFINITION:-top_k_top_p_sampling_from_probs_v128256}.json"
+if [[ "top_k_top_p_sampling_from_probs" =~ $FAMILIES && -f "$cheat_def" ]]; then
+  for fixture in tests/fixtures/cheats/sampling_*.cu; do
+    for seed in ${CHEAT_SEEDS:-1 2 3}; do
+      start=$(date +%s)
+      "$KHARNESS" --operators-dir "$FIB" check "$fixture" --operator "$cheat_def" --trials "$TRIALS" \
+        --seed "$seed" --timeout "$TIMEOUT" --json >"$TMP/verdict.json" 2>"$TMP/verdict.err"
+      rc=$?
+      secs=$(( $(date +%s) - start ))
+      got="$(python3 -c '
+import json, sys
+try:
+    v = json.load(open(sys.argv[1])); v = v[0] if isinstance(v, list) else v
+    print(v.get("status", "?"), (v.get("failure") or {}).get("kind", "-"))
+except Exception:
+    print("no-verdict -")' "$TMP/verdict.json")"
+      if ((rc == 1)) && [[ "$got" == INCORRECT_* ]]; then
+        printf '%-52s %-9s CAUGHT (seed %s, %ss) %s\n' "$(basename "$fixture")" cheat "$seed" "$secs" "$got"
+        caught=$((caught + 1))
+      else
+        printf '%-52s %-9s MISSED (seed %s, exit %s, %ss) %s\n' "$(basename "$fixture")" cheat "$seed" "$rc" "$secs" "$got"
+        missed=$((missed + 1))
+      fi
+    done
+  done
+fi
+echo "check-families: $pass PASS, $fail FAIL, $missing MISSING; sampling cheats $caught caught, $missed missed"
+((fail == 0 && missed == 0))
