@@ -50,6 +50,22 @@ timed = [w.get("timing", {}).get("seconds") for w in ws]
 timed = [t for t in timed if t is not None]
 if timed:
     print(f"{'    timing (sum; per workload)':36s} {sum(timed):8.3f}   {sum(timed) / len(timed):.3f}")
+phases = [w.get("timing", {}).get("phases") for w in ws]
+phases = [p for p in phases if p]
+if phases:
+    tot = lambda k: sum(p.get(k, 0) for p in phases)
+    print(f"{'      setup (inputs, references, modules)':36s} {tot('setup_seconds'):8.3f}")
+    print(f"{'      warmup':36s} {tot('warmup_seconds'):8.3f}")
+    print(f"{'      sampling loop':36s} {tot('run_seconds') - tot('warmup_seconds'):8.3f}")
+    print(f"{'        harvests (host waits, reads)':36s} {tot('harvest_seconds'):8.3f}   "
+          f"{int(tot('harvests'))} harvests, {int(tot('rounds'))} rounds")
+    samples = [w["timing"]["candidate"].get("count") for w in ws if "candidate" in w.get("timing", {})]
+    if samples and all(isinstance(x, (int, float)) for x in samples):
+        print(f"{'      candidate samples per workload':36s} {min(samples)}-{max(samples)}")
+phase_times = v.get("phases", {})
+if phase_times:
+    print("verdict phases (s): " + ", ".join(f"{k} {x:.3f}" for k, x in phase_times.items()
+                                              if isinstance(x, (int, float))))
 print(f"BENCH validate median={median:.3f} target={target} workloads={len(ws)}")
 sys.exit(0 if median <= target else 1)
 PY

@@ -91,6 +91,36 @@ TEST(Run, ReplayCompileOnlyEndToEnd) {
   EXPECT_NE(runs.out.find("rmsnorm_h4096"), std::string::npos) << runs.out;
 }
 
+// A second run of the same candidates into the same archive reuses their verdicts: every record
+// names the first run's archived candidate it came from, under the same cache key.
+TEST(Run, ASecondRunReusesTheCachedVerdicts) {
+  TempDir tmp;
+  auto run_once = [&](const std::string& name) {
+    auto r = kharness(archive_arg(tmp) +
+                      "run --operator rmsnorm_h4096 --budget 3 --provider replay --responses '" +
+                      replay_dir() + "' --compile-only --arch sm_90a --seed 1 --run-dir '" +
+                      (tmp.path() / name).string() + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+  };
+  run_once("first");
+  run_once("second");
+  for (const char* id : {"c0000", "c0001", "c0002", "c0003"}) {
+    json a = record(tmp.path() / "first", id), b = record(tmp.path() / "second", id);
+    EXPECT_EQ(b["status"], a["status"]) << id;
+    EXPECT_FALSE(a["cache_key"].get<std::string>().empty()) << id;
+    EXPECT_EQ(a["cached_from"], "") << id << ": the first run evaluated it";
+    EXPECT_EQ(b["cache_key"], a["cache_key"]) << id;
+    EXPECT_FALSE(b["cached_from"].get<std::string>().empty()) << id << ": " << b.dump();
+  }
+  // --no-cache evaluates again.
+  auto r = kharness(
+      archive_arg(tmp) + "run --operator rmsnorm_h4096 --budget 1 --provider replay --responses '" +
+      replay_dir() + "' --compile-only --arch sm_90a --seed 1 --no-cache --run-dir '" +
+      (tmp.path() / "third").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(record(tmp.path() / "third", "c0001")["cached_from"], "");
+}
+
 TEST(Run, CommandProviderWithAScript) {
   TempDir tmp;
   auto script = tmp.path() / "agent.sh";

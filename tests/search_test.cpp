@@ -17,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "controller/archive_recorder.hpp"
 #include "controller/evaluator.hpp"
 #include "controller/recorder.hpp"
+#include "kharness/archive.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verdict.hpp"
+#include "pipeline/evaluation.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -109,7 +112,7 @@ class FakeEvaluator : public controller::Evaluator {
   std::function<void(const EvaluationRequest&)> before;
   bool diagnosis_fails = false;
 
-  Verdict evaluate(const EvaluationRequest& q) override {
+  controller::Evaluated evaluate(const EvaluationRequest& q) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       calls_.push_back(q);
@@ -811,15 +814,86 @@ TEST(StageEvaluator, AMalformedCandidateIsARejectedVerdictNotAnError) {
                     "/* kharness\n{\"definition\": \"rmsnorm_h4096\", \"launches\": oops}\n*/\n");
   controller::StageSettings settings;
   settings.operator_name = kOperator;
-  controller::StageEvaluator evaluator(settings);
+  pipeline::EvaluationOptions options = controller::pipeline_options(settings);
+  options.archive_dir = dir.path() / "archive";
+  pipeline::Evaluator pipeline(options);
+  controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = file;
   q.mode = "compile";
-  Verdict v = evaluator.evaluate(q);
+  Verdict v = evaluator.evaluate(q).verdict;
   EXPECT_EQ(v.status, Status::kRejected);
   ASSERT_TRUE(v.failure);
   EXPECT_EQ(v.failure->kind, "bad_input");
   EXPECT_EQ(v.source, file.string());
+}
+
+// The run's verdict cache: an evaluation is keyed; once the recorder has archived the candidate
+// with that key (to_archive_record), the same kernel evaluated again (a second run, another file
+// and seed) is answered from the archive.
+TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
+  testing::TempDir dir;
+  const std::string seed =
+      read_file((testing::source_dir() / "operators" / kOperator / "seed.cu").string());
+  write_file_atomic((dir.path() / "c0001.cu").string(), seed);
+  std::filesystem::create_directories(dir.path() / "second");
+  write_file_atomic((dir.path() / "second" / "c0001.cu").string(), seed);  // another run's file
+  controller::StageSettings settings;
+  settings.operator_name = kOperator;
+  settings.arch = "sm_90a";
+  pipeline::EvaluationOptions options = controller::pipeline_options(settings);
+  options.archive_dir = dir.path() / "archive";
+  pipeline::Evaluator pipeline(options);
+  controller::StageEvaluator evaluator(settings, pipeline);
+  EvaluationRequest q;
+  q.solution = dir.path() / "c0001.cu";
+  q.mode = "compile";
+  q.seed = 11;
+  controller::Evaluated first = evaluator.evaluate(q);
+  ASSERT_EQ(first.verdict.status, Status::kPassed) << to_json(first.verdict).dump();
+  ASSERT_FALSE(first.cache_key.empty());
+  EXPECT_TRUE(first.cached_from.empty());
+  // The pipeline archived nothing (the recorder does): still a miss.
+  EXPECT_TRUE(evaluator.evaluate(q).cached_from.empty());
+
+  archive::Archive store(dir.path() / "archive");
+  const std::string run = store.begin_run({{"command", "run"}});
+  controller::CandidateRecord r;
+  r.id = "c0001";
+  r.source = seed;
+  r.status = "COMPILED";
+  r.verdict = to_json(first.verdict);
+  r.cache_key = first.cache_key;
+  const std::string id = store.add_candidate(run, controller::to_archive_record(r, kOperator, ""));
+
+  q.solution = dir.path() / "second" / "c0001.cu";
+  q.seed = 12;  // each candidate of a run has its own seed: a verdict under any stands for it
+  controller::Evaluated again = evaluator.evaluate(q);
+  EXPECT_EQ(again.cached_from, id);
+  EXPECT_EQ(again.cache_key, first.cache_key);
+  EXPECT_EQ(again.verdict.status, Status::kPassed);
+  EXPECT_EQ(again.verdict.source, q.solution.string());
+}
+
+// The archive keeps a run's speedups over the operator's baseline (estimated through the
+// incumbent); a cache hit gives the search the verdict as timed, over the incumbent.
+TEST(StageEvaluator, ArchivedScoreGoesBackToTheSpeedupOverTheIncumbent) {
+  Verdict v;
+  v.definition = kOperator;
+  v.score = {{"mean_speedup", 1.25}, {"geomean_speedup", 1.2}};
+  controller::CandidateRecord r;
+  r.id = "c0002";
+  r.verdict = to_json(v);
+  r.score = 2.5;  // the incumbent is 2x the operator's baseline
+  r.speedup_vs_incumbent = 1.25;
+  archive::CandidateRecord a = controller::to_archive_record(r, kOperator, "");
+  ASSERT_TRUE(a.verdict);
+  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(a.verdict->score["geomean_speedup"].get<double>(), 2.4);
+  Verdict back = controller::as_evaluated(*a.verdict);
+  EXPECT_EQ(back.score, v.score);
+  // A verdict the recorder did not rewrite (the seed's, over the operator's baseline) stays.
+  EXPECT_EQ(controller::as_evaluated(v).score, v.score);
 }
 
 }  // namespace

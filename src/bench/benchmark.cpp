@@ -190,6 +190,7 @@ class WorkloadBench {
   }
 
   nlohmann::json run() {
+    const auto started = Clock::now();
     CUstream s = stream_.get();
     if (options_.protocol == "official") {
       for (int t = 0; t < options_.trials && !stopped_; ++t) {
@@ -207,6 +208,7 @@ class WorkloadBench {
     } else {
       for (int i = 0; i < options_.warmup && !stopped_; ++i) round(s, false);
       harvest(s);
+      warmup_seconds_ = since(started);
       // Stopping is a plugin (nvbench's "stdrel"): noise of the median under max_noise with at
       // least min_samples samples, or the time budget spent. Its clock starts after the warmup.
       for (auto& c : contenders_) {
@@ -222,7 +224,15 @@ class WorkloadBench {
       }
     }
     harvest(s);
-    return report();
+    nlohmann::json j = report();
+    // Where the workload's timing time went (issue 19: the verdict's speed): the warmup, the whole
+    // loop, the harvests' host waits and reads within it, and the rounds and batches it took.
+    j["phases"] = {{"warmup_seconds", warmup_seconds_},
+                   {"run_seconds", since(started)},
+                   {"harvest_seconds", harvest_seconds_},
+                   {"harvests", harvests_},
+                   {"rounds", rounds_}};
+    return j;
   }
 
   std::optional<Failure> failure() const {
@@ -448,6 +458,13 @@ class WorkloadBench {
   }
 
   void harvest(CUstream s) {
+    const auto started = Clock::now();
+    struct Account {
+      const Clock::time_point& from;
+      double& total;
+      ~Account() { total += since(from); }
+    } account{started, harvest_seconds_};
+    ++harvests_;
     // One wait per iteration, so that no single wait spans a whole batch of slow launches.
     for (std::size_t i = 0; i < in_flight_; ++i) events_[i]->synchronize();
     in_flight_ = 0;
@@ -537,6 +554,8 @@ class WorkloadBench {
   std::map<std::uint64_t, Contender*> owner_;
   std::uint64_t next_id_ = 1;
   std::uint64_t rounds_ = 0;
+  double warmup_seconds_ = 0, harvest_seconds_ = 0;
+  std::uint64_t harvests_ = 0;
   unsigned flush_value_ = 0;
   std::vector<std::unique_ptr<device::Event>> events_;  // one per iteration of a batch
   std::size_t in_flight_ = 0;
@@ -639,7 +658,9 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
       const std::size_t index = static_cast<std::size_t>(w - op.workloads.data());
       WorkloadBench bench(op, reference, candidate, options.baseline ? baseline : nullptr, check,
                           options, *w, index, flush, gpu);
+      const double setup = since(start);  // input sets, sealed references, modules loaded
       wv.timing = bench.run();
+      wv.timing["phases"]["setup_seconds"] = setup;
       if (auto f = bench.failure()) {
         wv.status = verify::status_of_kind(f->kind);
         wv.failure = f;

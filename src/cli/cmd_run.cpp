@@ -16,11 +16,13 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "controller/archive_recorder.hpp"
+#include "controller/evaluator.hpp"
 #include "controller/recorder.hpp"
 #include "controller/search.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/text.hpp"
 #include "llm/providers.hpp"
+#include "pipeline/evaluation.hpp"
 #include "tune/tune_provider.hpp"
 
 namespace kharness::cli {
@@ -315,7 +317,14 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.out = args.out;
 
   if (earlier.empty()) recorder_ptr->begin(settings(args, arch, seed));
-  controller::StageEvaluator evaluator(controller::stage_settings(so));
+  // One pipeline for the run's evaluations: each candidate loaded and compiled once, its verdict
+  // looked up in the archive's verdict cache (a second run of the same candidates reuses them);
+  // the recorder archives, with the cache key.
+  const controller::StageSettings stage = controller::stage_settings(so);
+  pipeline::EvaluationOptions po_eval = controller::pipeline_options(stage);
+  po_eval.archive_dir = global.archive_dir;
+  pipeline::Evaluator pipeline(po_eval);
+  controller::StageEvaluator evaluator(stage, pipeline);
   controller::Search search(so, evaluator, *provider, *recorder_ptr, &g_stop);
   if (!earlier.empty()) search.resume(earlier);
 
@@ -431,7 +440,7 @@ Runner setup_run(CLI::App& app) {
   app.add_option("--timeout", args->search.eval_timeout,
                  fmt::format("Wall-clock limit per evaluation (default {:g} s)", d.eval_timeout));
   add_launch_timeout_option(app, &args->search.launch_timeout);
-  app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache");
+  app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache and the verdict cache");
   CLI::App* self = &app;
   return [args, self](const GlobalOptions& global) { return run_run(*args, global, *self); };
 }

@@ -2,37 +2,47 @@
 
 #include <chrono>
 
+#include "controller/archive_recorder.hpp"
 #include "kharness/error.hpp"
 #include "kharness/profile.hpp"
-#include "kharness/verify.hpp"
 #include "pipeline/evaluation.hpp"
 
 namespace kharness::controller {
 
-Verdict StageEvaluator::evaluate(const EvaluationRequest& request) {
-  CheckRequest req;
-  req.gpu = request.gpu;
-  req.solution = request.solution;
-  req.operator_name = settings_.operator_name;
-  req.operators_dirs = settings_.operators_dirs;
-  req.arch = settings_.arch;
-  req.use_cache = settings_.use_cache;
-  req.timeout_seconds = settings_.eval_timeout;
-  req.launch_timeout_seconds = settings_.launch_timeout;
-  req.options.seed = request.seed;
-  req.options.workloads = request.workloads;
-  req.mode = request.mode;
-  req.bench = settings_.bench;
+pipeline::EvaluationOptions pipeline_options(const StageSettings& settings) {
+  pipeline::EvaluationOptions o;
+  o.command = "run";
+  o.mode = "validate";
+  o.operator_name = settings.operator_name;
+  o.operators_dirs = settings.operators_dirs;
+  o.arch = settings.arch;
+  o.use_cache = settings.use_cache;
+  o.timeout_seconds = settings.eval_timeout;
+  o.launch_timeout_seconds = settings.launch_timeout;
+  o.bench = settings.bench;
+  o.archive = false;  // the run's recorder archives every candidate, with its prompt and answer
+  return o;
+}
+
+Evaluated StageEvaluator::evaluate(const EvaluationRequest& request) {
+  pipeline::EvaluationRequest in;
+  in.path = request.solution.string();
+  in.gpu = request.gpu;
+  in.mode = request.mode;
+  in.seed = request.seed;
+  in.workloads = request.workloads;
   // The incumbent as the bench stage's baseline: timed interleaved with the candidate.
   if (!request.incumbent.empty())
-    req.bench["baseline_solution"] = std::filesystem::absolute(request.incumbent).string();
-  try {
-    return check_solution(req);
-  } catch (const Error& e) {
-    if (e.code() != ExitCode::kUsage) throw;  // no GPU, a broken reference: the run cannot go on
-    // A malformed candidate is that candidate's failure.
-    return pipeline::bad_input_verdict(request.solution.string(), settings_.operator_name, e);
-  }
+    in.baseline_solution = std::filesystem::absolute(request.incumbent).string();
+  pipeline::Evaluation e = pipeline_.evaluate(in);
+  Evaluated out;
+  out.verdict = std::move(e.verdict);
+  out.cache_key = std::move(e.cache_key);
+  out.cached_from = std::move(e.cached_from);
+  // A verdict from the cache is archived as the run's recorder archives it (its score over the
+  // operator's baseline, estimated through the incumbent): the verdict as evaluated again.
+  if (!out.cached_from.empty()) out.verdict = as_evaluated(std::move(out.verdict));
+  return out;
 }
 
 std::string StageEvaluator::diagnose(const DiagnosisRequest& request) {

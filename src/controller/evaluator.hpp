@@ -3,7 +3,8 @@
 // resume — are tested on the CPU with fakes (tests/search_test.cpp), as ninja tests its build
 // logic against a fake disk:
 // - Evaluator: one candidate file through the pipeline to a verdict, and the profile stage's
-//   diagnosis of a kernel. StageEvaluator is the real one (check_solution, profile_solution).
+//   diagnosis of a kernel. StageEvaluator is the real one (pipeline::Evaluator, which keeps the
+//   verdict cache, and profile_solution).
 // - Clock: monotonic seconds, for the wall-time budget and the cascade's accounting.
 // The run's records go through RunRecorder (controller/recorder.hpp).
 #pragma once
@@ -17,6 +18,11 @@
 
 #include "kharness/device.hpp"
 #include "kharness/verdict.hpp"
+
+namespace kharness::pipeline {
+class Evaluator;
+struct EvaluationOptions;
+}  // namespace kharness::pipeline
 
 namespace kharness::controller {
 
@@ -38,20 +44,30 @@ struct DiagnosisRequest {
   std::uint64_t seed = 0;
 };
 
+// A verdict and what the verdict cache says of it: the run's records keep both, so that the
+// archive finds this verdict for the same kernel, incumbent and options again (a second run).
+struct Evaluated {
+  Evaluated() = default;
+  Evaluated(Verdict v) : verdict(std::move(v)) {}  // NOLINT(google-explicit-constructor)
+  Verdict verdict;
+  std::string cache_key;    // "" when not keyed
+  std::string cached_from;  // the archived candidate whose verdict this is; "" when evaluated
+};
+
 class Evaluator {
  public:
   virtual ~Evaluator() = default;
   // A verdict for every candidate, a malformed one included (REJECTED). Throws Error only for what
   // ends the run: no GPU, a broken reference, an internal failure. Called from several threads
   // at once (one per pool worker).
-  virtual Verdict evaluate(const EvaluationRequest& request) = 0;
+  virtual Evaluated evaluate(const EvaluationRequest& request) = 0;
   // The counters' diagnosis of a kernel (kharness/profile.hpp's diagnosis_text). Throws Error
   // when it cannot profile (exit 3: counters not permitted; 1: the kernel fails there).
   virtual std::string diagnose(const DiagnosisRequest& request) = 0;
 };
 
-// The pipeline's stages as they stand: check_solution for verdicts, profile_solution for the
-// diagnosis, with the run's fixed settings.
+// The pipeline for verdicts (pipeline::Evaluator: one load, one compile, the verdict cache; the
+// run's recorder archives), profile_solution for the diagnosis, with the run's fixed settings.
 struct StageSettings {
   std::string operator_name;
   std::vector<std::filesystem::path> operators_dirs;
@@ -62,14 +78,20 @@ struct StageSettings {
   nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions as JSON
 };
 
+// The pipeline's options for a run with these settings: mode validate, nothing archived by it.
+pipeline::EvaluationOptions pipeline_options(const StageSettings& settings);
+
 class StageEvaluator : public Evaluator {
  public:
-  explicit StageEvaluator(StageSettings settings) : settings_(std::move(settings)) {}
-  Verdict evaluate(const EvaluationRequest& request) override;
+  // `pipeline`: made with pipeline_options(settings) (its archive off: the recorder archives).
+  StageEvaluator(StageSettings settings, pipeline::Evaluator& pipeline)
+      : settings_(std::move(settings)), pipeline_(pipeline) {}
+  Evaluated evaluate(const EvaluationRequest& request) override;
   std::string diagnose(const DiagnosisRequest& request) override;
 
  private:
   StageSettings settings_;
+  pipeline::Evaluator& pipeline_;
 };
 
 class Clock {

@@ -38,6 +38,8 @@ json to_json(const CandidateRecord& r) {
           {"workloads_evaluated", r.workloads_evaluated},
           {"gpu_seconds", r.gpu_seconds},
           {"saved_seconds", r.saved_seconds},
+          {"cache_key", r.cache_key},
+          {"cached_from", r.cached_from},
           {"prompt_cuts", r.prompt_cuts},
           {"restart", r.restart},
           {"diagnosis", r.diagnosis},
@@ -70,6 +72,8 @@ CandidateRecord record_from_json(const json& j) {
   r.workloads_evaluated = j.value("workloads_evaluated", 0);
   r.gpu_seconds = j.value("gpu_seconds", 0.0);
   r.saved_seconds = j.value("saved_seconds", 0.0);
+  r.cache_key = j.value("cache_key", "");
+  r.cached_from = j.value("cached_from", "");
   r.prompt_cuts = j.value("prompt_cuts", std::vector<std::string>{});
   r.restart = j.value("restart", "");
   r.diagnosis = j.value("diagnosis", "");

@@ -38,6 +38,10 @@ struct CandidateRecord {
   int workloads_evaluated = 0;
   double gpu_seconds = 0.0;    // evaluation wall time
   double saved_seconds = 0.0;  // full-validation time the cascade did not spend
+  // The verdict cache's key of the evaluation whose verdict this record keeps (the archive keeps
+  // it, so a later run finds the verdict), and the archived candidate it came from when the cache
+  // answered ("" when evaluated).
+  std::string cache_key, cached_from;
   std::vector<std::string> prompt_cuts;
   std::string restart;          // set on the first candidate after an optimisation-dropout restart
   std::string diagnosis;        // for the best kernels: the profile stage's diagnosis of it

@@ -91,6 +91,10 @@ double promotion_threshold(const Comparison& c, double min_gain) {
 }
 
 struct Search::Impl {
+  // The verdict cache's key of one evaluation, and the archived candidate that answered it.
+  struct CacheNote {
+    std::string key, cached_from;
+  };
   struct Kernel {
     std::string id;
     std::string source;
@@ -162,9 +166,11 @@ struct Search::Impl {
   // `counter` picks the evaluation's seed (options.seed + 7919 * counter): 1 for the seed kernel,
   // evaluation_counter() for a candidate's, so that every evaluation of a run has its own inputs
   // and a resumed run draws the ones the uninterrupted run would have. `gpu`: the worker's GPU.
+  // `cache` (optional): where the verdict cache's key and answer go (the record keeps them).
   Verdict evaluate(const std::filesystem::path& file, const std::string& mode,
                    const std::vector<std::string>& workloads, const std::filesystem::path& base,
-                   const std::optional<GpuInfo>& gpu, std::uint64_t counter) {
+                   const std::optional<GpuInfo>& gpu, std::uint64_t counter,
+                   CacheNote* cache = nullptr) {
     EvaluationRequest req;
     req.solution = file;
     req.mode = mode;
@@ -172,7 +178,9 @@ struct Search::Impl {
     req.incumbent = base;
     req.gpu = gpu ? gpu : first_gpu();
     req.seed = options.seed + 7919 * counter;
-    return evaluator.evaluate(req);
+    Evaluated e = evaluator.evaluate(req);
+    if (cache) *cache = {e.cache_key, e.cached_from};
+    return std::move(e.verdict);
   }
 
   // The GPU of sequential evaluations (the seed, re-timings): the pool's first.
@@ -249,9 +257,12 @@ struct Search::Impl {
     r.source = read_file(op.seed->string());
     std::filesystem::path file = write_solution(r.id, r.source);
     const double t = clock.seconds();
-    Verdict v =
-        evaluate(file, options.compile_only ? "compile" : "validate", {}, {}, first_gpu(), 1);
+    CacheNote cache;
+    Verdict v = evaluate(file, options.compile_only ? "compile" : "validate", {}, {}, first_gpu(),
+                         1, &cache);
     r.gpu_seconds = seconds_since(t);
+    r.cache_key = cache.key;
+    r.cached_from = cache.cached_from;
     r.stage = options.compile_only ? "compile" : "full";
     r.workloads_evaluated = options.compile_only ? 0 : static_cast<int>(v.workloads.size());
     r.verdict = to_json(v);
@@ -388,6 +399,7 @@ struct Search::Impl {
     std::filesystem::path file;
     std::uint64_t counter = 0;  // evaluation_counter() of the candidate
     std::optional<Verdict> compiled, reps, full;
+    CacheNote compiled_cache, reps_cache, full_cache;  // the verdict cache's word on each
     // The incumbent it was timed against: its id, per-workload speedups and score.
     std::string incumbent;
     std::map<std::string, double> incumbent_speedup;
@@ -463,16 +475,22 @@ struct Search::Impl {
     t.incumbent_speedup = best.speedup;
     t.incumbent_score = best.score;
     if (options.compile_only) {
-      t.compiled = evaluate(t.file, "compile", {}, {}, gpu, t.counter + 1);
+      t.compiled = evaluate(t.file, "compile", {}, {}, gpu, t.counter + 1, &t.compiled_cache);
     } else {
       bool full = true;
       if (options.cascade && reps.size() < op.workloads.size()) {
-        t.reps = evaluate(t.file, "validate", reps, best.file, gpu, t.counter + 1);
+        t.reps = evaluate(t.file, "validate", reps, best.file, gpu, t.counter + 1, &t.reps_cache);
         full = promising(*t.reps);
       }
-      if (full) t.full = evaluate(t.file, "validate", {}, best.file, gpu, t.counter + 2);
+      if (full)
+        t.full = evaluate(t.file, "validate", {}, best.file, gpu, t.counter + 2, &t.full_cache);
     }
     t.seconds = seconds_since(start);
+  }
+
+  static void note_cache(CandidateRecord& r, const CacheNote& cache) {
+    r.cache_key = cache.key;
+    r.cached_from = cache.cached_from;
   }
 
   // What the evaluations say, in candidate order: the record's status, the cascade's decision,
@@ -483,6 +501,7 @@ struct Search::Impl {
     r.gpu_seconds = t.seconds;
     if (t.compiled) {
       const Verdict& v = *t.compiled;
+      note_cache(r, t.compiled_cache);
       r.stage = "compile";
       r.status = v.passed() ? "COMPILED" : std::string(status_name(v.status));
       if (v.failure) r.reason = v.failure->message;
@@ -492,6 +511,7 @@ struct Search::Impl {
     }
     if (t.reps && !t.full) {
       const Verdict& v = *t.reps;
+      note_cache(r, t.reps_cache);
       r.stage = "representatives";
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
       // Judged against the incumbent it was timed against (a later one only does better).
@@ -525,10 +545,12 @@ struct Search::Impl {
     }
     if (t.incumbent != best.id && t.full->clean_pass()) {
       const double start = clock.seconds();
-      t.full = evaluate(t.file, "validate", {}, best.file, first_gpu(), t.counter + 3);
+      t.full =
+          evaluate(t.file, "validate", {}, best.file, first_gpu(), t.counter + 3, &t.full_cache);
       r.gpu_seconds += seconds_since(start);
     }
     const Verdict& v = *t.full;
+    note_cache(r, t.full_cache);
     r.stage =
         v.status == Status::kCompileError || v.status == Status::kRejected ? "compile" : "full";
     r.workloads_evaluated = static_cast<int>(v.workloads.size());

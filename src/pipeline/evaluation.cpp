@@ -33,6 +33,13 @@ std::filesystem::path make_private_cache() {
   return tmpl;
 }
 
+// The baseline solution a request times the candidate against, when it is a file (not the
+// operator's own, not "cublaslt"): the verdict cache keys it by its content.
+std::string baseline_file(const CheckRequest& request) {
+  std::string b = request.bench.is_object() ? request.bench.value("baseline_solution", "") : "";
+  return b == "cublaslt" ? "" : b;
+}
+
 }  // namespace
 
 Verdict bad_input_verdict(const std::string& path, const std::string& definition,
@@ -61,8 +68,13 @@ Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
       options_.archive_dir.empty() ? archive::Archive::default_dir() : options_.archive_dir;
   try {
     archive_.emplace(dir);
-    nlohmann::json opts = cache_options();
-    opts["seed"] = options_.seed;
+    if (!options_.archive) return;  // read for the verdict cache only: the caller archives
+    verify::CheckOptions check = options_.check;
+    check.seed = options_.seed;
+    nlohmann::json opts = {{"mode", options_.mode},
+                           {"arch", options_.arch},
+                           {"check", check.to_json()},
+                           {"bench", options_.bench}};
     nlohmann::json info = {{"command", options_.command},
                            {"operator", options_.operator_name},
                            {"solutions", options_.solutions},
@@ -77,7 +89,7 @@ Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
 }
 
 Evaluator::~Evaluator() {
-  if (archive_ && !finished_) {
+  if (archive_ && !run_id_.empty() && !finished_) {
     try {
       archive_->finish_run(run_id_, "failed");
     } catch (const std::exception&) {
@@ -91,15 +103,25 @@ Evaluator::~Evaluator() {
 }
 
 void Evaluator::finish() {
-  if (archive_) archive_->finish_run(run_id_, "finished");
+  if (archive_ && !run_id_.empty()) archive_->finish_run(run_id_, "finished");
   finished_ = true;
 }
 
 Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuInfo>& gpu,
                                const nlohmann::json& extra) {
+  EvaluationRequest in;
+  in.path = path;
+  in.gpu = gpu;
+  in.extra = extra;
+  return evaluate(in);
+}
+
+Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   Evaluation result;
   CheckRequest request;
   std::optional<verify::Loaded> loaded;
+  const std::string& path = in.path;
+  const nlohmann::json& extra = in.extra;
   std::string op_name = options_.operator_name;
   try {
     // Loaded once: the candidate (parsed here), its operator and the reference; the cache key,
@@ -107,8 +129,7 @@ Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuI
     Solution candidate = load_solution(path);
     ++result.loads;
     if (op_name.empty()) op_name = candidate.plan.definition;
-    request = make_request(path, op_name);
-    request.gpu = gpu;
+    request = make_request(in, op_name);
     loaded = verify::load(std::move(candidate), request.operator_name, request.operators_dirs,
                           request.extra_workloads);
   } catch (const Error& e) {
@@ -118,6 +139,7 @@ Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuI
 
   std::string key;
   if (archive_) key = cache_key(request, *loaded);
+  result.cache_key = key;
   if (!key.empty() && options_.use_cache) {
     if (auto stored = cached(key, path)) {
       if (stored->record.verdict) {
@@ -125,6 +147,7 @@ Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuI
         result.verdict.source = path;
         record_holdout(request, op_name, result.verdict);
         result.cached_from = stored->summary.id;
+        if (!options_.archive) return result;
         archive::CandidateRecord record = stored->record;
         record.origin = path;
         record.cached_from = stored->summary.id;
@@ -151,7 +174,7 @@ Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuI
     return bad_input(std::move(result), path, op_name, e, extra);  // e.g. a workload's inputs
   }
   record_holdout(request, op_name, result.verdict);
-  if (archive_) {
+  if (archive_ && options_.archive) {
     archive::CandidateRecord record;
     const Verdict& verdict = result.verdict;
     record.name = verdict.solution;
@@ -190,7 +213,7 @@ Evaluation Evaluator::bad_input(Evaluation result, const std::string& path,
 // archive, and a merge of shards' archives, holds a verdict for every submission scored.
 void Evaluator::archive_failure(const std::string& path, const Verdict& v,
                                 const nlohmann::json& extra) {
-  if (!archive_) return;
+  if (!archive_ || !options_.archive) return;
   archive::CandidateRecord record;
   record.name = v.solution;
   record.operator_name = v.definition;
@@ -248,9 +271,11 @@ void Evaluator::record_holdout(const CheckRequest& request, const std::string& o
                         {"notes", draw ? draw->notes : std::vector<std::string>{}}};
 }
 
-CheckRequest Evaluator::make_request(const std::string& path, const std::string& op_name) const {
+CheckRequest Evaluator::make_request(const EvaluationRequest& in,
+                                     const std::string& op_name) const {
   CheckRequest request;
-  request.solution = path;
+  request.solution = in.path;
+  request.gpu = in.gpu;
   request.operator_name = options_.operator_name;
   request.operators_dirs = options_.operators_dirs;
   request.arch = options_.arch;
@@ -259,9 +284,11 @@ CheckRequest Evaluator::make_request(const std::string& path, const std::string&
   request.timeout_seconds = options_.timeout_seconds * options_.sharing;
   request.launch_timeout_seconds = options_.launch_timeout_seconds;
   request.options = options_.check;
-  request.options.seed = options_.seed;
-  request.mode = options_.mode;
+  request.options.seed = in.seed.value_or(options_.seed);
+  if (in.workloads) request.options.workloads = *in.workloads;
+  request.mode = in.mode.value_or(options_.mode);
   request.bench = options_.bench;
+  if (!in.baseline_solution.empty()) request.bench["baseline_solution"] = in.baseline_solution;
   if (const HoldoutDraw* draw = holdout_for(op_name)) {
     for (const auto& w : draw->workloads) request.extra_workloads.push_back(to_json(w));
     // --workloads narrows the shipped workloads; the held-out ones are always checked.
@@ -272,24 +299,27 @@ CheckRequest Evaluator::make_request(const std::string& path, const std::string&
 }
 
 // What changes a verdict, besides the candidate, the operator and the machine. The seed counts
-// only when given: a verdict under a random seed stands for any seed.
-nlohmann::json Evaluator::cache_options() const {
-  verify::CheckOptions o = options_.check;
-  o.seed = options_.seed;
-  nlohmann::json j = {{"mode", options_.mode}, {"arch", options_.arch}, {"check", o.to_json()}};
+// only when given: a verdict under a random seed stands for any seed (so each candidate of a run,
+// evaluated under its own seed, is keyed as under any).
+nlohmann::json Evaluator::cache_options(const CheckRequest& request) const {
+  nlohmann::json j = {
+      {"mode", request.mode}, {"arch", options_.arch}, {"check", request.options.to_json()}};
   if (!options_.seed_given) j["check"].erase("seed");
   if (options_.holdout > 0) {
     j["holdout"] = {{"count", options_.holdout},
                     {"seed_hash", holdout_seed_hash(holdout_seed_.value)}};
   }
-  if (options_.mode == "compile") {
+  if (request.mode == "compile") {
     j.erase("check");
   } else {
     // A launch slower than this is a TIMEOUT under one limit and may pass under another.
     j["launch_timeout"] = options_.launch_timeout_seconds;
   }
-  if (options_.mode == "bench" || options_.mode == "validate") {
-    j["bench"] = options_.bench;
+  if (request.mode == "bench" || request.mode == "validate") {
+    j["bench"] = request.bench;
+    // A baseline file by its content (cache_key), not its path: the controller's incumbent is a
+    // new file per run with the same kernel in it.
+    if (!baseline_file(request).empty()) j["bench"]["baseline_solution"] = "file (by content)";
     j["timeout"] = options_.timeout_seconds;
   }
   // A worker run under a tool (compute-sanitizer) can fail where a plain one passes.
@@ -303,9 +333,17 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
   try {
     const Operator& op = loaded.op;
     archive::CacheKeyParts parts;
+    // A single file is named by its full path when loaded: keyed by its file name, so the same
+    // kernel in another folder (each run writes its candidates into its own) is the same key.
     parts.sources = loaded.candidate.sources;
+    std::error_code ec;
+    if (parts.sources.size() == 1 && !loaded.candidate.origin.empty() &&
+        std::filesystem::is_regular_file(loaded.candidate.origin, ec) &&
+        loaded.candidate.origin.extension() != ".json") {
+      parts.sources[0].path = loaded.candidate.origin.filename().string();
+    }
     parts.plan = loaded.candidate.plan.raw;
-    parts.options = cache_options();
+    parts.options = cache_options(request);
     parts.definition = read_file(op.definition_file.string());
     if (op.workloads_file) parts.workloads = read_file(op.workloads_file->string());
     // The operator's workloads (the held-out ones among them) as this evaluation runs them.
@@ -314,7 +352,11 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     if (op.baseline) {
       for (const auto& f : load_solution(*op.baseline).sources) parts.harness += f.path + f.content;
     }
-    if (options_.mode != "compile") {
+    if (const std::string b = baseline_file(request); !b.empty() && request.mode != "compile") {
+      parts.harness += "\nbaseline solution:\n";
+      for (const auto& f : load_solution(b).sources) parts.harness += f.path + f.content;
+    }
+    if (request.mode != "compile") {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!env_) env_ = probe_environment();
       if (!env_->gpu_ready()) return "";  // the check says "no GPU"

@@ -47,12 +47,32 @@ struct EvaluationOptions {
   int holdout = 0;                                  // --holdout N
   std::vector<std::string> solutions;               // for the run record
   nlohmann::json run_info = nlohmann::json::object();  // added to the run record
+  // false: the verdict cache is read but nothing is archived and no archive run is begun: the
+  // caller archives the verdict itself with Evaluation::cache_key (the controller's recorder,
+  // whose record of a candidate holds its prompt and answer too).
+  bool archive = true;
+};
+
+// One solution to evaluate, with what may differ between the evaluations of one invocation (the
+// controller's: each candidate its own seed, workloads and incumbent).
+struct EvaluationRequest {
+  std::string path;
+  std::optional<GpuInfo> gpu;  // the worker's GPU; nullopt: the first visible one
+  // Kept in the candidate's record.json (score keeps the submission's place there).
+  nlohmann::json extra = nlohmann::json::object();
+  std::optional<std::string> mode;                    // else the options' mode
+  std::optional<std::uint64_t> seed;                  // else the options' seed
+  std::optional<std::vector<std::string>> workloads;  // uuids; else the options' check.workloads
+  // A solution timed interleaved with the candidate as its baseline (the controller's incumbent);
+  // empty: the options' bench baseline. The verdict cache keys it by its content, not its path.
+  std::string baseline_solution;
 };
 
 struct Evaluation {
   Verdict verdict;
   std::string candidate_id;  // "" when not archived
   std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
+  std::string cache_key;     // the verdict cache's key of this evaluation; "" when not keyed
   // A malformed solution (bad input, exit 2 for a lone `check`): the verdict is REJECTED
   // "bad_input" with the error's message, and `error` holds the error for a caller that stops.
   bool bad_input = false;
@@ -90,6 +110,7 @@ class Evaluator {
   // not compile (exit 4).
   Evaluation evaluate(const std::string& path, const std::optional<GpuInfo>& gpu = std::nullopt,
                       const nlohmann::json& extra = nlohmann::json::object());
+  Evaluation evaluate(const EvaluationRequest& request);
 
  private:
   Evaluation bad_input(Evaluation result, const std::string& path, const std::string& op_name,
@@ -97,8 +118,8 @@ class Evaluator {
   std::optional<archive::StoredCandidate> cached(const std::string& key, const std::string& path);
   const HoldoutDraw* holdout_for(const std::string& op_name) const;
   void record_holdout(const CheckRequest& request, const std::string& op_name, Verdict& v) const;
-  CheckRequest make_request(const std::string& path, const std::string& op_name) const;
-  nlohmann::json cache_options() const;
+  CheckRequest make_request(const EvaluationRequest& in, const std::string& op_name) const;
+  nlohmann::json cache_options(const CheckRequest& request) const;
   std::string cache_key(const CheckRequest& request, const verify::Loaded& loaded);
   std::string archive(const archive::CandidateRecord& record);
   void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra);

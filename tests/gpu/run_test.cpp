@@ -4,6 +4,7 @@
 // and every correct candidate are validated and timed on all 16 workloads).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,28 @@ TEST(RunGpu, ReplayFiveCandidatesOnRmsnorm) {
     std::string prompt = read_file((run / "candidates" / "c0001" / "prompt.md").string());
     EXPECT_NE(prompt.find("# Diagnosis of the current best kernel"), std::string::npos);
   }
+
+  // A second run of the same answers into the same archive: every verdict comes from the cache
+  // (the same kernels against the same incumbents), so the same decisions and the same best.
+  auto run2 = tmp.path() / "run2";
+  const auto start = std::chrono::steady_clock::now();
+  auto r2 = testing::kharness(
+      "--archive '" + (tmp.path() / "archive").string() +
+      "' run --operator rmsnorm_h4096 --budget 5 --provider replay --responses '" +
+      testing::fixture("replay/rmsnorm").string() + "' --seed 1 --run-dir '" + run2.string() + "'");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r2.exit_code, 0) << r2.out;
+  std::cout << "second run (verdicts from the cache): " << seconds << " s\n";
+  for (const char* id : {"c0000", "c0001", "c0002", "c0003", "c0005"}) {
+    json a = record(run, id), b = record(run2, id);
+    EXPECT_EQ(b["status"], a["status"]) << id;
+    EXPECT_EQ(b["promoted"], a["promoted"]) << id;
+    EXPECT_EQ(b["cache_key"], a["cache_key"]) << id;
+    EXPECT_FALSE(b["cached_from"].get<std::string>().empty()) << id << ": " << b.dump();
+  }
+  json summary2 = json::parse(read_file((run2 / "summary.json").string()));
+  EXPECT_EQ(summary2["best"], summary["best"]);
 }
 
 }  // namespace
