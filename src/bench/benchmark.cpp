@@ -41,6 +41,9 @@ class IterationTimer {
   virtual void end(std::uint64_t id, CUstream s) = 0;
   // Seconds by id, with the iteration's kernel signature (empty for events).
   virtual std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream s) = 0;
+  // Forgets what an earlier measurement left (one that ended in an exception): each workload's
+  // starts clean on the benchmark's one timer.
+  virtual void discard(CUstream s) = 0;
 };
 
 class CuptiIterationTimer : public IterationTimer {
@@ -57,6 +60,7 @@ class CuptiIterationTimer : public IterationTimer {
     }
     return out;
   }
+  void discard(CUstream) override { timer_.discard(); }
 
  private:
   CuptiTimer timer_;
@@ -81,6 +85,7 @@ class EventIterationTimer : public IterationTimer {
     events_.clear();
     return out;
   }
+  void discard(CUstream) override { events_.clear(); }
 
  private:
   std::map<std::uint64_t, std::pair<std::unique_ptr<device::Event>, std::unique_ptr<device::Event>>>
@@ -165,7 +170,7 @@ class WorkloadBench {
                 const verify::Compiled& candidate, const verify::Compiled* baseline,
                 const verify::CheckOptions& check, const BenchOptions& options,
                 const Workload& workload, std::size_t workload_index,
-                device::DeviceBuffer& flush_buffer, const GpuInfo* gpu)
+                device::DeviceBuffer& flush_buffer, const GpuInfo* gpu, IterationTimer& timer)
       : def_(op.definition),
         options_(options),
         flush_(flush_buffer),
@@ -179,11 +184,7 @@ class WorkloadBench {
     } else if (baseline) {
       add("baseline", op, reference, *baseline, check, workload);
     }
-    if (options.timer == "events") {
-      timer_ = std::make_unique<EventIterationTimer>();
-    } else {
-      timer_ = std::make_unique<CuptiIterationTimer>();
-    }
+    timer_ = &timer;
     for (std::size_t i = 0; i < 2 * kMaxBatch; ++i)
       events_.push_back(std::make_unique<device::Event>());
     next_batch();
@@ -192,6 +193,7 @@ class WorkloadBench {
   nlohmann::json run() {
     const auto started = Clock::now();
     CUstream s = stream_.get();
+    timer_->discard(s);  // nothing of an earlier workload's (one that threw) is counted here
     if (options_.protocol == "official") {
       for (int t = 0; t < options_.trials && !stopped_; ++t) {
         for (int i = 0; i < options_.warmup && !stopped_; ++i) round(s, false);
@@ -243,10 +245,17 @@ class WorkloadBench {
   }
 
  private:
-  // Iterations between two reads of the check records: a random length in [kMinBatch, kMaxBatch]
-  // per batch, so a kernel cannot time the harness's reads.
+  // Rounds between two harvests (reads of the check records and of CUPTI's): a random length per
+  // batch, so a kernel cannot time the harness's reads, in [kMinBatch, hi] where hi is
+  // kFirstMaxBatch until a round's duration is known, then as many rounds as take about
+  // kBatchSeconds (at most kMaxBatch): a harvest costs milliseconds of host waits and CUPTI
+  // flushing (measured on an H200: ~5.7 ms a harvest for a 2.5 us kernel, more than its 10
+  // rounds), so fast kernels get long batches and slow ones short (little overshoot past the
+  // stopping criterion).
   static constexpr std::size_t kMinBatch = 4;
-  static constexpr std::size_t kMaxBatch = 16;
+  static constexpr std::size_t kFirstMaxBatch = 16;
+  static constexpr std::size_t kMaxBatch = 48;
+  static constexpr double kBatchSeconds = 0.03;
 
   // As many input sets as asked for, fewer only when device memory cannot hold them (the report
   // says so).
@@ -454,7 +463,12 @@ class WorkloadBench {
 
   void next_batch() {
     batch_fill_ = 0;
-    batch_length_ = kMinBatch + static_cast<std::size_t>(rng_() % (kMaxBatch - kMinBatch + 1));
+    std::size_t hi = kFirstMaxBatch;
+    if (round_seconds_ > 0) {
+      hi = std::clamp(static_cast<std::size_t>(kBatchSeconds / round_seconds_), kMinBatch,
+                      kMaxBatch);
+    }
+    batch_length_ = kMinBatch + static_cast<std::size_t>(rng_() % (hi - kMinBatch + 1));
   }
 
   void harvest(CUstream s) {
@@ -468,6 +482,11 @@ class WorkloadBench {
     // One wait per iteration, so that no single wait spans a whole batch of slow launches.
     for (std::size_t i = 0; i < in_flight_; ++i) events_[i]->synchronize();
     in_flight_ = 0;
+    // A round's duration, from the batch just finished (enqueue to completion, harvest excluded).
+    if (rounds_ > rounds_at_harvest_ && harvests_ > 1) {
+      round_seconds_ = std::chrono::duration<double>(Clock::now() - harvested_at_).count() /
+                       static_cast<double>(rounds_ - rounds_at_harvest_);
+    }
     next_batch();
     bool throttled = false;
     if (gpu_ && gpu_->max_sm_clock_mhz) {
@@ -499,6 +518,8 @@ class WorkloadBench {
       }
       if (auto f = c->timed->integrity(s)) fail(*c, *f);
     }
+    rounds_at_harvest_ = rounds_;
+    harvested_at_ = Clock::now();
   }
 
   nlohmann::json report() {
@@ -550,12 +571,15 @@ class WorkloadBench {
   int sets_;
   InputOrder order_;
   std::vector<std::unique_ptr<Contender>> contenders_;
-  std::unique_ptr<IterationTimer> timer_;
+  IterationTimer* timer_ = nullptr;  // the benchmark's, shared by its workloads
   std::map<std::uint64_t, Contender*> owner_;
   std::uint64_t next_id_ = 1;
   std::uint64_t rounds_ = 0;
   double warmup_seconds_ = 0, harvest_seconds_ = 0;
   std::uint64_t harvests_ = 0;
+  double round_seconds_ = 0;  // the last batch's, per round (0: not known yet)
+  std::uint64_t rounds_at_harvest_ = 0;
+  Clock::time_point harvested_at_;  // when the last harvest ended
   unsigned flush_value_ = 0;
   std::vector<std::unique_ptr<device::Event>> events_;  // one per iteration of a batch
   std::size_t in_flight_ = 0;
@@ -639,6 +663,15 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     sol_source = "measured " + measured->measured_at;
   }
 
+  // One timer for every workload: CUPTI attaches once per benchmark, not once per workload (its
+  // start and cuptiFinalize cost tens of milliseconds each; records of work outside the timed
+  // iterations, such as the next workload's setup, correlate with no iteration and are ignored).
+  std::unique_ptr<IterationTimer> timer;
+  if (options.timer == "events") {
+    timer = std::make_unique<EventIterationTimer>();
+  } else {
+    timer = std::make_unique<CuptiIterationTimer>();
+  }
   std::vector<double> speedups, sol_fractions;
   auto selected = verify::select_workloads(op, check);
   for (const Workload* w : selected) {
@@ -657,7 +690,7 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     try {
       const std::size_t index = static_cast<std::size_t>(w - op.workloads.data());
       WorkloadBench bench(op, reference, candidate, options.baseline ? baseline : nullptr, check,
-                          options, *w, index, flush, gpu);
+                          options, *w, index, flush, gpu, *timer);
       const double setup = since(start);  // input sets, sealed references, modules loaded
       wv.timing = bench.run();
       wv.timing["phases"]["setup_seconds"] = setup;

@@ -360,4 +360,19 @@ std::map<std::uint64_t, IterationSpan> CuptiTimer::collect() {
   return records.join(begun);
 }
 
+void CuptiTimer::discard() {
+  if (!open_ && begun_.empty()) return;  // the last collect took everything (the usual case)
+  if (open_) end();
+  const auto& cu = device::Driver::instance();
+  CUcontext ctx = nullptr;
+  if (cu.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr) KHARNESS_CU(cu, cuCtxSynchronize);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  Shared& s = shared();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.records = detail::RecordJoin();
+  }
+  begun_.clear();
+}
+
 }  // namespace kharness::bench

@@ -81,6 +81,9 @@ class CuptiTimer {
   // Throws std::runtime_error when CUPTI dropped records (buffers not delivered in time) or a
   // record of an iteration has no timestamps; the gathered records are discarded either way.
   std::map<std::uint64_t, IterationSpan> collect();
+  // Forgets everything since the last collect (an iteration left open by an exception too), so
+  // that a timer shared by several measurements starts each one clean.
+  void discard();
 
  private:
   bool open_ = false;
