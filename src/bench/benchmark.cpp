@@ -169,11 +169,11 @@ class WorkloadBench {
   WorkloadBench(const Operator& op, const verify::Compiled& reference,
                 const verify::Compiled& candidate, const verify::Compiled* baseline,
                 const verify::CheckOptions& check, const BenchOptions& options,
-                const Workload& workload, std::size_t workload_index,
-                device::DeviceBuffer& flush_buffer, const GpuInfo* gpu, IterationTimer& timer)
+                const Workload& workload, std::size_t workload_index, verify::L2Flush& flush,
+                const GpuInfo* gpu, IterationTimer& timer)
       : def_(op.definition),
         options_(options),
-        flush_(flush_buffer),
+        flush_(flush),
         gpu_(gpu),
         rng_(verify::splitmix(check.seed ^ verify::splitmix(0x7469'6d65ull + workload_index))),
         sets_(fit_input_sets(op, workload, candidate, baseline != nullptr)),
@@ -397,16 +397,9 @@ class WorkloadBench {
                                                         c.compiled->result->kernels, *c.module);
   }
 
-  // Writes twice the L2's size so no iteration finds its data in L2, then reads it back so that
-  // L2 is left holding clean lines: otherwise the timed kernel would pay for writing back the
-  // flush's dirty lines (measured on an H200: a 20 us copy read 12% slow). Neither is inside a
-  // timed iteration, so CUPTI's spans exclude them (events time the launches only).
-  void flush_l2(CUstream s) {
-    const Driver& d = Driver::instance();
-    d.check(d.cuMemsetD32Async(flush_.ptr(), ++flush_value_, flush_.size() / 4, s),
-            "cuMemsetD32Async");
-    kernels_.read_through(flush_.ptr(), flush_.size(), s);
-  }
+  // The L2 flush (verify::L2Flush: written, then read once). Not inside a timed iteration, so
+  // CUPTI's spans exclude it (events time the launches only).
+  void flush_l2(CUstream s) { flush_(kernels_, s); }
 
   void fail(Contender& c, Failure f) {
     if (c.failure) return;
@@ -564,7 +557,7 @@ class WorkloadBench {
   std::string baseline_unavailable_;  // why the cuBLASLt baseline does not run this workload
   const Definition& def_;
   const BenchOptions& options_;
-  device::DeviceBuffer& flush_;
+  verify::L2Flush& flush_;
   const GpuInfo* gpu_;
   std::mt19937_64 rng_;  // poison, batch lengths, shared-memory scrub values: seeded
   std::string sets_note_;
@@ -579,8 +572,7 @@ class WorkloadBench {
   std::uint64_t harvests_ = 0;
   double round_seconds_ = 0;  // the last batch's, per round (0: not known yet)
   std::uint64_t rounds_at_harvest_ = 0;
-  Clock::time_point harvested_at_;  // when the last harvest ended
-  unsigned flush_value_ = 0;
+  Clock::time_point harvested_at_;                      // when the last harvest ended
   std::vector<std::unique_ptr<device::Event>> events_;  // one per iteration of a batch
   std::size_t in_flight_ = 0;
   std::size_t batch_fill_ = 0, batch_length_ = kMinBatch;
@@ -639,9 +631,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
   d.cuCtxResetPersistingL2Cache();  // and nothing persisting is left from before
   EnvironmentReport env = probe_environment();
   const GpuInfo* gpu = env.gpus.empty() ? nullptr : &env.gpus[0];
-  std::size_t l2 =
-      gpu && gpu->l2_cache_bytes > 0 ? static_cast<std::size_t>(gpu->l2_cache_bytes) : (64u << 20);
-  device::DeviceBuffer flush(2 * l2);
+  verify::L2Flush flush(
+      gpu && gpu->l2_cache_bytes > 0 ? static_cast<std::size_t>(gpu->l2_cache_bytes) : 0, 1);
   std::vector<GpuSpec> specs;
   try {
     specs = load_gpu_specs(gpu_config_dir());

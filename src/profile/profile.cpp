@@ -354,22 +354,18 @@ Profile run_worker_profile(const ProfileRequest& request) {
   t = Clock::now();
   int l2_bytes = 0;
   cu.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, context.device());
-  device::DeviceBuffer flush(2 * static_cast<std::size_t>(l2_bytes > 0 ? l2_bytes : (64 << 20)));
+  verify::L2Flush flush(static_cast<std::size_t>(std::max(l2_bytes, 0)), 2);
   const verify::HarnessKernels& harness = io.kernels();
-  unsigned flush_value = 0;
   auto before_pass = [&] {
     io.poison(0, poison, stream.get());
-    cu.check(cu.cuMemsetD32Async(flush.ptr(), ++flush_value, flush.size() / 4, stream.get()),
-             "cuMemsetD32Async");
-    // Read twice: one read left more dirty lines to be written back inside the pass. Even so,
-    // on the H200 dram__bytes_write stays 0.4-1.0 MB above ncu's (--cache-control all) whatever
-    // the kernel stores: a GEMM storing 12 KB counts 3.2 MB against ncu's 2.4 MB. Tried without
-    // effect: no output poison, reads only, an 8x-L2 buffer, a 100 ms idle wait, discarding the
-    // buffer's lines (discard.global.L2); without this flush, +4 MB. ncu's own figure moves
-    // 3.5 MB with its cache control (M = 256 GEMM: 6.0 MB flushed, 9.5 MB not). CUPTI 13.0's
-    // range profiler has no cache control of its own (later CUPTI docs add one).
-    harness.read_through(flush.ptr(), flush.size(), stream.get());
-    harness.read_through(flush.ptr(), flush.size(), stream.get());
+    // Read twice (L2Flush's reads): one read left more dirty lines to be written back inside the
+    // pass. Even so, on the H200 dram__bytes_write stays 0.4-1.0 MB above ncu's (--cache-control
+    // all) whatever the kernel stores: a GEMM storing 12 KB counts 3.2 MB against ncu's 2.4 MB.
+    // Tried without effect: no output poison, reads only, an 8x-L2 buffer, a 100 ms idle wait,
+    // discarding the buffer's lines (discard.global.L2); without this flush, +4 MB. ncu's own
+    // figure moves 3.5 MB with its cache control (M = 256 GEMM: 6.0 MB flushed, 9.5 MB not).
+    // CUPTI 13.0's range profiler has no cache control of its own (later CUPTI docs add one).
+    flush(harness, stream.get());
     cu.check(cu.cuStreamSynchronize(stream.get()), "cuStreamSynchronize");
   };
   phases["flush_setup"] = since(t);

@@ -1046,6 +1046,15 @@ void HarnessKernels::read_through(CUdeviceptr p, std::size_t bytes, CUstream str
   launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
 }
 
+L2Flush::L2Flush(std::size_t l2_bytes, int reads)
+    : buffer_(2 * (l2_bytes > 0 ? l2_bytes : (std::size_t{64} << 20))), reads_(reads) {}
+
+void L2Flush::operator()(const HarnessKernels& kernels, CUstream stream) {
+  const auto& cu = device::Driver::instance();
+  KHARNESS_CU(cu, cuMemsetD32Async, buffer_.ptr(), ++value_, buffer_.size() / 4, stream);
+  for (int i = 0; i < reads_; ++i) kernels.read_through(buffer_.ptr(), buffer_.size(), stream);
+}
+
 std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const {
   const auto& cu = device::Driver::instance();
   std::uint64_t sum = 0;

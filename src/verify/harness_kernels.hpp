@@ -192,4 +192,22 @@ class HarnessKernels {
   device::DeviceBuffer partials_;  // check_sealed's per-block partial results
 };
 
+// The L2 flush before every timed iteration (bench) and every profiled pass (profile), outside
+// the measured span: a buffer of twice the L2's size written with a new value each time, then
+// read `reads` times, so the next kernel finds none of its data in L2 and L2 holds clean lines
+// (dirty ones would be written back inside the measurement: on an H200 a 20 us copy read 12%
+// slow). The timing stage reads once; the profile stage twice (its dram__bytes_write counts
+// what one read leaves dirty). Asynchronous on the stream.
+class L2Flush {
+ public:
+  // `l2_bytes`: the GPU's L2 size (64 MiB assumed when 0). Needs a current context.
+  L2Flush(std::size_t l2_bytes, int reads);
+  void operator()(const HarnessKernels& kernels, CUstream stream);
+
+ private:
+  device::DeviceBuffer buffer_;
+  int reads_;
+  unsigned value_ = 0;
+};
+
 }  // namespace kharness::verify
