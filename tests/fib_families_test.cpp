@@ -7,10 +7,11 @@
 // definition per family: it finds its family, is runnable, has workloads (shipped or synthesized,
 // saying which in their provenance), its index inputs made as the correctness stage makes them
 // are valid for causal prefill (offsets that end at their totals, every request's KV covering its
-// queries, distinct pages in the cache), and `kharness operators check` compiles its reference and
-// seed with NVRTC for sm_90a (no GPU needed). The generators and workload synthesis these rest on
-// are tested without the snapshot. The references' numerics are checked against double-precision
-// host implementations in tests/gpu/prefill_reference_test.cpp.
+// queries, distinct pages in the cache), and `kharness operators check` compiles its reference,
+// seed and (where the family has one) baseline with NVRTC for sm_90a (no GPU needed). The
+// generators and workload synthesis these rest on are tested without the snapshot. The
+// references' numerics are checked against double-precision host implementations in
+// tests/gpu/prefill_reference_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -38,37 +39,44 @@ struct Family {
   const char* definition;  // a FlashInfer-Bench definition of the family
   bool prefill;
   bool seed = true;
+  bool baseline = false;  // the family ships a baseline, which must compile
 };
 
 const Family kFamilies[] = {
-    {"gqa_paged_prefill_causal", "gqa_paged_prefill_causal_h32_kv8_d128_ps64", true},
-    {"gqa_paged_prefill_causal_ps1", "gqa_paged_prefill_causal_h32_kv16_d128_ps1", true},
-    {"gqa_ragged_prefill_causal", "gqa_ragged_prefill_causal_h32_kv16_d128", true},
-    {"mla_paged_prefill_causal", "mla_paged_prefill_causal_h16_ckv512_kpe64_ps64", true},
-    {"mla_paged_prefill_causal_ps1", "mla_paged_prefill_causal_h8_ckv512_kpe64_ps1", true},
-    {"mla_ragged_prefill_causal", "mla_ragged_prefill_causal_h16_qk192_vo128", true},
-    {"top_k_sampling_from_probs", "top_k_sampling_from_probs_v128256", false},
-    {"top_p_sampling_from_probs", "top_p_sampling_from_probs_v128256", false},
-    {"top_k_top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs_v128256", false},
+    {"gqa_paged_prefill_causal", "gqa_paged_prefill_causal_h32_kv8_d128_ps64", true, true, true},
+    {"gqa_paged_prefill_causal_ps1", "gqa_paged_prefill_causal_h32_kv16_d128_ps1", true, true,
+     true},
+    {"gqa_ragged_prefill_causal", "gqa_ragged_prefill_causal_h32_kv16_d128", true, true, true},
+    {"mla_paged_prefill_causal", "mla_paged_prefill_causal_h16_ckv512_kpe64_ps64", true, true,
+     true},
+    {"mla_paged_prefill_causal_ps1", "mla_paged_prefill_causal_h8_ckv512_kpe64_ps1", true, true,
+     true},
+    {"mla_ragged_prefill_causal", "mla_ragged_prefill_causal_h16_qk192_vo128", true, true, true},
+    {"top_k_sampling_from_probs", "top_k_sampling_from_probs_v128256", false, true, true},
+    {"top_p_sampling_from_probs", "top_p_sampling_from_probs_v128256", false, true, true},
+    {"top_k_top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs_v128256", false, true,
+     true},
     {"moe_fp8_block_scale_ds_routing_topk8_ng1_kg1",
      "moe_fp8_block_scale_ds_routing_topk8_ng1_kg1_e48_h7168_i2048", false},
     {"moe_fp8_block_scale_renorm_topk8", "moe_fp8_block_scale_renorm_topk8_e128_h2048_i768", false},
     {"moe_fp8_block_scale_renorm_topk10", "moe_fp8_block_scale_renorm_topk10_e128_h2048_i512",
      false},
-    {"trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", false},
-    {"trtllm_fp4_block_scale_moe_topk1", "trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", false},
+    {"trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768", false, true,
+     true},
+    {"trtllm_fp4_block_scale_moe_topk1", "trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192", false,
+     true, true},
     {"trtllm_fp4_block_scale_routed_moe", "trtllm_fp4_block_scale_routed_moe_topk8_e128_h2048_i768",
-     false},
+     false, true, true},
     {"trtllm_fp4_block_scale_routed_moe_topk1",
-     "trtllm_fp4_block_scale_routed_moe_topk1_e16_h5120_i8192", false},
+     "trtllm_fp4_block_scale_routed_moe_topk1_e16_h5120_i8192", false, true, true},
     {"trtllm_fp8_per_tensor_scale_moe", "trtllm_fp8_per_tensor_scale_moe_topk8_e128_h2048_i768",
-     false},
+     false, true, true},
     {"trtllm_fp8_per_tensor_scale_moe_topk1",
-     "trtllm_fp8_per_tensor_scale_moe_topk1_e16_h5120_i8192", false},
-    {"gdn_mtp", "gdn_mtp_qk4_v8_d128_k_last", false},
-    {"mamba_ssu_decode", "mamba_ssu_decode_h64_d64_s128_ng4", false},
-    {"gqa_paged_decode_ps64", "gqa_paged_decode_h32_kv8_d128_ps64", false},
-    {"mla_paged_decode_ps64", "mla_paged_decode_h16_ckv512_kpe64_ps64", false},
+     "trtllm_fp8_per_tensor_scale_moe_topk1_e16_h5120_i8192", false, true, true},
+    {"gdn_mtp", "gdn_mtp_qk4_v8_d128_k_last", false, true, true},
+    {"mamba_ssu_decode", "mamba_ssu_decode_h64_d64_s128_ng4", false, true, true},
+    {"gqa_paged_decode_ps64", "gqa_paged_decode_h32_kv8_d128_ps64", false, true, true},
+    {"mla_paged_decode_ps64", "mla_paged_decode_h16_ckv512_kpe64_ps64", false, true, true},
 };
 
 std::filesystem::path fib_dir() { return std::filesystem::path(KHARNESS_FIB_DIR); }
@@ -210,12 +218,13 @@ TEST(FibFamilies, ReferenceAndSeedCompileForHopper) {
   for (const Family& f : kFamilies) names += std::string(" ") + f.definition;
   auto check = kharness("--operators-dir " + fib_dir().string() + " operators check" + names +
                         " --arch sm_90a");
-  // The baselines are not written yet: their rows say MISSING (exit 0 then; a failed compile or
-  // a missing reference exits 1).
+  // Families without a baseline yet: their baseline rows say MISSING (exit 0 then; a failed
+  // compile or a missing reference exits 1).
   EXPECT_EQ(check.exit_code, 0) << check.out;
   for (const Family& f : kFamilies) {
-    for (const char* solution : {"reference", "seed"}) {
+    for (const char* solution : {"reference", "seed", "baseline"}) {
       if (!f.seed && std::string(solution) == "seed") continue;
+      if (!f.baseline && std::string(solution) == "baseline") continue;
       bool passed = false;
       std::istringstream lines(check.out);
       for (std::string line; std::getline(lines, line);) {

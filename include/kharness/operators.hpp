@@ -61,6 +61,11 @@ Runnability assess(const Operator& op);
 std::optional<std::filesystem::path> workload_input_file(const Operator& op,
                                                          const std::string& path);
 
+// Where kharness's shipped data lives: operators/, configs/ (GPU datasheets, providers), skills/.
+// $KHARNESS_HOME, else <binary>/../share/kharness once installed, else the source tree. The one
+// lookup every stage uses.
+std::filesystem::path data_dir();
+
 class OperatorRegistry {
  public:
   explicit OperatorRegistry(std::vector<SearchDir> search_dirs);

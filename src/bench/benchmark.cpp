@@ -582,9 +582,7 @@ class WorkloadBench {
   verify::HarnessKernels kernels_;
 };
 
-std::filesystem::path gpu_config_dir() {
-  return OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus";
-}
+std::filesystem::path gpu_config_dir() { return data_dir() / "configs" / "gpus"; }
 
 }  // namespace
 

@@ -54,8 +54,7 @@ ExitCode run_measure(bool json) {
   const bench::GpuSpec* spec = nullptr;
   std::vector<bench::GpuSpec> specs;
   try {
-    specs =
-        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
+    specs = bench::load_gpu_specs(data_dir() / "configs" / "gpus");
     spec = bench::match_gpu(specs, m.gpu);
   } catch (const Error&) {
   }

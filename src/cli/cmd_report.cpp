@@ -299,8 +299,7 @@ report::HtmlReport html_data(const archive::Archive& a,
   }
   std::vector<bench::GpuSpec> specs;
   try {
-    specs =
-        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
+    specs = bench::load_gpu_specs(data_dir() / "configs" / "gpus");
   } catch (const Error&) {
     // no roofs without the GPU specs
   }

@@ -312,7 +312,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.seed = seed;
   so.use_cache = !args.no_cache;
   so.bench = {{"baseline", true}};
-  so.skills_dir = OperatorRegistry::builtin_dir().parent_path() / "skills";
+  so.skills_dir = data_dir() / "skills";
   so.work_dir = run_dir;
   so.out = args.out;
 

@@ -171,14 +171,15 @@ Runnability assess(const Operator& op) {
 OperatorRegistry::OperatorRegistry(std::vector<SearchDir> search_dirs)
     : search_dirs_(std::move(search_dirs)) {}
 
-fs::path OperatorRegistry::builtin_dir() {
-  if (const char* env = std::getenv("KHARNESS_HOME"); env && *env)
-    return fs::path(env) / "operators";
+fs::path data_dir() {
+  if (const char* env = std::getenv("KHARNESS_HOME"); env && *env) return fs::path(env);
   std::error_code ec;
-  fs::path installed = executable_dir() / ".." / "share" / "kharness" / "operators";
-  if (fs::is_directory(installed, ec)) return fs::weakly_canonical(installed, ec);
-  return fs::path(KHARNESS_SOURCE_DIR) / "operators";
+  fs::path installed = executable_dir() / ".." / "share" / "kharness";
+  if (fs::is_directory(installed / "operators", ec)) return fs::weakly_canonical(installed, ec);
+  return fs::path(KHARNESS_SOURCE_DIR);
 }
+
+fs::path OperatorRegistry::builtin_dir() { return data_dir() / "operators"; }
 
 OperatorRegistry OperatorRegistry::from_environment(const std::vector<fs::path>& extra_dirs) {
   std::vector<SearchDir> dirs;

@@ -291,9 +291,7 @@ std::string default_provider_name() {
   return "tune";
 }
 
-std::filesystem::path default_config_file() {
-  return OperatorRegistry::builtin_dir().parent_path() / "configs" / "providers.json";
-}
+std::filesystem::path default_config_file() { return data_dir() / "configs" / "providers.json"; }
 
 namespace {
 

@@ -147,8 +147,7 @@ void fill_statics(Profile& p, const Loaded& l, const Workload& w) {
 void fill_sol(Profile& p, const Loaded& l, const Workload& w) {
   std::vector<bench::GpuSpec> specs;
   try {
-    specs =
-        bench::load_gpu_specs(OperatorRegistry::builtin_dir().parent_path() / "configs" / "gpus");
+    specs = bench::load_gpu_specs(data_dir() / "configs" / "gpus");
   } catch (const std::exception& e) {
     spdlog::debug("profile: no GPU specs: {}", e.what());
     return;
