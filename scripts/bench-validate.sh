@@ -59,6 +59,10 @@ if phases:
     print(f"{'      sampling loop':36s} {tot('run_seconds') - tot('warmup_seconds'):8.3f}")
     print(f"{'        harvests (host waits, reads)':36s} {tot('harvest_seconds'):8.3f}   "
           f"{int(tot('harvests'))} harvests, {int(tot('rounds'))} rounds")
+    for key, what in (("wait", "waits on iterations"), ("clock", "SM clock reads"),
+                      ("timer", "timer records (CUPTI flush)"), ("check", "check records"),
+                      ("integrity", "guards, inputs, sealed refs")):
+        print(f"{'          ' + what:36s} {tot('harvest_' + key + '_seconds'):8.3f}")
     samples = [w["timing"]["candidate"].get("count") for w in ws if "candidate" in w.get("timing", {})]
     if samples and all(isinstance(x, (int, float)) for x in samples):
         print(f"{'      candidate samples per workload':36s} {min(samples)}-{max(samples)}")

@@ -232,6 +232,11 @@ class WorkloadBench {
     j["phases"] = {{"warmup_seconds", warmup_seconds_},
                    {"run_seconds", since(started)},
                    {"harvest_seconds", harvest_seconds_},
+                   {"harvest_wait_seconds", harvest_wait_seconds_},
+                   {"harvest_clock_seconds", harvest_clock_seconds_},
+                   {"harvest_timer_seconds", harvest_timer_seconds_},
+                   {"harvest_check_seconds", harvest_check_seconds_},
+                   {"harvest_integrity_seconds", harvest_integrity_seconds_},
                    {"harvests", harvests_},
                    {"rounds", rounds_}};
     return j;
@@ -475,6 +480,13 @@ class WorkloadBench {
     // One wait per iteration, so that no single wait spans a whole batch of slow launches.
     for (std::size_t i = 0; i < in_flight_; ++i) events_[i]->synchronize();
     in_flight_ = 0;
+    Clock::time_point mark = Clock::now();
+    auto lap = [&mark](double& total) {
+      const Clock::time_point now = Clock::now();
+      total += std::chrono::duration<double>(now - mark).count();
+      mark = now;
+    };
+    lap(harvest_wait_seconds_);
     // A round's duration, from the batch just finished (enqueue to completion, harvest excluded).
     if (rounds_ > rounds_at_harvest_ && harvests_ > 1) {
       round_seconds_ = std::chrono::duration<double>(Clock::now() - harvested_at_).count() /
@@ -488,7 +500,10 @@ class WorkloadBench {
         throttled = clock_throttled(*clocks->sm_mhz, *gpu_->max_sm_clock_mhz);
       }
     }
-    for (const auto& [id, sample] : timer_->collect(s)) {
+    lap(harvest_clock_seconds_);
+    const auto spans = timer_->collect(s);
+    lap(harvest_timer_seconds_);
+    for (const auto& [id, sample] : spans) {
       auto it = owner_.find(id);
       if (it == owner_.end()) continue;
       Contender& c = *it->second;
@@ -509,8 +524,12 @@ class WorkloadBench {
       if (c->timed->checked_on_device()) {
         if (auto f = c->timed->collect(s)) fail(*c, *f);
       }
+    }
+    lap(harvest_check_seconds_);
+    for (auto& c : contenders_) {
       if (auto f = c->timed->integrity(s)) fail(*c, *f);
     }
+    lap(harvest_integrity_seconds_);
     rounds_at_harvest_ = rounds_;
     harvested_at_ = Clock::now();
   }
@@ -569,6 +588,10 @@ class WorkloadBench {
   std::uint64_t next_id_ = 1;
   std::uint64_t rounds_ = 0;
   double warmup_seconds_ = 0, harvest_seconds_ = 0;
+  // The harvests' parts: waits on the batch's iterations, the SM clock read, the timer's records
+  // (CUPTI: a context sync and a forced flush), the device check records, the integrity checks.
+  double harvest_wait_seconds_ = 0, harvest_clock_seconds_ = 0, harvest_timer_seconds_ = 0;
+  double harvest_check_seconds_ = 0, harvest_integrity_seconds_ = 0;
   std::uint64_t harvests_ = 0;
   double round_seconds_ = 0;  // the last batch's, per round (0: not known yet)
   std::uint64_t rounds_at_harvest_ = 0;
