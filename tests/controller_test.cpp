@@ -167,7 +167,7 @@ TEST(ArchiveRecord, SpeedupsAreOverTheOperatorsBaseline) {
   v.status = Status::kPassed;
   v.solution = "c0001";
   v.definition = "rmsnorm_h4096";
-  v.score = {{"mean_speedup", 1.004}, {"geomean_speedup", 1.002}};
+  v.score = score_from_json({{"mean_speedup", 1.004}, {"geomean_speedup", 1.002}});
   controller::CandidateRecord c;
   c.id = "c0001";
   c.verdict = to_json(v);
@@ -175,14 +175,15 @@ TEST(ArchiveRecord, SpeedupsAreOverTheOperatorsBaseline) {
   c.speedup_vs_incumbent = 1.004;
   archive::CandidateRecord a = controller::to_archive_record(c, "rmsnorm_h4096", "");
   ASSERT_TRUE(a.verdict);
-  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup"].get<double>(), 3.258);
-  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup_vs_incumbent"].get<double>(), 1.004);
-  EXPECT_NEAR(a.verdict->score["geomean_speedup"].get<double>(), 1.002 * 3.258 / 1.004, 1e-12);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["mean_speedup"].get<double>(), 3.258);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["mean_speedup_vs_incumbent"].get<double>(), 1.004);
+  EXPECT_NEAR(to_json(a.verdict->score)["geomean_speedup"].get<double>(), 1.002 * 3.258 / 1.004,
+              1e-12);
   // The seed (no incumbent) keeps its verdict as it is.
   controller::CandidateRecord seed = c;
   seed.speedup_vs_incumbent = 0.0;
   archive::CandidateRecord b = controller::to_archive_record(seed, "rmsnorm_h4096", "");
-  EXPECT_DOUBLE_EQ(b.verdict->score["mean_speedup"].get<double>(), 1.004);
+  EXPECT_DOUBLE_EQ(b.verdict->score.mean_speedup.value_or(0.0), 1.004);
 }
 
 // Promotion judges by the definition score (the mean speedup over the baseline), not by the plain
@@ -192,8 +193,8 @@ TEST(Promotion, ScoreRatioWeightsEachWorkloadByTheIncumbentsSpeedup) {
   auto workload = [](const std::string& uuid, double ratio, double noise) {
     WorkloadVerdict w;
     w.uuid = uuid;
-    w.timing = {
-        {"speedup", ratio}, {"candidate", {{"noise", noise}}}, {"baseline", {{"noise", noise}}}};
+    w.timing = timing_from_json(
+        {{"speedup", ratio}, {"candidate", {{"noise", noise}}}, {"baseline", {{"noise", noise}}}});
     return w;
   };
   Verdict v;

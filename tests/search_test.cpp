@@ -129,7 +129,7 @@ class FakeEvaluator : public controller::Evaluator {
                           json::object()};
       return v;
     }
-    if (q.mode == "compile") return v;
+    if (q.mode == Mode::kCompile) return v;
     std::vector<std::string> uuids = q.workloads;
     if (uuids.empty()) {
       for (const auto& w : op_.workloads) uuids.push_back(w.uuid);
@@ -154,9 +154,9 @@ class FakeEvaluator : public controller::Evaluator {
       } else {
         const double base = q.incumbent.empty() ? kBaselineLatency : incumbent.latency;
         const double speedup = base / k.latency;
-        w.timing = {{"speedup", speedup},
-                    {"candidate", {{"median", k.latency}, {"noise", k.noise}}},
-                    {"baseline", {{"median", base}, {"noise", incumbent.noise}}}};
+        w.timing = timing_from_json({{"speedup", speedup},
+                                     {"candidate", {{"median", k.latency}, {"noise", k.noise}}},
+                                     {"baseline", {{"median", base}, {"noise", incumbent.noise}}}});
         sum += speedup;
       }
       v.workloads.push_back(std::move(w));
@@ -166,7 +166,7 @@ class FakeEvaluator : public controller::Evaluator {
       v.workloads[0].suspect = Failure{kFasterThanLight, "below the bound", json::object()};
     }
     if (q.incumbent.empty() && v.passed())
-      v.score = {{"mean_speedup", sum / static_cast<double>(uuids.size())}};
+      v.score = score_from_json({{"mean_speedup", sum / static_cast<double>(uuids.size())}});
     clock_.advance(kSecondsPerWorkload * static_cast<double>(uuids.size()));
     return v;
   }
@@ -336,7 +336,7 @@ TEST_F(SearchTest, TheSeedIsValidatedOnEveryWorkloadAgainstTheOperatorsBaseline)
   EXPECT_DOUBLE_EQ(r.best_score, kBaselineLatency);
   auto calls = pipeline_.calls();
   ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].mode, "validate");
+  EXPECT_EQ(calls[0].mode, Mode::kValidate);
   EXPECT_TRUE(calls[0].workloads.empty());  // all of them
   EXPECT_TRUE(calls[0].incumbent.empty());  // against the operator's baseline
   EXPECT_EQ(calls[0].seed, options_.seed + 7919);
@@ -386,7 +386,7 @@ TEST_F(SearchTest, AFasterCandidateIsPromotedAfterTheCascadeAndAFullValidation) 
   EXPECT_EQ(calls[0].workloads, pipeline_.reps());
   EXPECT_TRUE(calls[1].workloads.empty());
   for (const auto& call : calls) {
-    EXPECT_EQ(call.mode, "validate");
+    EXPECT_EQ(call.mode, Mode::kValidate);
     EXPECT_EQ(id_of(call.incumbent), "c0000");
   }
   // The new best is profiled; the run's best kernel is written out.
@@ -519,7 +519,7 @@ TEST_F(SearchTest, CompileOnlyRunsCompileEveryCandidateAndProfileNothing) {
   EXPECT_EQ(record(r, "c0001").status, "COMPILED");
   EXPECT_EQ(record(r, "c0001").stage, "compile");
   EXPECT_EQ(record(r, "c0002").status, "COMPILE_ERROR");
-  for (const auto& c : pipeline_.calls()) EXPECT_EQ(c.mode, "compile");
+  for (const auto& c : pipeline_.calls()) EXPECT_EQ(c.mode, Mode::kCompile);
   EXPECT_TRUE(pipeline_.diagnosed().empty());
   EXPECT_EQ(r.best_id, "c0000");
 }
@@ -820,7 +820,7 @@ TEST(StageEvaluator, AMalformedCandidateIsARejectedVerdictNotAnError) {
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = file;
-  q.mode = "compile";
+  q.mode = Mode::kCompile;
   Verdict v = evaluator.evaluate(q).verdict;
   EXPECT_EQ(v.status, Status::kRejected);
   ASSERT_TRUE(v.failure);
@@ -847,7 +847,7 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = dir.path() / "c0001.cu";
-  q.mode = "compile";
+  q.mode = Mode::kCompile;
   q.seed = 11;
   controller::Evaluated first = evaluator.evaluate(q);
   ASSERT_EQ(first.verdict.status, Status::kPassed) << to_json(first.verdict).dump();
@@ -880,7 +880,7 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
 TEST(StageEvaluator, ArchivedScoreGoesBackToTheSpeedupOverTheIncumbent) {
   Verdict v;
   v.definition = kOperator;
-  v.score = {{"mean_speedup", 1.25}, {"geomean_speedup", 1.2}};
+  v.score = score_from_json({{"mean_speedup", 1.25}, {"geomean_speedup", 1.2}});
   controller::CandidateRecord r;
   r.id = "c0002";
   r.verdict = to_json(v);
@@ -888,12 +888,12 @@ TEST(StageEvaluator, ArchivedScoreGoesBackToTheSpeedupOverTheIncumbent) {
   r.speedup_vs_incumbent = 1.25;
   archive::CandidateRecord a = controller::to_archive_record(r, kOperator, "");
   ASSERT_TRUE(a.verdict);
-  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup"].get<double>(), 2.5);
-  EXPECT_DOUBLE_EQ(a.verdict->score["geomean_speedup"].get<double>(), 2.4);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["mean_speedup"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["geomean_speedup"].get<double>(), 2.4);
   Verdict back = controller::as_evaluated(*a.verdict);
-  EXPECT_EQ(back.score, v.score);
+  EXPECT_EQ(to_json(back.score), to_json(v.score));
   // A verdict the recorder did not rewrite (the seed's, over the operator's baseline) stays.
-  EXPECT_EQ(controller::as_evaluated(v).score, v.score);
+  EXPECT_EQ(to_json(controller::as_evaluated(v).score), to_json(v.score));
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ int worker_main() {
       emit({{"event", "workload"}, {"result", to_json(w)}});
     };
     Verdict v;
-    if (request.mode != "bench") {
+    if (request.mode != Mode::kBench) {
       v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                                        {&loaded.candidate, &loaded.candidate_compiled},
                                        request.options, sink);
@@ -72,9 +72,9 @@ int worker_main() {
       v.definition = loaded.op.definition.name;
       v.seed = request.options.seed;
     }
-    if (request.mode != "check" && v.passed()) {
+    if (request.mode != Mode::kCheck && v.passed()) {
       auto t3 = std::chrono::steady_clock::now();
-      bench::BenchOptions bench_options = bench::BenchOptions::from_json(request.bench);
+      bench::BenchOptions bench_options = request.bench;
       // The baseline, compiled like the candidate; an operator without one gets no speedup.
       std::unique_ptr<Solution> baseline;
       std::unique_ptr<CompileResult> baseline_compiled;

@@ -41,8 +41,8 @@ json request_json(const CheckRequest& r) {
           {"compile_cache_dir", r.compile_cache_dir.string()},
           {"options", r.options.to_json()},
           {"launch_timeout_seconds", r.launch_timeout_seconds},
-          {"mode", r.mode},
-          {"bench", r.bench},
+          {"mode", std::string(name_of(r.mode))},
+          {"bench", r.bench.to_json()},
           {"extra_workloads", r.extra_workloads},
           {"gpu_lock_dir", device::gpu_lock_dir().string()}};
 }
@@ -96,8 +96,11 @@ CheckRequest request_from_json(const json& j) {
   r.compile_cache_dir = j.value("compile_cache_dir", "");
   r.options = CheckOptions::from_json(j.value("options", json::object()));
   r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
-  r.mode = j.value("mode", "check");
-  r.bench = j.value("bench", json::object());
+  const std::string mode = j.value("mode", "check");
+  const std::optional<Mode> parsed = parse_enum<Mode>(mode);
+  if (!parsed) throw std::runtime_error("unknown mode '" + mode + "'");
+  r.mode = *parsed;
+  r.bench = bench::BenchOptions::from_json(j.value("bench", json::object()));
   r.extra_workloads = j.value("extra_workloads", std::vector<json>{});
   return r;
 }
@@ -132,7 +135,7 @@ Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) 
     }
     return verdict;
   }
-  if (request.mode == "compile") return verdict;  // --compile-only: what needs no GPU
+  if (request.mode == Mode::kCompile) return verdict;  // --compile-only: what needs no GPU
   // Only now is a GPU needed.
   EnvironmentReport env = probe_environment();
   if (!env.gpu_ready()) {
