@@ -48,8 +48,8 @@ TEST(Answer, IgnoresSnippetsWithoutAPlanBesideTheSolution) {
 TEST(Answer, NoCode) {
   auto code = extract_solution(answer("I would not change anything."));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "NO_CODE");
-  EXPECT_EQ(extract_solution(answer("")).status, "NO_CODE");
+  EXPECT_EQ(code.status.name(), "NO_CODE");
+  EXPECT_EQ(extract_solution(answer("")).status.name(), "NO_CODE");
 }
 
 TEST(Answer, TwoConflictingBlocks) {
@@ -58,7 +58,7 @@ TEST(Answer, TwoConflictingBlocks) {
   std::string text = "```cuda\n" + seed_text() + "```\nor\n```cuda\n" + other + "```\n";
   auto code = extract_solution(answer(text));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "CONFLICTING_CODE");
+  EXPECT_EQ(code.status.name(), "CONFLICTING_CODE");
   // The same block twice is no conflict.
   std::string twice = "```cuda\n" + seed_text() + "```\nagain\n```cuda\n" + seed_text() + "```\n";
   EXPECT_TRUE(extract_solution(answer(twice)).ok);
@@ -69,21 +69,21 @@ TEST(Answer, BrokenPlan) {
   broken.replace(broken.find("\"launches\""), 10, "\"launches\" oops");
   auto code = extract_solution(answer("```cuda\n" + broken + "```\n"));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "BAD_PLAN");
+  EXPECT_EQ(code.status.name(), "BAD_PLAN");
   EXPECT_FALSE(code.reason.empty());
   auto noplan = extract_solution(answer("```cuda\n__global__ void k() {}\n```\n"));
   EXPECT_FALSE(noplan.ok);
-  EXPECT_EQ(noplan.status, "BAD_PLAN");
+  EXPECT_EQ(noplan.status.name(), "BAD_PLAN");
 }
 
 TEST(Answer, TruncatedBlock) {
   std::string text = "```cuda\n" + seed_text().substr(0, 900);
   auto code = extract_solution(answer(text, true));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "TRUNCATED");
+  EXPECT_EQ(code.status.name(), "TRUNCATED");
   // Not closed even without the output limit: still a truncated block.
-  EXPECT_EQ(extract_solution(answer(text, false)).status, "TRUNCATED");
-  EXPECT_EQ(extract_solution(answer("Let me think", true)).status, "TRUNCATED");
+  EXPECT_EQ(extract_solution(answer(text, false)).status.name(), "TRUNCATED");
+  EXPECT_EQ(extract_solution(answer("Let me think", true)).status.name(), "TRUNCATED");
 }
 
 Operator rmsnorm() { return OperatorRegistry::from_environment({}).load("rmsnorm_h4096"); }
@@ -235,7 +235,7 @@ TEST(RunFolder, ResumedTuneCandidatesKeepTheirConfiguration) {
   controller::CandidateRecord r;
   r.id = "c0007";
   r.provider = "tune";
-  r.status = "PASSED";
+  r.status = controller::CandidateStatus::of(Status::kPassed);
   r.source = "// kernel\n";
   r.answer.text = "tune: configuration 3 of 19";
   r.answer.raw = R"({"THREADS":128,"VEC":8})";

@@ -214,7 +214,7 @@ struct Search::Impl {
   }
 
   void remember(const CandidateRecord& r, const Verdict* v) {
-    feedback[r.id] = render_feedback(r.id, r.status, r.reason, v, r.note);
+    feedback[r.id] = render_feedback(r.id, r.status.name(), r.reason, v, r.note);
     if (!r.source.empty()) seen.emplace(sha256_hex(r.source), r.id);
     tokens += r.answer.usage.input_tokens + r.answer.usage.output_tokens;
     cost += r.cost_usd;
@@ -269,7 +269,8 @@ struct Search::Impl {
       throw Error(ExitCode::kFailed, op.seed->string(),
                   fmt::format("the seed cannot start a run: {}", why));
     }
-    r.status = options.compile_only ? "COMPILED" : "PASSED";
+    r.status = options.compile_only ? CandidateStatus{Outcome::kCompiled}
+                                    : CandidateStatus::of(Status::kPassed);
     r.score = v.score.mean_speedup.value_or(1.0);
     r.promoted = true;
     r.note = "the starting point";
@@ -333,7 +334,7 @@ struct Search::Impl {
         profile_diagnosis = r.diagnosis;
         add_elite(best);
         promoted_in_step = promoted_in_step || r.id != "c0000";
-      } else if (r.id != "c0000" && r.status == "PASSED" && r.stage == "full" && has_verdict) {
+      } else if (r.id != "c0000" && r.status.passed() && r.stage == "full" && has_verdict) {
         // An elite as conclude() kept it: its speedups through the incumbent of its time, which
         // is `best` here, as the records come in order.
         add_elite(kernel_from(r, through_incumbent(v, compare_with_incumbent(v, best.speedup))));
@@ -419,7 +420,7 @@ struct Search::Impl {
     for (const auto* known : {&seen, &step_seen}) {
       auto dup = known->find(hash);
       if (dup == known->end()) continue;
-      r.status = "DUPLICATE";
+      r.status = {Outcome::kDuplicate};
       r.reason = fmt::format("identical to {}; not evaluated again", dup->second);
       r.stage = "none";
       return false;
@@ -500,7 +501,7 @@ struct Search::Impl {
       const Verdict& v = *t.compiled;
       note_cache(r, t.compiled_cache);
       r.stage = "compile";
-      r.status = v.passed() ? "COMPILED" : std::string(status_name(v.status));
+      r.status = v.passed() ? CandidateStatus{Outcome::kCompiled} : CandidateStatus::of(v.status);
       if (v.failure) r.reason = v.failure->message;
       r.verdict = to_json(v);
       last = v;
@@ -513,7 +514,8 @@ struct Search::Impl {
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
       // Judged against the incumbent it was timed against (a later one only does better).
       Comparison c = compare_with_incumbent(v, t.incumbent_speedup);
-      r.status = v.passed() && !v.clean_pass() ? "SUSPECT" : std::string(status_name(v.status));
+      r.status = v.passed() && !v.clean_pass() ? CandidateStatus{Outcome::kSuspect}
+                                               : CandidateStatus::of(v.status);
       if (v.status == Status::kCompileError || v.status == Status::kRejected) {
         // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
         // stage reached.
@@ -551,14 +553,14 @@ struct Search::Impl {
     r.stage =
         v.status == Status::kCompileError || v.status == Status::kRejected ? "compile" : "full";
     r.workloads_evaluated = static_cast<int>(v.workloads.size());
-    r.status = std::string(status_name(v.status));
+    r.status = CandidateStatus::of(v.status);
     if (v.failure) r.reason = v.failure->message;
     r.verdict = to_json(v);
     last = v;
     if (!v.passed()) return;
     if (!v.clean_pass()) {
       // Timed faster than light: never promoted, never an elite, never reported as best.
-      r.status = "SUSPECT";
+      r.status = {Outcome::kSuspect};
       r.reason = promotion_refusal(v);
       r.note = "not promoted: " + r.reason;
       return;
@@ -641,7 +643,7 @@ struct Search::Impl {
       p.candidates = candidates;
       p.budget = options.budget;
       p.last_id = r.id;
-      p.last_status = r.status;
+      p.last_status = r.status.name();
       p.best_score = best.score;
       p.best_id = best.id;
       p.tokens = tokens;
@@ -731,7 +733,7 @@ struct Search::Impl {
           if (evaluated) conclude(r, trials[at], last);
         } catch (const Error& e) {
           // No GPU or a broken reference: record what there is, then stop the run.
-          r.status = "NOT_EVALUATED";
+          r.status = {Outcome::kNotEvaluated};
           r.reason = e.message();
           result.fatal = e;
         }
@@ -742,8 +744,8 @@ struct Search::Impl {
         ++candidates;
         llm::Outcome outcome;
         outcome.candidate_id = r.id;
-        outcome.status = r.status;
-        outcome.score = r.status == "PASSED" ? r.score : 0.0;
+        outcome.status = r.status.name();
+        outcome.score = r.status.passed() ? r.score : 0.0;
         outcome.verdict = r.verdict;
         outcome.context = requests[i].context;
         provider.observe(outcome);
@@ -793,7 +795,7 @@ struct Search::Impl {
         if (ch == '|' || ch == '\n') ch = ' ';
       table += fmt::format(
           "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
-          r.parent.empty() ? "-" : r.parent, r.status, r.stage.empty() ? "-" : r.stage,
+          r.parent.empty() ? "-" : r.parent, r.status.name(), r.stage.empty() ? "-" : r.stage,
           r.speedup_vs_incumbent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_incumbent) : "-",
           r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
           r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
