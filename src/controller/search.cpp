@@ -810,10 +810,13 @@ struct Search::Impl {
     json best_config;
     for (const auto& r : records) {
       if (r.id != best.id) continue;
-      if (r.verdict.is_object() && r.verdict.contains("score") && r.verdict["score"].is_object()) {
-        const json& sc = r.verdict["score"];
-        if (sc.contains("mean_sol_fraction") && sc["mean_sol_fraction"].is_number())
-          best_sol = sc["mean_sol_fraction"].get<double>();
+      if (r.verdict.is_object()) {
+        try {
+          const std::optional<double> f = verdict_from_json(r.verdict).score.mean_sol_fraction;
+          if (f && std::isfinite(*f)) best_sol = f;
+        } catch (const Error&) {
+          // a record edited by hand: the summary goes without the fraction
+        }
       }
       if (r.provider == "tune" && !r.answer.raw.empty()) {
         json c = json_util::parse_or_discarded(r.answer.raw);
