@@ -109,14 +109,15 @@ Verdict timed(const std::string& name, double s1, double s2) {
     WorkloadVerdict w;
     w.uuid = i == 0 ? "99179b18-6c1f-4261-aab0-0860eb7770a1" : "made-up-uuid";
     w.axes = {{"batch_size", i == 0 ? 1 : 64}};
-    w.timing = {{"candidate", {{"latency", 1e-5 / s}}},
-                {"baseline", {{"latency", 1e-5}}},
-                {"speedup", s},
-                {"sol", {{"fraction", 0.3 * s}}}};
+    w.timing = timing_from_json({{"candidate", {{"latency", 1e-5 / s}}},
+                                 {"baseline", {{"latency", 1e-5}}},
+                                 {"speedup", s},
+                                 {"sol", {{"fraction", 0.3 * s}}}});
     v.workloads.push_back(w);
     ++i;
   }
-  v.score = {{"mean_speedup", (s1 + s2) / 2}, {"geomean_speedup", std::sqrt(s1 * s2)}};
+  v.score =
+      score_from_json({{"mean_speedup", (s1 + s2) / 2}, {"geomean_speedup", std::sqrt(s1 * s2)}});
   return v;
 }
 
@@ -137,7 +138,7 @@ TEST(ReportCli, RunsShowAndHtml) {
     bad.name = "broken";
     bad.verdict->status = Status::kIncorrectNumerical;
     bad.verdict->failure = Failure{"tolerance", "max abs error 3", {}};
-    bad.verdict->score = json::object();
+    bad.verdict->score = Score{};
     a.add_candidate(run, bad);
     archive::CandidateRecord c = p;
     c.name = "faster";
@@ -197,7 +198,7 @@ std::vector<Verdict> sample_verdicts() {
   wrong.failure = Failure{"tolerance", "max abs error 3 > 1e-3", {{"max_abs_error", 3}}};
   wrong.workloads[1].status = Status::kIncorrectNumerical;
   wrong.workloads[1].failure = wrong.failure;
-  wrong.workloads[1].timing = json::object();
+  wrong.workloads[1].timing = TimingResult{};
   TrialResult t;
   Comparison c;
   c.tensor = "output";
@@ -209,7 +210,7 @@ std::vector<Verdict> sample_verdicts() {
   t.status = Status::kIncorrectNumerical;
   t.comparisons.push_back(c);
   wrong.workloads[1].trials.push_back(t);
-  wrong.score = json::object();
+  wrong.score = Score{};
   out.push_back(wrong);
   Verdict broken;
   broken.solution = "broken";

@@ -38,12 +38,13 @@ Verdict timed_verdict(const std::string& name, double speedup) {
   WorkloadVerdict w;
   w.uuid = "0123456789abcdef";
   w.axes = {{"M", 128}};
-  w.timing = {{"candidate", {{"latency", 1e-5}}},
-              {"baseline", {{"latency", 1e-5 * speedup}}},
-              {"speedup", speedup},
-              {"sol", {{"fraction", 0.4}}}};
+  w.timing = timing_from_json({{"candidate", {{"latency", 1e-5}}},
+                               {"baseline", {{"latency", 1e-5 * speedup}}},
+                               {"speedup", speedup},
+                               {"sol", {{"fraction", 0.4}}}});
   v.workloads.push_back(w);
-  v.score = {{"mean_speedup", speedup}, {"geomean_speedup", speedup}, {"mean_sol_fraction", 0.4}};
+  v.score = score_from_json(
+      {{"mean_speedup", speedup}, {"geomean_speedup", speedup}, {"mean_sol_fraction", 0.4}});
   return v;
 }
 

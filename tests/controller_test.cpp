@@ -48,8 +48,8 @@ TEST(Answer, IgnoresSnippetsWithoutAPlanBesideTheSolution) {
 TEST(Answer, NoCode) {
   auto code = extract_solution(answer("I would not change anything."));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "NO_CODE");
-  EXPECT_EQ(extract_solution(answer("")).status, "NO_CODE");
+  EXPECT_EQ(code.status.name(), "NO_CODE");
+  EXPECT_EQ(extract_solution(answer("")).status.name(), "NO_CODE");
 }
 
 TEST(Answer, TwoConflictingBlocks) {
@@ -58,7 +58,7 @@ TEST(Answer, TwoConflictingBlocks) {
   std::string text = "```cuda\n" + seed_text() + "```\nor\n```cuda\n" + other + "```\n";
   auto code = extract_solution(answer(text));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "CONFLICTING_CODE");
+  EXPECT_EQ(code.status.name(), "CONFLICTING_CODE");
   // The same block twice is no conflict.
   std::string twice = "```cuda\n" + seed_text() + "```\nagain\n```cuda\n" + seed_text() + "```\n";
   EXPECT_TRUE(extract_solution(answer(twice)).ok);
@@ -69,21 +69,21 @@ TEST(Answer, BrokenPlan) {
   broken.replace(broken.find("\"launches\""), 10, "\"launches\" oops");
   auto code = extract_solution(answer("```cuda\n" + broken + "```\n"));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "BAD_PLAN");
+  EXPECT_EQ(code.status.name(), "BAD_PLAN");
   EXPECT_FALSE(code.reason.empty());
   auto noplan = extract_solution(answer("```cuda\n__global__ void k() {}\n```\n"));
   EXPECT_FALSE(noplan.ok);
-  EXPECT_EQ(noplan.status, "BAD_PLAN");
+  EXPECT_EQ(noplan.status.name(), "BAD_PLAN");
 }
 
 TEST(Answer, TruncatedBlock) {
   std::string text = "```cuda\n" + seed_text().substr(0, 900);
   auto code = extract_solution(answer(text, true));
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "TRUNCATED");
+  EXPECT_EQ(code.status.name(), "TRUNCATED");
   // Not closed even without the output limit: still a truncated block.
-  EXPECT_EQ(extract_solution(answer(text, false)).status, "TRUNCATED");
-  EXPECT_EQ(extract_solution(answer("Let me think", true)).status, "TRUNCATED");
+  EXPECT_EQ(extract_solution(answer(text, false)).status.name(), "TRUNCATED");
+  EXPECT_EQ(extract_solution(answer("Let me think", true)).status.name(), "TRUNCATED");
 }
 
 Operator rmsnorm() { return OperatorRegistry::from_environment({}).load("rmsnorm_h4096"); }
@@ -167,7 +167,7 @@ TEST(ArchiveRecord, SpeedupsAreOverTheOperatorsBaseline) {
   v.status = Status::kPassed;
   v.solution = "c0001";
   v.definition = "rmsnorm_h4096";
-  v.score = {{"mean_speedup", 1.004}, {"geomean_speedup", 1.002}};
+  v.score = score_from_json({{"mean_speedup", 1.004}, {"geomean_speedup", 1.002}});
   controller::CandidateRecord c;
   c.id = "c0001";
   c.verdict = to_json(v);
@@ -175,14 +175,15 @@ TEST(ArchiveRecord, SpeedupsAreOverTheOperatorsBaseline) {
   c.speedup_vs_incumbent = 1.004;
   archive::CandidateRecord a = controller::to_archive_record(c, "rmsnorm_h4096", "");
   ASSERT_TRUE(a.verdict);
-  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup"].get<double>(), 3.258);
-  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup_vs_incumbent"].get<double>(), 1.004);
-  EXPECT_NEAR(a.verdict->score["geomean_speedup"].get<double>(), 1.002 * 3.258 / 1.004, 1e-12);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["mean_speedup"].get<double>(), 3.258);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["mean_speedup_vs_incumbent"].get<double>(), 1.004);
+  EXPECT_NEAR(to_json(a.verdict->score)["geomean_speedup"].get<double>(), 1.002 * 3.258 / 1.004,
+              1e-12);
   // The seed (no incumbent) keeps its verdict as it is.
   controller::CandidateRecord seed = c;
   seed.speedup_vs_incumbent = 0.0;
   archive::CandidateRecord b = controller::to_archive_record(seed, "rmsnorm_h4096", "");
-  EXPECT_DOUBLE_EQ(b.verdict->score["mean_speedup"].get<double>(), 1.004);
+  EXPECT_DOUBLE_EQ(b.verdict->score.mean_speedup.value_or(0.0), 1.004);
 }
 
 // Promotion judges by the definition score (the mean speedup over the baseline), not by the plain
@@ -192,8 +193,8 @@ TEST(Promotion, ScoreRatioWeightsEachWorkloadByTheIncumbentsSpeedup) {
   auto workload = [](const std::string& uuid, double ratio, double noise) {
     WorkloadVerdict w;
     w.uuid = uuid;
-    w.timing = {
-        {"speedup", ratio}, {"candidate", {{"noise", noise}}}, {"baseline", {{"noise", noise}}}};
+    w.timing = timing_from_json(
+        {{"speedup", ratio}, {"candidate", {{"noise", noise}}}, {"baseline", {{"noise", noise}}}});
     return w;
   };
   Verdict v;
@@ -234,7 +235,7 @@ TEST(RunFolder, ResumedTuneCandidatesKeepTheirConfiguration) {
   controller::CandidateRecord r;
   r.id = "c0007";
   r.provider = "tune";
-  r.status = "PASSED";
+  r.status = controller::CandidateStatus::of(Status::kPassed);
   r.source = "// kernel\n";
   r.answer.text = "tune: configuration 3 of 19";
   r.answer.raw = R"({"THREADS":128,"VEC":8})";

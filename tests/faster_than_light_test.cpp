@@ -309,11 +309,11 @@ TEST(FasterThanLight, FlagMarksTheWorkloadAndTheVerdict) {
     Verdict v;
     WorkloadVerdict wv;
     wv.uuid = w.uuid;
-    wv.timing = {{"candidate", {{"latency", latency}}}};
+    wv.timing = timing_from_json({{"candidate", {{"latency", latency}}}});
     flag_faster_than_light(op.definition, w.bindings(op.definition), specs, h200_device(),
                            "580.82.07", wv, v);
-    ASSERT_TRUE(wv.timing.contains("lower_bound")) << wv.timing.dump();
-    EXPECT_NEAR(wv.timing["lower_bound"]["seconds"].get<double>(), 43.0e-6, 1e-6);
+    ASSERT_TRUE(wv.timing.lower_bound.is_object()) << to_json(wv.timing).dump();
+    EXPECT_NEAR(wv.timing.lower_bound["seconds"].get<double>(), 43.0e-6, 1e-6);
     EXPECT_EQ(wv.suspect.has_value(), latency < 40e-6);
     EXPECT_EQ(v.suspect, latency < 40e-6 ? kFasterThanLight : "");
     if (wv.suspect) EXPECT_EQ(wv.suspect->evidence["workload"], w.uuid);
@@ -323,10 +323,10 @@ TEST(FasterThanLight, FlagMarksTheWorkloadAndTheVerdict) {
   WorkloadVerdict wv;
   GpuInfo other;
   other.name = "Some GPU";
-  wv.timing = {{"candidate", {{"latency", 1e-9}}}};
+  wv.timing = timing_from_json({{"candidate", {{"latency", 1e-9}}}});
   flag_faster_than_light(op.definition, w.bindings(op.definition), specs, other, "", wv, v);
   EXPECT_FALSE(wv.suspect);
-  wv.timing = {{"candidate", "garbage"}};
+  wv.timing = timing_from_json({{"candidate", "garbage"}});
   flag_faster_than_light(op.definition, w.bindings(op.definition), specs, h200_device(), "", wv, v);
   EXPECT_FALSE(wv.suspect);
   EXPECT_TRUE(v.suspect.empty());
@@ -342,13 +342,13 @@ Verdict suspect_verdict(const std::string& name, double speedup) {
   WorkloadVerdict w;
   w.uuid = "99179b18-6c1f-4261-aab0-0860eb7770a1";
   w.axes = {{"batch_size", 1}};
-  w.timing = {{"candidate", {{"latency", 1e-7}}}, {"speedup", speedup}};
+  w.timing = timing_from_json({{"candidate", {{"latency", 1e-7}}}, {"speedup", speedup}});
   w.suspect = Failure{kFasterThanLight,
                       "timed 0.100 us, below the physical lower bound",
                       {{"latency", 1e-7}, {"bound_seconds", 1e-6}, {"term", "memory"}}};
   v.workloads.push_back(w);
   v.suspect = kFasterThanLight;
-  v.score = {{"mean_speedup", speedup}};
+  v.score = score_from_json({{"mean_speedup", speedup}});
   return v;
 }
 
@@ -356,7 +356,7 @@ Verdict clean_verdict(const std::string& name, double speedup) {
   Verdict v = suspect_verdict(name, speedup);
   v.suspect.clear();
   v.workloads[0].suspect.reset();
-  v.workloads[0].timing["candidate"]["latency"] = 2e-6;
+  v.workloads[0].timing.candidate->latency = 2e-6;
   return v;
 }
 

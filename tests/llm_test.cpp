@@ -133,7 +133,7 @@ TEST_F(ProviderTest, OpenAIIncompleteIsTruncated) {
   EXPECT_TRUE(a.truncated);
   controller::ExtractedCode code = controller::extract_solution(a);
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "TRUNCATED");
+  EXPECT_EQ(code.status.name(), "TRUNCATED");
 }
 
 TEST_F(ProviderTest, RetriesA429WithRetryAfterThenSucceeds) {
@@ -230,7 +230,7 @@ TEST_F(ProviderTest, MalformedBodyIsAFailedCandidateNotACrash) {
   EXPECT_EQ(a.raw, "<html>not json</html>");
   controller::ExtractedCode code = controller::extract_solution(a);
   EXPECT_FALSE(code.ok);
-  EXPECT_EQ(code.status, "BAD_RESPONSE");
+  EXPECT_EQ(code.status.name(), "BAD_RESPONSE");
 }
 
 TEST_F(ProviderTest, MissingKeyIsAnInputError) {

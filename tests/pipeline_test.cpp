@@ -28,7 +28,7 @@ class PipelineTest : public ::testing::Test {
   void SetUp() override {
     ::setenv("KHARNESS_CACHE", (dir_.path() / "compile-cache").string().c_str(), 1);
     options_.command = "check";
-    options_.mode = "compile";
+    options_.mode = Mode::kCompile;
     options_.operator_name = "rmsnorm_h4096";
     options_.operators_dirs = {testing::source_dir() / "operators"};
     options_.archive_dir = dir_.path() / "archive";

@@ -34,16 +34,17 @@ WorkloadVerdict timed_workload(const std::string& uuid, int m, double latency, d
   c.max_rel_error = 2e-3;
   t.comparisons.push_back(c);
   w.trials.push_back(t);
-  w.timing = {{"seconds", 0.5},
-              {"candidate",
-               {{"latency", latency},
-                {"median", latency},
-                {"count", 50},
-                {"noise", 0.004},
-                {"noise_met", true}}},
-              {"baseline", {{"latency", latency * speedup}}},
-              {"speedup", speedup},
-              {"sol", {{"seconds", latency * sol}, {"fraction", sol}, {"bound", "memory"}}}};
+  w.timing = timing_from_json(
+      {{"seconds", 0.5},
+       {"candidate",
+        {{"latency", latency},
+         {"median", latency},
+         {"count", 50},
+         {"noise", 0.004},
+         {"noise_met", true}}},
+       {"baseline", {{"latency", latency * speedup}}},
+       {"speedup", speedup},
+       {"sol", {{"seconds", latency * sol}, {"fraction", sol}, {"bound", "memory"}}}});
   return w;
 }
 
@@ -69,7 +70,7 @@ Verdict numerical_verdict() {
   v.status = Status::kIncorrectNumerical;
   WorkloadVerdict& w = v.workloads[1];
   w.status = Status::kIncorrectNumerical;
-  w.timing = json::object();
+  w.timing = TimingResult{};
   Failure f{"tolerance",
             kNastyMessage,
             {{"tensor", "out"}, {"first_bad_index", 3}, {"note", kNastyMessage}}};

@@ -92,7 +92,7 @@ TEST(CompareRuns, AddedRemovedAndFailed) {
   auto news = load("rerun.json");
   news[0].solution = "gamma";  // alpha removed, gamma added
   news[1].workloads[0].status = Status::kIncorrectNumerical;
-  news[1].workloads[0].timing = json::object();
+  news[1].workloads[0].timing = TimingResult{};
   report::CompareOptions o;
   o.fail_percent = 2;
   auto r = report::compare_verdicts(olds, news, o);

@@ -119,10 +119,10 @@ Verdict passed_verdict(const std::string& name) {
   v.source = name + ".cu";
   v.definition = "rmsnorm";
   v.environment = {{"gpu", "NVIDIA H200"}, {"gpu_uuid", "GPU-1"}};
-  v.score = {{"mean_speedup", 1.5}, {"geomean_speedup", 1.5}};
+  v.score = score_from_json({{"mean_speedup", 1.5}, {"geomean_speedup", 1.5}});
   WorkloadVerdict w;
   w.uuid = "0123456789abcdef";
-  w.timing = {{"candidate", {{"latency", 1e-5}}}, {"speedup", 1.5}};
+  w.timing = timing_from_json({{"candidate", {{"latency", 1e-5}}}, {"speedup", 1.5}});
   v.workloads.push_back(w);
   return v;
 }

@@ -129,7 +129,7 @@ class FakeEvaluator : public controller::Evaluator {
                           json::object()};
       return v;
     }
-    if (q.mode == "compile") return v;
+    if (q.mode == Mode::kCompile) return v;
     std::vector<std::string> uuids = q.workloads;
     if (uuids.empty()) {
       for (const auto& w : op_.workloads) uuids.push_back(w.uuid);
@@ -154,9 +154,9 @@ class FakeEvaluator : public controller::Evaluator {
       } else {
         const double base = q.incumbent.empty() ? kBaselineLatency : incumbent.latency;
         const double speedup = base / k.latency;
-        w.timing = {{"speedup", speedup},
-                    {"candidate", {{"median", k.latency}, {"noise", k.noise}}},
-                    {"baseline", {{"median", base}, {"noise", incumbent.noise}}}};
+        w.timing = timing_from_json({{"speedup", speedup},
+                                     {"candidate", {{"median", k.latency}, {"noise", k.noise}}},
+                                     {"baseline", {{"median", base}, {"noise", incumbent.noise}}}});
         sum += speedup;
       }
       v.workloads.push_back(std::move(w));
@@ -166,7 +166,7 @@ class FakeEvaluator : public controller::Evaluator {
       v.workloads[0].suspect = Failure{kFasterThanLight, "below the bound", json::object()};
     }
     if (q.incumbent.empty() && v.passed())
-      v.score = {{"mean_speedup", sum / static_cast<double>(uuids.size())}};
+      v.score = score_from_json({{"mean_speedup", sum / static_cast<double>(uuids.size())}});
     clock_.advance(kSecondsPerWorkload * static_cast<double>(uuids.size()));
     return v;
   }
@@ -336,7 +336,7 @@ TEST_F(SearchTest, TheSeedIsValidatedOnEveryWorkloadAgainstTheOperatorsBaseline)
   EXPECT_DOUBLE_EQ(r.best_score, kBaselineLatency);
   auto calls = pipeline_.calls();
   ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].mode, "validate");
+  EXPECT_EQ(calls[0].mode, Mode::kValidate);
   EXPECT_TRUE(calls[0].workloads.empty());  // all of them
   EXPECT_TRUE(calls[0].incumbent.empty());  // against the operator's baseline
   EXPECT_EQ(calls[0].seed, options_.seed + 7919);
@@ -371,7 +371,7 @@ TEST_F(SearchTest, AFasterCandidateIsPromotedAfterTheCascadeAndAFullValidation) 
   EXPECT_NEAR(r.best_score, kBaselineLatency * 1.25, 1e-9);
   const auto& c = record(r, "c0001");
   EXPECT_TRUE(c.promoted);
-  EXPECT_EQ(c.status, "PASSED");
+  EXPECT_EQ(c.status.name(), "PASSED");
   EXPECT_EQ(c.stage, "full");
   EXPECT_EQ(c.parent, "c0000");
   EXPECT_NEAR(c.speedup_vs_incumbent, 1.25, 1e-9);
@@ -386,7 +386,7 @@ TEST_F(SearchTest, AFasterCandidateIsPromotedAfterTheCascadeAndAFullValidation) 
   EXPECT_EQ(calls[0].workloads, pipeline_.reps());
   EXPECT_TRUE(calls[1].workloads.empty());
   for (const auto& call : calls) {
-    EXPECT_EQ(call.mode, "validate");
+    EXPECT_EQ(call.mode, Mode::kValidate);
     EXPECT_EQ(id_of(call.incumbent), "c0000");
   }
   // The new best is profiled; the run's best kernel is written out.
@@ -432,7 +432,7 @@ TEST_F(SearchTest, PromotionNeedsATimingOnEveryWorkload) {
   auto p = provider({"latency=0.5 untimed=1"});
   SearchResult r = run(p);
   const auto& c = record(r, "c0001");
-  EXPECT_EQ(c.status, "PASSED");
+  EXPECT_EQ(c.status.name(), "PASSED");
   EXPECT_FALSE(c.promoted);
   EXPECT_EQ(r.best_id, "c0000");
 }
@@ -445,10 +445,10 @@ TEST_F(SearchTest, AFasterThanLightCandidateIsNeverPromotedNorAnElite) {
       provider({"latency=0.5 suspect=1", "latency=1.0 fail=all", "latency=0.9", "latency=0.95"});
   SearchResult r = run(p);
   const auto& c = record(r, "c0001");
-  EXPECT_EQ(c.status, "SUSPECT");
+  EXPECT_EQ(c.status.name(), "SUSPECT");
   EXPECT_FALSE(c.promoted);
   EXPECT_NE(c.reason.find("faster_than_light"), std::string::npos);
-  EXPECT_EQ(record(r, "c0002").status, "INCORRECT_NUMERICAL");
+  EXPECT_EQ(record(r, "c0002").status.name(), "INCORRECT_NUMERICAL");
   // Neither the suspect nor the failure is an elite: the second sample refines the best too.
   auto requests = p.requests();
   ASSERT_EQ(requests.size(), 4u);
@@ -465,7 +465,7 @@ TEST_F(SearchTest, TheCascadeStopsASlowerCandidateOnTheRepresentatives) {
   SearchResult r = run(p);
   const auto& slow = record(r, "c0001");
   EXPECT_EQ(slow.stage, "representatives");
-  EXPECT_EQ(slow.status, "PASSED");
+  EXPECT_EQ(slow.status.name(), "PASSED");
   EXPECT_EQ(slow.workloads_evaluated, 3);
   EXPECT_FALSE(slow.promoted);
   EXPECT_NE(slow.note.find("not promising"), std::string::npos);
@@ -485,18 +485,18 @@ TEST_F(SearchTest, TheCascadeStagesFailuresWhereTheyHappen) {
   auto p = provider(
       {"fail=reps", "fail=rest latency=0.5", "status=COMPILE_ERROR", "fail=reps status=TIMEOUT"});
   SearchResult r = run(p);
-  EXPECT_EQ(record(r, "c0001").status, "INCORRECT_NUMERICAL");
+  EXPECT_EQ(record(r, "c0001").status.name(), "INCORRECT_NUMERICAL");
   EXPECT_EQ(record(r, "c0001").stage, "representatives");
   EXPECT_EQ(pipeline_.calls_of("c0001").size(), 1u);
   // Correct on the representatives, wrong elsewhere: the full validation finds it.
-  EXPECT_EQ(record(r, "c0002").status, "INCORRECT_NUMERICAL");
+  EXPECT_EQ(record(r, "c0002").status.name(), "INCORRECT_NUMERICAL");
   EXPECT_EQ(record(r, "c0002").stage, "full");
   EXPECT_FALSE(record(r, "c0002").promoted);
   // Stopped by the compiler, not by the cascade: nothing saved.
-  EXPECT_EQ(record(r, "c0003").status, "COMPILE_ERROR");
+  EXPECT_EQ(record(r, "c0003").status.name(), "COMPILE_ERROR");
   EXPECT_EQ(record(r, "c0003").stage, "compile");
   EXPECT_EQ(record(r, "c0003").saved_seconds, 0.0);
-  EXPECT_EQ(record(r, "c0004").status, "TIMEOUT");
+  EXPECT_EQ(record(r, "c0004").status.name(), "TIMEOUT");
   EXPECT_EQ(r.best_id, "c0000");
 }
 
@@ -515,11 +515,11 @@ TEST_F(SearchTest, CompileOnlyRunsCompileEveryCandidateAndProfileNothing) {
   options_.budget = 2;
   auto p = provider({"latency=0.5", "status=COMPILE_ERROR"});
   SearchResult r = run(p);
-  EXPECT_EQ(record(r, "c0000").status, "COMPILED");
-  EXPECT_EQ(record(r, "c0001").status, "COMPILED");
+  EXPECT_EQ(record(r, "c0000").status.name(), "COMPILED");
+  EXPECT_EQ(record(r, "c0001").status.name(), "COMPILED");
   EXPECT_EQ(record(r, "c0001").stage, "compile");
-  EXPECT_EQ(record(r, "c0002").status, "COMPILE_ERROR");
-  for (const auto& c : pipeline_.calls()) EXPECT_EQ(c.mode, "compile");
+  EXPECT_EQ(record(r, "c0002").status.name(), "COMPILE_ERROR");
+  for (const auto& c : pipeline_.calls()) EXPECT_EQ(c.mode, Mode::kCompile);
   EXPECT_TRUE(pipeline_.diagnosed().empty());
   EXPECT_EQ(r.best_id, "c0000");
 }
@@ -610,8 +610,8 @@ TEST_F(SearchTest, TheBudgetCountsEveryAnsweredCandidate) {
   EXPECT_EQ(r.stop_reason, "budget");
   ASSERT_EQ(r.candidates.size(), 6u);
   EXPECT_EQ(p.requests().size(), 5u);
-  EXPECT_EQ(record(r, "c0002").status, "NO_CODE");
-  EXPECT_EQ(record(r, "c0003").status, "DUPLICATE");
+  EXPECT_EQ(record(r, "c0002").status.name(), "NO_CODE");
+  EXPECT_EQ(record(r, "c0003").status.name(), "DUPLICATE");
   EXPECT_NE(record(r, "c0003").reason.find("c0001"), std::string::npos);
   EXPECT_TRUE(pipeline_.calls_of("c0003").empty());
   EXPECT_EQ(r.tokens, 5 * 1100);
@@ -702,7 +702,7 @@ TEST_F(SearchTest, AnEvaluationThatCannotRunStopsTheRun) {
   SearchResult r = run(p);
   EXPECT_EQ(r.stop_reason, "error");
   ASSERT_EQ(r.candidates.size(), 3u);
-  EXPECT_EQ(record(r, "c0002").status, "NOT_EVALUATED");
+  EXPECT_EQ(record(r, "c0002").status.name(), "NOT_EVALUATED");
   EXPECT_NE(record(r, "c0002").reason.find("no CUDA device"), std::string::npos);
 }
 
@@ -820,7 +820,7 @@ TEST(StageEvaluator, AMalformedCandidateIsARejectedVerdictNotAnError) {
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = file;
-  q.mode = "compile";
+  q.mode = Mode::kCompile;
   Verdict v = evaluator.evaluate(q).verdict;
   EXPECT_EQ(v.status, Status::kRejected);
   ASSERT_TRUE(v.failure);
@@ -847,7 +847,7 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = dir.path() / "c0001.cu";
-  q.mode = "compile";
+  q.mode = Mode::kCompile;
   q.seed = 11;
   controller::Evaluated first = evaluator.evaluate(q);
   ASSERT_EQ(first.verdict.status, Status::kPassed) << to_json(first.verdict).dump();
@@ -861,7 +861,7 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
   controller::CandidateRecord r;
   r.id = "c0001";
   r.source = seed;
-  r.status = "COMPILED";
+  r.status = {controller::Outcome::kCompiled};
   r.verdict = to_json(first.verdict);
   r.cache_key = first.cache_key;
   const std::string id = store.add_candidate(run, controller::to_archive_record(r, kOperator, ""));
@@ -880,7 +880,7 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
 TEST(StageEvaluator, ArchivedScoreGoesBackToTheSpeedupOverTheIncumbent) {
   Verdict v;
   v.definition = kOperator;
-  v.score = {{"mean_speedup", 1.25}, {"geomean_speedup", 1.2}};
+  v.score = score_from_json({{"mean_speedup", 1.25}, {"geomean_speedup", 1.2}});
   controller::CandidateRecord r;
   r.id = "c0002";
   r.verdict = to_json(v);
@@ -888,12 +888,12 @@ TEST(StageEvaluator, ArchivedScoreGoesBackToTheSpeedupOverTheIncumbent) {
   r.speedup_vs_incumbent = 1.25;
   archive::CandidateRecord a = controller::to_archive_record(r, kOperator, "");
   ASSERT_TRUE(a.verdict);
-  EXPECT_DOUBLE_EQ(a.verdict->score["mean_speedup"].get<double>(), 2.5);
-  EXPECT_DOUBLE_EQ(a.verdict->score["geomean_speedup"].get<double>(), 2.4);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["mean_speedup"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(to_json(a.verdict->score)["geomean_speedup"].get<double>(), 2.4);
   Verdict back = controller::as_evaluated(*a.verdict);
-  EXPECT_EQ(back.score, v.score);
+  EXPECT_EQ(to_json(back.score), to_json(v.score));
   // A verdict the recorder did not rewrite (the seed's, over the operator's baseline) stays.
-  EXPECT_EQ(controller::as_evaluated(v).score, v.score);
+  EXPECT_EQ(to_json(controller::as_evaluated(v).score), to_json(v.score));
 }
 
 }  // namespace

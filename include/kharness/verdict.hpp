@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kharness/status.hpp"
+#include "kharness/timing.hpp"
 
 namespace kharness {
 
@@ -57,8 +59,8 @@ struct WorkloadVerdict {
   std::optional<Failure> failure;  // the first failing trial's
   std::vector<TrialResult> trials;
   // Timing stage: protocol, candidate and baseline latency statistics, speedup, speed-of-light,
-  // the physical lower bound (timing.lower_bound).
-  nlohmann::json timing = nlohmann::json::object();
+  // the physical lower bound (timing.lower_bound). Empty (`{}`) when the workload was not timed.
+  TimingResult timing;
   // Set when the candidate was timed below the physical lower bound: kind "faster_than_light",
   // evidence {latency, bound_seconds, term, flops, dram_bytes, peak_flops, bandwidth, ...}.
   std::optional<Failure> suspect;
@@ -79,10 +81,9 @@ struct Verdict {
   double seconds = 0.0;
   nlohmann::json compile = nlohmann::json::object();      // compile summary (status, kernels)
   nlohmann::json environment = nlohmann::json::object();  // GPU, driver, versions
-  std::uint64_t seed = 0;  // base seed of the run (replay with --seed)
-  nlohmann::json phases =
-      nlohmann::json::object();  // seconds spent per phase, for "where the time goes"
-  nlohmann::json score = nlohmann::json::object();  // mean and geometric-mean speedup, fast_p, SOL
+  std::uint64_t seed = 0;                // base seed of the run (replay with --seed)
+  std::map<std::string, double> phases;  // seconds spent per phase, for "where the time goes"
+  Score score;  // mean and geometric-mean speedup, fast_p, SOL, integrity, holdout
 
   bool passed() const { return status == Status::kPassed; }
   // PASSED and not suspect: what exits 0, ranks, and may be promoted.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kharness/bench.hpp"
 #include "kharness/device.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
@@ -48,10 +49,10 @@ struct CheckRequest {
   // (device/watchdog.hpp). <= 0: no launch watchdog, only timeout_seconds.
   double launch_timeout_seconds = 10;
   verify::CheckOptions options;
-  // "check" (correctness), "bench" (timing, with timed outputs checked), "validate" (both) or
-  // "compile" (compile and rules only: no GPU needed).
-  std::string mode = "check";
-  nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions, as JSON
+  // kCheck (correctness), kBench (timing, with timed outputs checked), kValidate (both) or
+  // kCompile (compile and rules only: no GPU needed).
+  Mode mode = Mode::kCheck;
+  bench::BenchOptions bench;
   // Workloads added to the operator's for this check (held-out shapes, kharness/holdout.hpp), as
   // workload JSON; checked and compiled against like the shipped ones.
   std::vector<nlohmann::json> extra_workloads;

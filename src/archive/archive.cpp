@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -612,8 +613,8 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
   if (record.verdict) {
     put_json("verdict.json", to_json(*record.verdict));
     for (const auto& w : record.verdict->workloads) {
-      if (!w.timing.empty())
-        timing.push_back({{"uuid", w.uuid}, {"axes", w.axes}, {"timing", w.timing}});
+      if (json t = to_json(w.timing); !t.empty())
+        timing.push_back({{"uuid", w.uuid}, {"axes", w.axes}, {"timing", std::move(t)}});
     }
     if (!timing.empty()) put_json("timing.json", timing);
   }
@@ -671,8 +672,13 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
     s.bind_or_null(4, v.failure ? scrub_secrets(v.failure->message)
                       : suspect ? scrub_secrets(suspect->suspect->message)
                                 : "");
-    s.bind(5, v.score.value("mean_speedup", 0.0)).bind(6, v.score.value("geomean_speedup", 0.0));
-    s.bind(7, v.score.value("mean_sol_fraction", 0.0)).bind(8, v.seconds);
+    // A figure of the index: 0 where the verdict has none (or it is not finite: unknown).
+    auto figure = [](bool known, double x) { return known && std::isfinite(x) ? x : 0.0; };
+    const Score& score = v.score;
+    s.bind(5, figure(score.mean_speedup.has_value(), score.mean_speedup.value_or(0.0)));
+    s.bind(6, figure(score.geomean_speedup.has_value(), score.geomean_speedup.value_or(0.0)));
+    s.bind(7, figure(score.mean_sol_fraction.has_value(), score.mean_sol_fraction.value_or(0.0)));
+    s.bind(8, v.seconds);
     s.bind_or_null(9, v.environment.is_object() ? v.environment.value("gpu", "") : "");
     s.step();
     for (const auto& w : v.workloads) {
@@ -680,19 +686,14 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
                   "INSERT OR REPLACE INTO workload_results (candidate_id, uuid, axes, status, "
                   "failure_kind, latency, baseline_latency, speedup, sol_fraction) "
                   "VALUES (?,?,?,?,?,?,?,?,?)");
-      auto number = [&](const char* a, const char* b) {
-        if (!w.timing.contains(a) || !w.timing[a].is_object()) return 0.0;
-        const json& x = w.timing[a];
-        return x.contains(b) && x[b].is_number() ? x[b].get<double>() : 0.0;
-      };
       r.bind(1, id).bind(2, w.uuid).bind(3, json_util::dump(w.axes));
       r.bind(4, std::string(status_name(w.status)));
       r.bind_or_null(5, w.failure ? w.failure->kind : w.suspect ? w.suspect->kind : "");
-      r.bind(6, number("candidate", "latency")).bind(7, number("baseline", "latency"));
-      r.bind(8, w.timing.contains("speedup") && w.timing["speedup"].is_number()
-                    ? w.timing["speedup"].get<double>()
-                    : 0.0);
-      r.bind(9, number("sol", "fraction"));
+      const TimingResult& t = w.timing;
+      r.bind(6, figure(t.candidate.has_value(), t.candidate ? t.candidate->latency : 0.0));
+      r.bind(7, figure(t.baseline.has_value(), t.baseline ? t.baseline->latency : 0.0));
+      r.bind(8, figure(t.speedup.has_value(), t.speedup.value_or(0.0)));
+      r.bind(9, figure(t.sol.has_value(), t.sol ? t.sol->fraction : 0.0));
       r.step();
     }
   }

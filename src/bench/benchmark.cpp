@@ -190,11 +190,11 @@ class WorkloadBench {
     next_batch();
   }
 
-  nlohmann::json run() {
+  TimingResult run() {
     const auto started = Clock::now();
     CUstream s = stream_.get();
     timer_->discard(s);  // nothing of an earlier workload's (one that threw) is counted here
-    if (options_.protocol == "official") {
+    if (options_.protocol == Protocol::kOfficial) {
       for (int t = 0; t < options_.trials && !stopped_; ++t) {
         for (int i = 0; i < options_.warmup && !stopped_; ++i) round(s, false);
         std::map<Contender*, std::size_t> before;
@@ -226,20 +226,20 @@ class WorkloadBench {
       }
     }
     harvest(s);
-    nlohmann::json j = report();
+    TimingResult t = report();
     // Where the workload's timing time went (issue 19: the verdict's speed): the warmup, the whole
     // loop, the harvests' host waits and reads within it, and the rounds and batches it took.
-    j["phases"] = {{"warmup_seconds", warmup_seconds_},
-                   {"run_seconds", since(started)},
-                   {"harvest_seconds", harvest_seconds_},
-                   {"harvest_wait_seconds", harvest_wait_seconds_},
-                   {"harvest_clock_seconds", harvest_clock_seconds_},
-                   {"harvest_timer_seconds", harvest_timer_seconds_},
-                   {"harvest_check_seconds", harvest_check_seconds_},
-                   {"harvest_integrity_seconds", harvest_integrity_seconds_},
-                   {"harvests", harvests_},
-                   {"rounds", rounds_}};
-    return j;
+    t.phases = TimingPhases{{{"warmup_seconds", warmup_seconds_},
+                             {"run_seconds", since(started)},
+                             {"harvest_seconds", harvest_seconds_},
+                             {"harvest_wait_seconds", harvest_wait_seconds_},
+                             {"harvest_clock_seconds", harvest_clock_seconds_},
+                             {"harvest_timer_seconds", harvest_timer_seconds_},
+                             {"harvest_check_seconds", harvest_check_seconds_},
+                             {"harvest_integrity_seconds", harvest_integrity_seconds_}},
+                            harvests_,
+                            rounds_};
+    return t;
   }
 
   std::optional<Failure> failure() const {
@@ -296,7 +296,7 @@ class WorkloadBench {
     c->global_names = parse_ptx_globals(solution.result->ptx);
     if (!c->global_names.empty()) {
       c->globals = std::make_unique<device::ModuleGlobals>(*c->module, c->global_names);
-      c->reload = options_.state_reset == "reload" || !c->globals->complete();
+      c->reload = options_.state_reset == StateReset::kReload || !c->globals->complete();
       if (!c->globals->complete()) {
         spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration", role,
                       join(c->globals->missing(), ", "));
@@ -534,43 +534,36 @@ class WorkloadBench {
     harvested_at_ = Clock::now();
   }
 
-  nlohmann::json report() {
-    nlohmann::json j;
-    j["protocol"] = options_.protocol;
-    j["timer"] = options_.timer;
-    j["input_sets"] = sets_;
-    if (!sets_note_.empty()) j["input_sets_note"] = sets_note_;
+  TimingResult report() {
+    TimingResult t;
+    t.protocol = options_.protocol;
+    t.timer = options_.timer;
+    t.input_sets = sets_;
+    t.input_sets_note = sets_note_;
     for (auto& c : contenders_) {
-      LatencyStats st = summarize(c->samples, options_.max_noise);
-      nlohmann::json cj = to_json(st);
-      double latency = st.median;
-      if (options_.protocol == "official") {
-        latency = official_latency(c->trial_samples);
-        cj["official_latency"] = latency;
+      ContenderTiming ct;
+      ct.stats = summarize(c->samples, options_.max_noise);
+      ct.latency = ct.stats.median;
+      if (options_.protocol == Protocol::kOfficial) {
+        ct.latency = official_latency(c->trial_samples);
+        ct.official_latency = ct.latency;
       }
-      cj["latency"] = latency;
-      if (c->criterion)
-        cj["stop_reason"] = std::string(stop_reason_name(c->criterion->stop_reason()));
-      cj["clock_flagged_samples"] = c->flagged;
+      if (c->criterion) ct.stop_reason = c->criterion->stop_reason();
+      ct.clock_flagged_samples = c->flagged;
       if (!gpu_ || !gpu_->max_sm_clock_mhz)
-        cj["clock_note"] = "SM clock not readable (no NVML): throttling unknown";
-      cj["kernels"] = c->signature;
-      if (!c->vendor.empty()) cj["solution"] = c->vendor;
+        ct.clock_note = "SM clock not readable (no NVML): throttling unknown";
+      ct.kernels = c->signature;
+      ct.solution = c->vendor;
       // What the timed verdict rests on (DESIGN §5): every iteration checked, its state reset.
-      cj["integrity"] = {
-          {"checked_iterations", c->checked},
-          {"check", c->timed->checked_on_device() ? "device" : "host"},
-          {"module_globals", c->global_names.size()},
-          {"state_reset",
-           !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")}};
-      j[c->role] = cj;
+      ct.integrity = TimingIntegrity{
+          c->checked, c->timed->checked_on_device() ? "device" : "host", c->global_names.size(),
+          !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")};
+      (c->role == "baseline" ? t.baseline : t.candidate) = std::move(ct);
     }
-    if (!baseline_unavailable_.empty()) j["baseline_unavailable"] = baseline_unavailable_;
-    if (j.contains("baseline") && j["candidate"]["latency"].get<double>() > 0) {
-      j["speedup"] =
-          j["baseline"]["latency"].get<double>() / j["candidate"]["latency"].get<double>();
-    }
-    return j;
+    t.baseline_unavailable = baseline_unavailable_;
+    if (t.baseline && t.candidate && t.candidate->latency > 0)
+      t.speedup = t.baseline->latency / t.candidate->latency;
+    return t;
   }
 
   std::string baseline_unavailable_;  // why the cuBLASLt baseline does not run this workload
@@ -609,40 +602,6 @@ std::filesystem::path gpu_config_dir() { return data_dir() / "configs" / "gpus";
 
 }  // namespace
 
-nlohmann::json BenchOptions::to_json() const {
-  return {{"protocol", protocol},
-          {"timer", timer},
-          {"warmup", warmup},
-          {"iterations", iterations},
-          {"trials", trials},
-          {"max_noise", max_noise},
-          {"max_seconds", max_seconds},
-          {"min_samples", min_samples},
-          {"input_sets", input_sets},
-          {"state_reset", state_reset},
-          {"baseline", baseline},
-          {"baseline_solution", baseline_solution},
-          {"sol", sol}};
-}
-
-BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
-  BenchOptions o;
-  o.protocol = j.value("protocol", o.protocol);
-  o.timer = j.value("timer", o.timer);
-  o.warmup = j.value("warmup", o.warmup);
-  o.iterations = j.value("iterations", o.iterations);
-  o.trials = j.value("trials", o.trials);
-  o.max_noise = j.value("max_noise", o.max_noise);
-  o.max_seconds = j.value("max_seconds", o.max_seconds);
-  o.min_samples = j.value("min_samples", o.min_samples);
-  o.input_sets = j.value("input_sets", o.input_sets);
-  o.state_reset = j.value("state_reset", o.state_reset);
-  o.baseline = j.value("baseline", o.baseline);
-  o.baseline_solution = j.value("baseline_solution", o.baseline_solution);
-  o.sol = j.value("sol", o.sol);
-  return o;
-}
-
 void benchmark(const Operator& op, const verify::Compiled& reference,
                const verify::Compiled& candidate, const verify::Compiled* baseline,
                const verify::CheckOptions& check, const BenchOptions& options, Verdict& verdict) {
@@ -662,8 +621,9 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
   }
   const GpuSpec* spec = gpu ? match_gpu(specs, gpu->name) : nullptr;
   GpuSpec measured_spec;
-  std::string sol_source = "datasheet";
-  if (options.sol == "measured" && spec) {
+  SolSource sol_source = SolSource::kDatasheet;
+  std::string measured_at;
+  if (options.sol == SolSource::kMeasured && spec) {
     auto measured = load_measured_peaks(gpu->name, env.driver.nvidia_version);
     if (!measured) {
       throw environment_error(fmt::format(
@@ -672,14 +632,15 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     }
     measured_spec = with_measured(*spec, *measured);
     spec = &measured_spec;
-    sol_source = "measured " + measured->measured_at;
+    sol_source = SolSource::kMeasured;
+    measured_at = measured->measured_at;
   }
 
   // One timer for every workload: CUPTI attaches once per benchmark, not once per workload (its
   // start and cuptiFinalize cost tens of milliseconds each; records of work outside the timed
   // iterations, such as the next workload's setup, correlate with no iteration and are ignored).
   std::unique_ptr<IterationTimer> timer;
-  if (options.timer == "events") {
+  if (options.timer == Timer::kEvents) {
     timer = std::make_unique<EventIterationTimer>();
   } else {
     timer = std::make_unique<CuptiIterationTimer>();
@@ -705,7 +666,7 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
                           options, *w, index, flush, gpu, *timer);
       const double setup = since(start);  // input sets, sealed references, modules loaded
       wv.timing = bench.run();
-      wv.timing["phases"]["setup_seconds"] = setup;
+      if (wv.timing.phases) wv.timing.phases->seconds["setup_seconds"] = setup;
       if (auto f = bench.failure()) {
         wv.status = verify::status_of_kind(f->kind);
         wv.failure = f;
@@ -721,18 +682,15 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
       wv.status = Status::kRuntimeError;
       wv.failure = Failure{"timing_error", e.what(), {}};
     }
-    wv.timing["seconds"] = since(start);
-    if (spec && wv.timing.contains("candidate")) {
+    wv.timing.seconds = since(start);
+    if (spec && wv.timing.candidate) {
       SolEstimate sol = speed_of_light(*spec, op.definition, w->bindings(op.definition),
-                                       options.sol == "measured");
+                                       options.sol == SolSource::kMeasured);
       if (sol.seconds > 0) {
-        double latency = wv.timing["candidate"]["latency"].get<double>();
+        double latency = wv.timing.candidate->latency;
         double fraction = latency > 0 ? sol.seconds / latency : 0.0;
-        wv.timing["sol"] = {{"seconds", sol.seconds},
-                            {"bound", sol.bound},
-                            {"fraction", fraction},
-                            {"gpu", spec->match},
-                            {"ceilings", sol_source}};
+        wv.timing.sol =
+            SolResult{sol.seconds, sol.bound, fraction, spec->match, sol_source, measured_at};
         // A workload whose timed outputs were wrong (stale_output) ran fast for a reason: its
         // fraction stays in its record but not in the verdict's mean.
         if (wv.status == Status::kPassed) sol_fractions.push_back(fraction);
@@ -740,49 +698,45 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
       flag_faster_than_light(op.definition, w->bindings(op.definition), specs, *gpu,
                              env.driver.nvidia_version, wv, verdict);
     }
-    if (wv.timing.contains("speedup")) speedups.push_back(wv.timing["speedup"].get<double>());
+    if (wv.timing.speedup) speedups.push_back(*wv.timing.speedup);
     if (wv.status != Status::kPassed && verdict.status == Status::kPassed) {
       verdict.status = wv.status;
       verdict.failure = wv.failure;
       if (verdict.failure) verdict.failure->evidence["workload"] = wv.uuid;
     }
   }
-  nlohmann::json score;
+  Score score;
   if (!speedups.empty()) {
     ScoreSummary s = summarize_speedups(speedups);
-    score["mean_speedup"] = s.mean_speedup;
-    score["geomean_speedup"] = s.geomean_speedup;
-    nlohmann::json fast = nlohmann::json::object();
-    for (const auto& [p, f] : s.fast_p) fast[fmt::format("fast_{}", p)] = f;
-    score["fast_p"] = fast;
+    score.mean_speedup = s.mean_speedup;
+    score.geomean_speedup = s.geomean_speedup;
+    score.fast_p.emplace();
+    for (const auto& [p, f] : s.fast_p) (*score.fast_p)[fmt::format("fast_{}", p)] = f;
   }
   if (!sol_fractions.empty()) {
     double sum = 0;
     for (double f : sol_fractions) sum += f;
-    score["mean_sol_fraction"] = sum / static_cast<double>(sol_fractions.size());
+    score.mean_sol_fraction = sum / static_cast<double>(sol_fractions.size());
   }
-  score["workloads_timed"] = speedups.empty() ? sol_fractions.size() : speedups.size();
+  score.workloads_timed = speedups.empty() ? sol_fractions.size() : speedups.size();
   // What the timed figures rest on (DESIGN §5), summed over the workloads' timing records.
   std::uint64_t checked = 0;
   int fewest_sets = 0;
   for (const auto& wv : verdict.workloads) {
-    if (!wv.timing.contains("candidate")) continue;
-    checked += wv.timing["candidate"].value(
-        nlohmann::json::json_pointer("/integrity/checked_iterations"), 0ull);
-    const int sets = wv.timing.value("input_sets", 0);
+    if (!wv.timing.candidate) continue;
+    if (wv.timing.candidate->integrity)
+      checked += wv.timing.candidate->integrity->checked_iterations;
+    const int sets = wv.timing.input_sets.value_or(0);
     if (sets > 0 && (fewest_sets == 0 || sets < fewest_sets)) fewest_sets = sets;
   }
-  score["integrity"] = {
-      {"checked_iterations", checked},
-      {"every_iteration_checked", true},
-      {"fewest_input_sets", fewest_sets},
-      {"guarantees",
-       "every timed and warmup iteration: outputs poisoned with a pattern that changes every "
-       "iteration, workspace NaN bytes, module globals reset to their loaded state, shared memory "
-       "overwritten, L2 flushed; afterwards its outputs checked against the reference of its "
-       "input set (sealed on the device, authenticated records); guards, inputs and sealed "
-       "references checked after every batch; input sets in a seeded random order; a latency "
-       "below the physical lower bound is suspect"}};
+  score.integrity = ScoreIntegrity{
+      checked, true, fewest_sets,
+      "every timed and warmup iteration: outputs poisoned with a pattern that changes every "
+      "iteration, workspace NaN bytes, module globals reset to their loaded state, shared memory "
+      "overwritten, L2 flushed; afterwards its outputs checked against the reference of its "
+      "input set (sealed on the device, authenticated records); guards, inputs and sealed "
+      "references checked after every batch; input sets in a seeded random order; a latency "
+      "below the physical lower bound is suspect"};
   verdict.score = score;
 }
 

@@ -354,18 +354,13 @@ void flag_faster_than_light(const Definition& definition, const Bindings& axes,
                             const std::string& driver, WorkloadVerdict& wv, Verdict& verdict) {
   try {
     const GpuSpec* spec = match_gpu(specs, device.name);
-    const auto* candidate = wv.timing.is_object() && wv.timing.contains("candidate")
-                                ? &wv.timing["candidate"]
-                                : nullptr;
-    if (!spec || !candidate || !candidate->is_object()) return;
+    if (!spec || !wv.timing.candidate) return;
     std::optional<MeasuredPeaks> measured = load_measured_peaks(device.name, driver);
     LowerBound bound = physical_lower_bound(
         definition, axes, light_ceilings(*spec, measured ? &*measured : nullptr, device));
     if (!(bound.seconds > 0)) return;
-    wv.timing["lower_bound"] = bound.to_json();
-    auto latency = candidate->find("latency");
-    if (latency == candidate->end() || !latency->is_number()) return;
-    if (auto suspect = faster_than_light(latency->get<double>(), bound)) {
+    wv.timing.lower_bound = bound.to_json();
+    if (auto suspect = faster_than_light(wv.timing.candidate->latency, bound)) {
       suspect->evidence["workload"] = wv.uuid;
       wv.suspect = std::move(suspect);
       verdict.suspect = kFasterThanLight;

@@ -17,10 +17,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-nlohmann::json finite_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
-
 // 1-based index c of McKean-Schrader's lower order statistic for n samples.
 std::size_t median_ci_rank(std::size_t n) {
   double c = std::round((static_cast<double>(n) + 1.0) / 2.0 -
@@ -106,35 +102,7 @@ LatencyStats summarize(std::vector<double> samples, double max_noise) {
   return s;
 }
 
-nlohmann::json to_json(const LatencyStats& s) {
-  return {{"count", s.count},
-          {"median", finite_or_null(s.median)},
-          {"mean", finite_or_null(s.mean)},
-          {"min", finite_or_null(s.min)},
-          {"max", finite_or_null(s.max)},
-          {"p10", finite_or_null(s.p10)},
-          {"p90", finite_or_null(s.p90)},
-          {"stdev", finite_or_null(s.stdev)},
-          {"cv", finite_or_null(s.cv)},
-          {"noise", finite_or_null(s.noise)},
-          {"noise_met", s.noise_met}};
-}
-
 // ---- Stopping criteria ------------------------------------------------------------------------
-
-std::string_view stop_reason_name(StopReason reason) {
-  switch (reason) {
-    case StopReason::kNotFinished:
-      return "not_finished";
-    case StopReason::kNoiseMet:
-      return "noise_met";
-    case StopReason::kTimeLimit:
-      return "time_limit";
-    case StopReason::kSampleCount:
-      return "sample_count";
-  }
-  return "not_finished";
-}
 
 void StoppingCriterion::add_measurement(double seconds) {
   samples_.push_back(seconds);

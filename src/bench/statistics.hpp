@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kharness/timing.hpp"
+
 namespace kharness::bench {
 
 // ---- Latency summaries ------------------------------------------------------------------------
@@ -34,19 +36,8 @@ namespace kharness::bench {
 // normal data, while the order statistics ignore the tails and need no distribution. It falls
 // like 1/sqrt(n) for a fixed spread, so waiting longer always lowers it. With fewer than
 // kMinSamplesForNoise samples the noise is +infinity (never "met").
-struct LatencyStats {
-  std::size_t count = 0;
-  double median = 0.0;
-  double mean = 0.0;
-  double min = 0.0;
-  double max = 0.0;
-  double p10 = 0.0;
-  double p90 = 0.0;
-  double stdev = 0.0;      // sample standard deviation (n - 1); 0 for one sample
-  double cv = 0.0;         // stdev / mean
-  double noise = 0.0;      // SE(median) / median, see above; +inf below kMinSamplesForNoise samples
-  bool noise_met = false;  // noise <= the max_noise given to summarize()
-};
+// LatencyStats (kharness/timing.hpp) holds the summary.
+using kharness::LatencyStats;
 
 inline constexpr std::size_t kMinSamplesForNoise = 5;
 inline constexpr double kMedianCiZ = 1.959963984540054;  // z of a two-sided 95% interval
@@ -61,20 +52,14 @@ double percentile_sorted(const std::vector<double>& sorted, double p);
 // SE(median) / median of already sorted samples (McKean-Schrader, see above).
 double relative_median_noise(const std::vector<double>& sorted);
 
-// {"count", "median", "mean", "min", "max", "p10", "p90", "stdev", "cv", "noise", "noise_met"};
-// non-finite values are written as null.
-nlohmann::json to_json(const LatencyStats& stats);
+// to_json(LatencyStats) is kharness/timing.hpp's: non-finite values are written as null.
 
 // ---- Stopping criteria ------------------------------------------------------------------------
 
-enum class StopReason {
-  kNotFinished,
-  kNoiseMet,     // the noise of the median reached its target (stdrel)
-  kTimeLimit,    // the time budget ran out first (stdrel)
-  kSampleCount,  // the requested number of samples was taken (fixed)
-};
-// "not_finished", "noise_met", "time_limit", "sample_count".
-std::string_view stop_reason_name(StopReason reason);
+// Why a loop may stop: kharness/timing.hpp's StopReason; name_of() gives "not_finished",
+// "noise_met", "time_limit", "sample_count".
+using kharness::StopReason;
+inline std::string_view stop_reason_name(StopReason reason) { return name_of(reason); }
 
 // Named numeric parameters of a criterion, e.g. {{"max_noise", 0.005}, {"min_samples", 10}}.
 using CriterionParams = std::map<std::string, double>;

@@ -105,52 +105,43 @@ std::string render_verdict(const Verdict& v, int verbosity) {
     out += table.render();
   }
   bool timed = std::any_of(v.workloads.begin(), v.workloads.end(),
-                           [](const WorkloadVerdict& w) { return w.timing.contains("candidate"); });
+                           [](const WorkloadVerdict& w) { return w.timing.timed(); });
   if (timed) {
     Table t({"  workload", "axes", "latency", "baseline", "speedup", "% SOL", "noise", "samples",
              "note"});
-    auto us = [](const nlohmann::json& j) {
-      return fmt::format("{:.2f} us", j.value("latency", 0.0) * 1e6);
-    };
+    auto us = [](const ContenderTiming& c) { return fmt::format("{:.2f} us", c.latency * 1e6); };
     for (const auto& w : v.workloads) {
-      if (!w.timing.contains("candidate")) continue;
-      const auto& c = w.timing["candidate"];
+      if (!w.timing.candidate) continue;
+      const ContenderTiming& c = *w.timing.candidate;
       std::vector<std::string> axes;
       for (auto it = w.axes.begin(); it != w.axes.end(); ++it)
         axes.push_back(fmt::format("{}={}", it.key(), json_util::dump(it.value())));
       std::string note;
-      if (!c.value("noise_met", true)) note = "noise target not met";
+      if (!c.stats.noise_met) note = "noise target not met";
       if (w.suspect) note = "FASTER THAN LIGHT";
-      if (c.value("clock_flagged_samples", 0) > 0)
+      if (c.clock_flagged_samples > 0)
         note += (note.empty() ? "" : "; ") +
-                fmt::format("{} samples at low SM clock", c.value("clock_flagged_samples", 0));
+                fmt::format("{} samples at low SM clock", c.clock_flagged_samples);
       t.add({"  " + w.uuid.substr(0, 8), join(axes, " "), us(c),
-             w.timing.contains("baseline") ? us(w.timing["baseline"]) : "-",
-             w.timing.contains("speedup")
-                 ? fmt::format("{:.3f}x", w.timing["speedup"].get<double>())
-                 : "-",
-             w.timing.contains("sol")
-                 ? fmt::format("{:.1f}%", 100 * w.timing["sol"].value("fraction", 0.0))
-                 : "-",
-             fmt::format("{:.2f}%", 100 * c.value("noise", 0.0)),
-             std::to_string(c.value("count", 0)), note});
+             w.timing.baseline ? us(*w.timing.baseline) : "-",
+             w.timing.speedup ? fmt::format("{:.3f}x", *w.timing.speedup) : "-",
+             w.timing.sol ? fmt::format("{:.1f}%", 100 * w.timing.sol->fraction) : "-",
+             fmt::format("{:.2f}%", 100 * c.stats.noise), std::to_string(c.stats.count), note});
     }
     out += t.render();
-    if (v.score.contains("mean_speedup")) {
-      out += fmt::format("  score: mean speedup {:.3f}x, geomean {:.3f}x",
-                         v.score["mean_speedup"].get<double>(),
-                         v.score["geomean_speedup"].get<double>());
-      if (v.score.contains("mean_sol_fraction"))
-        out += fmt::format(", mean {:.1f}% of speed-of-light",
-                           100 * v.score["mean_sol_fraction"].get<double>());
+    if (v.score.mean_speedup) {
+      out += fmt::format("  score: mean speedup {:.3f}x, geomean {:.3f}x", *v.score.mean_speedup,
+                         v.score.geomean_speedup.value_or(0.0));
+      if (v.score.mean_sol_fraction)
+        out += fmt::format(", mean {:.1f}% of speed-of-light", 100 * *v.score.mean_sol_fraction);
       out += "\n";
     }
   }
-  if (auto h = v.score.find("holdout"); h != v.score.end() && h->is_object()) {
+  if (const nlohmann::json& h = v.score.holdout; h.is_object()) {
     out += fmt::format(
-        "  holdout: {} of {} held-out workloads, seed {}{}\n", h->value("drawn", 0),
-        h->value("requested", 0), h->value("seed_hash", ""),
-        h->value("seed_from_environment", false) ? " (KHARNESS_HOLDOUT_SEED)" : " (random)");
+        "  holdout: {} of {} held-out workloads, seed {}{}\n", h.value("drawn", 0),
+        h.value("requested", 0), h.value("seed_hash", ""),
+        h.value("seed_from_environment", false) ? " (KHARNESS_HOLDOUT_SEED)" : " (random)");
   }
   out += fmt::format("  seed {} (replay with --seed {}), {:.2f} s\n", v.seed, v.seed, v.seconds);
   if (!v.worker_stderr.empty() && (verbosity > 0 || !v.clean_pass())) {
@@ -223,7 +214,7 @@ pipeline::EvaluationOptions evaluation_options(
     const nlohmann::json& run_info = nlohmann::json::object()) {
   pipeline::EvaluationOptions o;
   o.command = command;
-  o.mode = args.mode;
+  o.mode = parse_enum<Mode>(args.mode).value();
   o.operator_name = args.operator_name;
   o.operators_dirs = global.operators_dirs;
   o.archive_dir = global.archive_dir;
@@ -239,20 +230,21 @@ pipeline::EvaluationOptions evaluation_options(
   if (args.atol >= 0) o.check.atol = args.atol;
   if (args.rtol >= 0) o.check.rtol = args.rtol;
   if (args.matched_ratio >= 0) o.check.required_matched_ratio = args.matched_ratio;
-  o.bench = {{"protocol", args.timing},
-             {"timer", args.timer},
-             {"warmup", args.warmup},
-             {"iterations", args.iterations},
-             {"trials", args.num_trials},
-             {"max_noise", args.max_noise},
-             {"max_seconds", args.max_time},
-             {"input_sets", args.input_sets},
-             {"state_reset", args.state_reset},
-             {"baseline", !args.no_baseline},
-             {"sol", args.sol},
-             {"baseline_solution", args.baseline.empty() || args.baseline == "cublaslt"
-                                       ? args.baseline
-                                       : std::filesystem::absolute(args.baseline).string()}};
+  // CLI11 checked the names (IsMember) before this point.
+  o.bench.protocol = parse_enum<Protocol>(args.timing).value();
+  o.bench.timer = parse_enum<Timer>(args.timer).value();
+  o.bench.warmup = args.warmup;
+  o.bench.iterations = args.iterations;
+  o.bench.trials = args.num_trials;
+  o.bench.max_noise = args.max_noise;
+  o.bench.max_seconds = args.max_time;
+  o.bench.input_sets = args.input_sets;
+  o.bench.state_reset = parse_enum<StateReset>(args.state_reset).value();
+  o.bench.baseline = !args.no_baseline;
+  o.bench.sol = parse_enum<SolSource>(args.sol).value();
+  o.bench.baseline_solution = args.baseline.empty() || args.baseline == "cublaslt"
+                                  ? args.baseline
+                                  : std::filesystem::absolute(args.baseline).string();
   o.holdout = args.holdout;
   o.solutions = args.solutions;
   o.run_info = run_info;

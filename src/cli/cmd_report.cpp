@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -242,17 +243,15 @@ Runner setup_show_impl(CLI::App& app) {
     if (c.record.verdict && !c.record.verdict->workloads.empty()) {
       Table t({"  workload", "axes", "status", "latency", "speedup", "% SOL", "failure"});
       for (const auto& w : c.record.verdict->workloads) {
-        auto num = [&](const char* a, const char* b) -> double {
-          if (!w.timing.contains(a)) return 0.0;
-          const json& x = w.timing[a];
-          if (b == nullptr) return x.is_number() ? x.get<double>() : 0.0;
-          return x.is_object() && x.contains(b) && x[b].is_number() ? x[b].get<double>() : 0.0;
-        };
-        double latency = num("candidate", "latency");
-        double sol = num("sol", "fraction");
+        // A figure, or 0 where there is none (or it is not finite: written as null, unknown).
+        auto num = [](bool known, double v) { return known && std::isfinite(v) ? v : 0.0; };
+        const TimingResult& timing = w.timing;
+        double latency =
+            num(timing.candidate.has_value(), timing.candidate ? timing.candidate->latency : 0.0);
+        double sol = num(timing.sol.has_value(), timing.sol ? timing.sol->fraction : 0.0);
         t.add({"  " + w.uuid.substr(0, 8), axes_text(w.axes), std::string(status_name(w.status)),
                latency > 0 ? fmt::format("{:.2f} us", latency * 1e6) : "-",
-               speedup_text(num("speedup", nullptr)),
+               speedup_text(num(timing.speedup.has_value(), timing.speedup.value_or(0.0))),
                sol > 0 ? fmt::format("{:.1f}%", 100 * sol) : "-",
                w.failure   ? w.failure->kind
                : w.suspect ? "suspect: " + w.suspect->kind
@@ -325,13 +324,12 @@ report::HtmlReport html_data(const archive::Archive& a,
     }
     if (stored.record.verdict) {
       for (const auto& w : stored.record.verdict->workloads) {
-        if (!w.timing.contains("speedup")) continue;
+        if (!w.timing.speedup) continue;
         report::HtmlWorkload hw;
         hw.label = workload_label(w);
-        hw.speedup = w.timing.value("speedup", 0.0);
-        if (w.timing.contains("sol")) hw.sol_fraction = w.timing["sol"].value("fraction", 0.0);
-        if (w.timing.contains("candidate"))
-          hw.latency = w.timing["candidate"].value("latency", 0.0);
+        hw.speedup = *w.timing.speedup;
+        if (w.timing.sol) hw.sol_fraction = w.timing.sol->fraction;
+        if (w.timing.candidate) hw.latency = w.timing.candidate->latency;
         if (op && (spec || !specs.empty())) {
           for (const auto& ow : op->workloads) {
             if (ow.uuid != w.uuid) continue;

@@ -311,7 +311,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.profile = !args.no_profile;
   so.seed = seed;
   so.use_cache = !args.no_cache;
-  so.bench = {{"baseline", true}};
+  so.bench.baseline = true;
   so.skills_dir = data_dir() / "skills";
   so.work_dir = run_dir;
   so.out = args.out;

@@ -56,12 +56,12 @@ std::vector<Block> fenced_blocks(const std::string& text) {
 ExtractedCode extract_solution(const llm::Answer& answer) {
   ExtractedCode r;
   if (answer.stop_reason == "malformed_response") {
-    r.status = "BAD_RESPONSE";
+    r.status = {Outcome::kBadResponse};
     r.reason = "the provider's response could not be read (not the expected JSON)";
     return r;
   }
   if (answer.text.empty()) {
-    r.status = answer.truncated ? "TRUNCATED" : "NO_CODE";
+    r.status = {answer.truncated ? Outcome::kTruncated : Outcome::kNoCode};
     r.reason = answer.stop_reason.empty()
                    ? "the answer is empty"
                    : fmt::format("the answer is empty ({})", answer.stop_reason);
@@ -72,7 +72,7 @@ ExtractedCode extract_solution(const llm::Answer& answer) {
     if (is_code_lang(b.lang)) code.push_back(std::move(b));
   }
   if (code.empty()) {
-    r.status = answer.truncated ? "TRUNCATED" : "NO_CODE";
+    r.status = {answer.truncated ? Outcome::kTruncated : Outcome::kNoCode};
     r.reason = answer.truncated ? "the answer was cut by the output limit before any code block"
                                 : "the answer has no ```cuda block";
     return r;
@@ -84,7 +84,7 @@ ExtractedCode extract_solution(const llm::Answer& answer) {
   const Block* chosen = nullptr;
   if (planned.empty()) {
     if (code.size() > 1) {
-      r.status = "BAD_PLAN";
+      r.status = {Outcome::kBadPlan};
       r.reason =
           fmt::format("{} code blocks and none starts with the /* kharness {{...}} */ plan comment",
                       code.size());
@@ -95,7 +95,7 @@ ExtractedCode extract_solution(const llm::Answer& answer) {
     chosen = planned[0];
     for (const Block* b : planned) {
       if (b->body != chosen->body) {
-        r.status = "CONFLICTING_CODE";
+        r.status = {Outcome::kConflictingCode};
         r.reason = fmt::format(
             "{} different code blocks carry a /* kharness */ plan; answer with exactly one",
             planned.size());
@@ -104,7 +104,7 @@ ExtractedCode extract_solution(const llm::Answer& answer) {
     }
   }
   if (!chosen->closed) {
-    r.status = "TRUNCATED";
+    r.status = {Outcome::kTruncated};
     r.reason = answer.truncated ? "the code block was cut by the output limit (no closing ```)"
                                 : "the code block is not closed (no closing ```)";
     return r;
@@ -112,7 +112,7 @@ ExtractedCode extract_solution(const llm::Answer& answer) {
   try {
     parse_single_file_solution(chosen->body, "candidate.cu");
   } catch (const Error& e) {
-    r.status = "BAD_PLAN";
+    r.status = {Outcome::kBadPlan};
     r.reason = e.message();
     return r;
   }

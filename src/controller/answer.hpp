@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "controller/outcome.hpp"
 #include "llm/provider.hpp"
 
 namespace kharness::controller {
@@ -13,7 +14,7 @@ struct ExtractedCode {
   bool ok = false;
   std::string source;  // the single-file solution text
   // When !ok: NO_CODE, TRUNCATED, CONFLICTING_CODE, BAD_PLAN or BAD_RESPONSE.
-  std::string status;
+  CandidateStatus status;
   std::string reason;  // one line for the feedback
 };
 

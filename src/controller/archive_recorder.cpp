@@ -14,13 +14,13 @@ constexpr const char* kThroughIncumbent = "operator baseline (estimated through 
 }  // namespace
 
 Verdict as_evaluated(Verdict v) {
-  nlohmann::json& score = v.score;
-  if (!score.is_object() || score.value("speedups_over", "") != kThroughIncumbent) return v;
-  score["mean_speedup"] = score.value("mean_speedup_vs_incumbent", 0.0);
-  score["geomean_speedup"] = score.value("geomean_speedup_vs_incumbent", 0.0);
-  for (const char* k :
-       {"mean_speedup_vs_incumbent", "geomean_speedup_vs_incumbent", "speedups_over"})
-    score.erase(k);
+  Score& score = v.score;
+  if (score.speedups_over != kThroughIncumbent) return v;
+  score.mean_speedup = score.mean_speedup_vs_incumbent.value_or(0.0);
+  score.geomean_speedup = score.geomean_speedup_vs_incumbent.value_or(0.0);
+  score.mean_speedup_vs_incumbent.reset();
+  score.geomean_speedup_vs_incumbent.reset();
+  score.speedups_over.clear();
   return v;
 }
 
@@ -48,16 +48,16 @@ archive::CandidateRecord to_archive_record(const CandidateRecord& c,
       // The run times a candidate against its incumbent, so the verdict's speedups are over the
       // incumbent; the archive (its index, `report`, the best per operator) ranks speedups over
       // the operator's baseline: the run's estimate goes in their place, the ratio is kept.
-      if (c.speedup_vs_incumbent > 0 && c.score > 0 && a.verdict->score.is_object()) {
-        nlohmann::json& score = a.verdict->score;
-        const double mean = score.value("mean_speedup", 0.0);
-        const double geomean = score.value("geomean_speedup", 0.0);
+      if (c.speedup_vs_incumbent > 0 && c.score > 0) {
+        Score& score = a.verdict->score;
+        const double mean = score.mean_speedup.value_or(0.0);
+        const double geomean = score.geomean_speedup.value_or(0.0);
         const double scale = mean > 0 ? c.score / mean : 0.0;  // the incumbent's own speedup
-        score["mean_speedup_vs_incumbent"] = mean;
-        score["geomean_speedup_vs_incumbent"] = geomean;
-        score["mean_speedup"] = c.score;
-        score["geomean_speedup"] = geomean * scale;
-        score["speedups_over"] = kThroughIncumbent;
+        score.mean_speedup_vs_incumbent = mean;
+        score.geomean_speedup_vs_incumbent = geomean;
+        score.mean_speedup = c.score;
+        score.geomean_speedup = geomean * scale;
+        score.speedups_over = kThroughIncumbent;
       }
     } catch (const Error& e) {
       spdlog::debug("{}: verdict not archived: {}", c.id, e.message());

@@ -12,7 +12,7 @@ namespace kharness::controller {
 pipeline::EvaluationOptions pipeline_options(const StageSettings& settings) {
   pipeline::EvaluationOptions o;
   o.command = "run";
-  o.mode = "validate";
+  o.mode = Mode::kValidate;
   o.operator_name = settings.operator_name;
   o.operators_dirs = settings.operators_dirs;
   o.arch = settings.arch;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kharness/bench.hpp"
 #include "kharness/device.hpp"
 #include "kharness/verdict.hpp"
 
@@ -28,7 +29,7 @@ namespace kharness::controller {
 
 struct EvaluationRequest {
   std::filesystem::path solution;
-  std::string mode = "validate";       // "validate" (check, then time) or "compile"
+  Mode mode = Mode::kValidate;         // kValidate (check, then time) or kCompile
   std::vector<std::string> workloads;  // uuids; empty: all of the operator's
   // The kernel timed interleaved with the candidate as its baseline (the incumbent), so each
   // workload's timing.speedup is incumbent latency / candidate latency. Empty: the operator's own
@@ -73,9 +74,9 @@ struct StageSettings {
   std::vector<std::filesystem::path> operators_dirs;
   std::string arch;
   bool use_cache = true;
-  double eval_timeout = 300;                        // seconds, a whole evaluation
-  double launch_timeout = 10;                       // the launch watchdog's limit
-  nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions as JSON
+  double eval_timeout = 300;   // seconds, a whole evaluation
+  double launch_timeout = 10;  // the launch watchdog's limit
+  bench::BenchOptions bench;
 };
 
 // The pipeline's options for a run with these settings: mode validate, nothing archived by it.

@@ -249,22 +249,18 @@ must fit on the GPU at once).
 
 std::string render_best(const std::string& id, const std::string& source, const Verdict* v) {
   std::string out = fmt::format("# Current best kernel ({})\n", id);
-  if (v && !v->workloads.empty() && v->workloads[0].timing.contains("candidate")) {
+  if (v && !v->workloads.empty() && v->workloads[0].timing.timed()) {
     out += "| workload | axes | latency | speedup | % SOL |\n|---|---|---|---|---|\n";
     for (const auto& w : v->workloads) {
-      if (!w.timing.contains("candidate")) continue;
+      if (!w.timing.candidate) continue;
       out += fmt::format("| {} | {} | {:.2f} us | {} | {} |\n", w.uuid.substr(0, 8),
-                         fmt_axes(w.axes), w.timing["candidate"].value("latency", 0.0) * 1e6,
-                         w.timing.contains("speedup")
-                             ? fmt::format("{:.3f}x", w.timing["speedup"].get<double>())
-                             : "-",
-                         w.timing.contains("sol")
-                             ? fmt::format("{:.1f}%", 100 * w.timing["sol"].value("fraction", 0.0))
-                             : "-");
+                         fmt_axes(w.axes), w.timing.candidate->latency * 1e6,
+                         w.timing.speedup ? fmt::format("{:.3f}x", *w.timing.speedup) : "-",
+                         w.timing.sol ? fmt::format("{:.1f}%", 100 * w.timing.sol->fraction) : "-");
     }
-    if (v->score.contains("mean_speedup"))
+    if (v->score.mean_speedup)
       out += fmt::format("Mean speedup over the operator's baseline: {:.3f}x\n",
-                         v->score["mean_speedup"].get<double>());
+                         *v->score.mean_speedup);
   } else {
     out += "(not timed yet)\n";
   }
@@ -308,13 +304,12 @@ std::string render_feedback(const std::string& id, const std::string& status,
       }
     }
     for (const auto& w : v->workloads) {
-      if (!w.timing.contains("candidate")) continue;
-      out += fmt::format(
-          "  {} {}: {:.2f} us{}\n", w.uuid.substr(0, 8), fmt_axes(w.axes),
-          w.timing["candidate"].value("latency", 0.0) * 1e6,
-          w.timing.contains("speedup")
-              ? fmt::format(", {:.3f}x vs the reference timing", w.timing["speedup"].get<double>())
-              : "");
+      if (!w.timing.candidate) continue;
+      out += fmt::format("  {} {}: {:.2f} us{}\n", w.uuid.substr(0, 8), fmt_axes(w.axes),
+                         w.timing.candidate->latency * 1e6,
+                         w.timing.speedup
+                             ? fmt::format(", {:.3f}x vs the reference timing", *w.timing.speedup)
+                             : "");
     }
   }
   if (!note.empty()) out += note + "\n";

@@ -27,7 +27,7 @@ json to_json(const CandidateRecord& r) {
           {"truncated", r.answer.truncated},
           {"latency_seconds", r.answer.latency_seconds},
           {"cost_usd", r.cost_usd},
-          {"status", r.status},
+          {"status", r.status.name()},
           {"reason", r.reason},
           {"note", r.note},
           {"promoted", r.promoted},
@@ -61,7 +61,7 @@ CandidateRecord record_from_json(const json& j) {
   r.answer.truncated = j.value("truncated", false);
   r.answer.latency_seconds = j.value("latency_seconds", 0.0);
   r.cost_usd = j.value("cost_usd", 0.0);
-  r.status = j.value("status", "");
+  r.status = CandidateStatus::parse(j.value("status", "")).value_or(CandidateStatus{});
   r.reason = j.value("reason", "");
   r.note = j.value("note", "");
   r.promoted = j.value("promoted", false);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/outcome.hpp"
 #include "llm/provider.hpp"
 
 namespace kharness::controller {
@@ -25,9 +26,9 @@ struct CandidateRecord {
   llm::Answer answer;          // text, usage, stop reason, latency, raw body
   double cost_usd = 0.0;
   std::string source;  // the solution file (empty when none could be extracted)
-  // PASSED, COMPILE_ERROR, ..., NO_CODE, BAD_PLAN, TRUNCATED, COMPILED, SUSPECT (PASSED but timed
-  // faster than light: never promoted), ...
-  std::string status;
+  // PASSED, COMPILE_ERROR, ... (the verdict's), NO_CODE, BAD_PLAN, TRUNCATED, COMPILED, SUSPECT
+  // (PASSED but timed faster than light: never promoted), ... (controller/outcome.hpp)
+  CandidateStatus status;
   std::string reason;  // one line
   std::string note;    // the controller's remark (promoted, within noise, not promising, ...)
   bool promoted = false;

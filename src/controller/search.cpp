@@ -64,18 +64,19 @@ Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, 
   double sum = 0, noise = 0, weights = 0;
   std::size_t timed = 0;
   for (const auto& w : v.workloads) {
-    if (!w.timing.contains("speedup") || !w.timing["speedup"].is_number()) continue;
-    const double r = w.timing["speedup"].get<double>();
+    if (!w.timing.speedup || !std::isfinite(*w.timing.speedup)) continue;
+    const double r = *w.timing.speedup;
     auto it = weight.find(w.uuid);
     const double s = it != weight.end() && it->second > 0 ? it->second : 1.0;
     c.ratio[w.uuid] = r;
     sum += s * r;
     weights += s;
-    auto rel = [&](const char* side) {
-      const json& t = w.timing.value(side, json::object());
-      return t.contains("noise") && t["noise"].is_number() ? t["noise"].get<double>() : 0.01;
+    // A side's relative noise; 1% where it is unknown (written as null: too few samples).
+    auto rel = [](const std::optional<ContenderTiming>& t) {
+      return t && std::isfinite(t->stats.noise) ? t->stats.noise : 0.01;
     };
-    noise += s * std::sqrt(rel("candidate") * rel("candidate") + rel("baseline") * rel("baseline"));
+    const double cn = rel(w.timing.candidate), bn = rel(w.timing.baseline);
+    noise += s * std::sqrt(cn * cn + bn * bn);
     ++timed;
   }
   if (timed > 0 && weights > 0) {
@@ -101,7 +102,7 @@ struct Search::Impl {
     std::filesystem::path file;
     double score = 0.0;
     std::map<std::string, double> speedup;  // uuid -> over the operator's baseline (estimated)
-    json display;                           // verdict as the prompt shows it
+    std::optional<Verdict> display;         // verdict as the prompt shows it
   };
 
   SearchOptions options;
@@ -167,7 +168,7 @@ struct Search::Impl {
   // evaluation_counter() for a candidate's, so that every evaluation of a run has its own inputs
   // and a resumed run draws the ones the uninterrupted run would have. `gpu`: the worker's GPU.
   // `cache` (optional): where the verdict cache's key and answer go (the record keeps them).
-  Verdict evaluate(const std::filesystem::path& file, const std::string& mode,
+  Verdict evaluate(const std::filesystem::path& file, Mode mode,
                    const std::vector<std::string>& workloads, const std::filesystem::path& base,
                    const std::optional<GpuInfo>& gpu, std::uint64_t counter,
                    CacheNote* cache = nullptr) {
@@ -188,17 +189,15 @@ struct Search::Impl {
     return options.gpus.empty() ? std::nullopt : options.gpus[0];
   }
 
-  Kernel kernel_from(const CandidateRecord& r, const json& display) {
+  Kernel kernel_from(const CandidateRecord& r, std::optional<Verdict> display) {
     Kernel k;
     k.id = r.id;
     k.source = r.source;
     k.file = write_solution(r.id, r.source);
     k.score = r.score;
-    k.display = display;
-    for (const auto& w : display.value("workloads", json::array())) {
-      const json& t = w.value("timing", json::object());
-      k.speedup[w.value("uuid", "")] =
-          t.contains("speedup") && t["speedup"].is_number() ? t["speedup"].get<double>() : 1.0;
+    k.display = std::move(display);
+    if (k.display) {
+      for (const auto& w : k.display->workloads) k.speedup[w.uuid] = w.timing.speedup.value_or(1.0);
     }
     return k;
   }
@@ -215,7 +214,7 @@ struct Search::Impl {
   }
 
   void remember(const CandidateRecord& r, const Verdict* v) {
-    feedback[r.id] = render_feedback(r.id, r.status, r.reason, v, r.note);
+    feedback[r.id] = render_feedback(r.id, r.status.name(), r.reason, v, r.note);
     if (!r.source.empty()) seen.emplace(sha256_hex(r.source), r.id);
     tokens += r.answer.usage.input_tokens + r.answer.usage.output_tokens;
     cost += r.cost_usd;
@@ -258,8 +257,8 @@ struct Search::Impl {
     std::filesystem::path file = write_solution(r.id, r.source);
     const double t = clock.seconds();
     CacheNote cache;
-    Verdict v = evaluate(file, options.compile_only ? "compile" : "validate", {}, {}, first_gpu(),
-                         1, &cache);
+    Verdict v = evaluate(file, options.compile_only ? Mode::kCompile : Mode::kValidate, {}, {},
+                         first_gpu(), 1, &cache);
     r.gpu_seconds = seconds_since(t);
     r.cache_key = cache.key;
     r.cached_from = cache.cached_from;
@@ -270,16 +269,17 @@ struct Search::Impl {
       throw Error(ExitCode::kFailed, op.seed->string(),
                   fmt::format("the seed cannot start a run: {}", why));
     }
-    r.status = options.compile_only ? "COMPILED" : "PASSED";
-    r.score = v.score.contains("mean_speedup") ? v.score["mean_speedup"].get<double>() : 1.0;
+    r.status = options.compile_only ? CandidateStatus{Outcome::kCompiled}
+                                    : CandidateStatus::of(Status::kPassed);
+    r.score = v.score.mean_speedup.value_or(1.0);
     r.promoted = true;
     r.note = "the starting point";
-    json display = r.verdict;
-    if (!options.compile_only && !v.score.contains("mean_speedup")) {
-      for (auto& w : display["workloads"])
-        w["timing"]["speedup"] = 1.0;  // no baseline: relative to the seed
+    Verdict display = v;
+    if (!options.compile_only && !v.score.mean_speedup) {
+      for (auto& w : display.workloads)
+        w.timing.speedup = 1.0;  // no baseline: relative to the seed
     }
-    r.best_verdict = display;
+    r.best_verdict = to_json(display);
     seconds_per_workload =
         op.workloads.empty() ? 0 : r.gpu_seconds / static_cast<double>(op.workloads.size());
     best = kernel_from(r, display);
@@ -324,15 +324,20 @@ struct Search::Impl {
         next_id = std::max(next_id, std::stoi(r.id.substr(1)) + 1);
       }
       if (r.promoted && r.best_verdict.is_object()) {
-        best = kernel_from(r, r.best_verdict);
+        std::optional<Verdict> shown;
+        try {
+          shown = verdict_from_json(r.best_verdict);
+        } catch (const Error&) {
+          // a record edited by hand: the kernel is kept, without its verdict in the prompt
+        }
+        best = kernel_from(r, std::move(shown));
         profile_diagnosis = r.diagnosis;
         add_elite(best);
         promoted_in_step = promoted_in_step || r.id != "c0000";
-      } else if (r.id != "c0000" && r.status == "PASSED" && r.stage == "full" && has_verdict) {
+      } else if (r.id != "c0000" && r.status.passed() && r.stage == "full" && has_verdict) {
         // An elite as conclude() kept it: its speedups through the incumbent of its time, which
         // is `best` here, as the records come in order.
-        add_elite(
-            kernel_from(r, through_incumbent(r.verdict, compare_with_incumbent(v, best.speedup))));
+        add_elite(kernel_from(r, through_incumbent(v, compare_with_incumbent(v, best.speedup))));
       }
     }
     if (at_step > 0) stall = promoted_in_step ? 0 : stall + 1;
@@ -341,14 +346,7 @@ struct Search::Impl {
   llm::Request make_request(const Kernel& parent, int sample, std::vector<std::string>& cuts) {
     PromptParts parts;
     parts.task = task_text;
-    Verdict shown;
-    bool has = false;
-    try {
-      shown = verdict_from_json(parent.display);
-      has = true;
-    } catch (const Error&) {
-    }
-    parts.best = render_best(parent.id, parent.source, has ? &shown : nullptr);
+    parts.best = render_best(parent.id, parent.source, parent.display ? &*parent.display : nullptr);
     if (parent.id != best.id)
       parts.best =
           parts.best +
@@ -422,7 +420,7 @@ struct Search::Impl {
     for (const auto* known : {&seen, &step_seen}) {
       auto dup = known->find(hash);
       if (dup == known->end()) continue;
-      r.status = "DUPLICATE";
+      r.status = {Outcome::kDuplicate};
       r.reason = fmt::format("identical to {}; not evaluated again", dup->second);
       r.stage = "none";
       return false;
@@ -443,21 +441,19 @@ struct Search::Impl {
   // A verdict timed against the incumbent (`c`: its comparison) as the prompt shows it: each
   // workload's speedup over the operator's baseline, estimated through the incumbent's, and their
   // mean as score.mean_speedup; the ratio is kept as speedup_vs_incumbent.
-  json through_incumbent(const json& verdict, const Comparison& c) const {
-    json display = verdict;
+  Verdict through_incumbent(Verdict display, const Comparison& c) const {
     double sum = 0;
-    for (auto& w : display["workloads"]) {
-      const std::string uuid = w.value("uuid", "");
-      auto r = c.ratio.find(uuid);
-      auto s = best.speedup.find(uuid);
+    for (auto& w : display.workloads) {
+      auto r = c.ratio.find(w.uuid);
+      auto s = best.speedup.find(w.uuid);
       const double ratio = r != c.ratio.end() ? r->second : 0.0;
       const double est = (s != best.speedup.end() ? s->second : 1.0) * ratio;
-      w["timing"]["speedup_vs_incumbent"] = ratio;
-      w["timing"]["speedup"] = est;
+      w.timing.speedup_vs_incumbent = ratio;
+      w.timing.speedup = est;
       sum += est;
     }
-    const std::size_t n = display["workloads"].size();
-    display["score"]["mean_speedup"] = n ? sum / static_cast<double>(n) : 0.0;
+    const std::size_t n = display.workloads.size();
+    display.score.mean_speedup = n ? sum / static_cast<double>(n) : 0.0;
     return display;
   }
 
@@ -475,15 +471,17 @@ struct Search::Impl {
     t.incumbent_speedup = best.speedup;
     t.incumbent_score = best.score;
     if (options.compile_only) {
-      t.compiled = evaluate(t.file, "compile", {}, {}, gpu, t.counter + 1, &t.compiled_cache);
+      t.compiled = evaluate(t.file, Mode::kCompile, {}, {}, gpu, t.counter + 1, &t.compiled_cache);
     } else {
       bool full = true;
       if (options.cascade && reps.size() < op.workloads.size()) {
-        t.reps = evaluate(t.file, "validate", reps, best.file, gpu, t.counter + 1, &t.reps_cache);
+        t.reps =
+            evaluate(t.file, Mode::kValidate, reps, best.file, gpu, t.counter + 1, &t.reps_cache);
         full = promising(*t.reps);
       }
       if (full)
-        t.full = evaluate(t.file, "validate", {}, best.file, gpu, t.counter + 2, &t.full_cache);
+        t.full =
+            evaluate(t.file, Mode::kValidate, {}, best.file, gpu, t.counter + 2, &t.full_cache);
     }
     t.seconds = seconds_since(start);
   }
@@ -503,7 +501,7 @@ struct Search::Impl {
       const Verdict& v = *t.compiled;
       note_cache(r, t.compiled_cache);
       r.stage = "compile";
-      r.status = v.passed() ? "COMPILED" : std::string(status_name(v.status));
+      r.status = v.passed() ? CandidateStatus{Outcome::kCompiled} : CandidateStatus::of(v.status);
       if (v.failure) r.reason = v.failure->message;
       r.verdict = to_json(v);
       last = v;
@@ -516,7 +514,8 @@ struct Search::Impl {
       r.workloads_evaluated = static_cast<int>(v.workloads.size());
       // Judged against the incumbent it was timed against (a later one only does better).
       Comparison c = compare_with_incumbent(v, t.incumbent_speedup);
-      r.status = v.passed() && !v.clean_pass() ? "SUSPECT" : std::string(status_name(v.status));
+      r.status = v.passed() && !v.clean_pass() ? CandidateStatus{Outcome::kSuspect}
+                                               : CandidateStatus::of(v.status);
       if (v.status == Status::kCompileError || v.status == Status::kRejected) {
         // Stopped by the compiler or the rules, not by the cascade: nothing saved, no GPU
         // stage reached.
@@ -545,8 +544,8 @@ struct Search::Impl {
     }
     if (t.incumbent != best.id && t.full->clean_pass()) {
       const double start = clock.seconds();
-      t.full =
-          evaluate(t.file, "validate", {}, best.file, first_gpu(), t.counter + 3, &t.full_cache);
+      t.full = evaluate(t.file, Mode::kValidate, {}, best.file, first_gpu(), t.counter + 3,
+                        &t.full_cache);
       r.gpu_seconds += seconds_since(start);
     }
     const Verdict& v = *t.full;
@@ -554,14 +553,14 @@ struct Search::Impl {
     r.stage =
         v.status == Status::kCompileError || v.status == Status::kRejected ? "compile" : "full";
     r.workloads_evaluated = static_cast<int>(v.workloads.size());
-    r.status = std::string(status_name(v.status));
+    r.status = CandidateStatus::of(v.status);
     if (v.failure) r.reason = v.failure->message;
     r.verdict = to_json(v);
     last = v;
     if (!v.passed()) return;
     if (!v.clean_pass()) {
       // Timed faster than light: never promoted, never an elite, never reported as best.
-      r.status = "SUSPECT";
+      r.status = {Outcome::kSuspect};
       r.reason = promotion_refusal(v);
       r.note = "not promoted: " + r.reason;
       return;
@@ -569,15 +568,15 @@ struct Search::Impl {
     Comparison c = compare_with_incumbent(v, best.speedup);
     r.speedup_vs_incumbent = c.score_ratio;
     r.noise = c.noise;
-    json display = through_incumbent(r.verdict, c);
-    r.score = display["score"]["mean_speedup"].get<double>();
+    const Verdict display = through_incumbent(v, c);
+    r.score = display.score.mean_speedup.value_or(0.0);
     bool all = v.workloads.size() == n && c.complete;
     const double needed = promotion_threshold(c, options.min_gain);
     if (all && c.score_ratio > needed) {
       r.promoted = true;
       r.note = fmt::format("promoted: scores {:.3f}x the incumbent {} (noise {:.2f}%)",
                            c.score_ratio, best.id, 100 * c.noise);
-      r.best_verdict = display;
+      r.best_verdict = to_json(display);
       r.parent = r.parent.empty() ? best.id : r.parent;
       best = kernel_from(r, display);
       add_elite(best);
@@ -644,7 +643,7 @@ struct Search::Impl {
       p.candidates = candidates;
       p.budget = options.budget;
       p.last_id = r.id;
-      p.last_status = r.status;
+      p.last_status = r.status.name();
       p.best_score = best.score;
       p.best_id = best.id;
       p.tokens = tokens;
@@ -734,7 +733,7 @@ struct Search::Impl {
           if (evaluated) conclude(r, trials[at], last);
         } catch (const Error& e) {
           // No GPU or a broken reference: record what there is, then stop the run.
-          r.status = "NOT_EVALUATED";
+          r.status = {Outcome::kNotEvaluated};
           r.reason = e.message();
           result.fatal = e;
         }
@@ -745,8 +744,8 @@ struct Search::Impl {
         ++candidates;
         llm::Outcome outcome;
         outcome.candidate_id = r.id;
-        outcome.status = r.status;
-        outcome.score = r.status == "PASSED" ? r.score : 0.0;
+        outcome.status = r.status.name();
+        outcome.score = r.status.passed() ? r.score : 0.0;
         outcome.verdict = r.verdict;
         outcome.context = requests[i].context;
         provider.observe(outcome);
@@ -796,7 +795,7 @@ struct Search::Impl {
         if (ch == '|' || ch == '\n') ch = ' ';
       table += fmt::format(
           "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
-          r.parent.empty() ? "-" : r.parent, r.status, r.stage.empty() ? "-" : r.stage,
+          r.parent.empty() ? "-" : r.parent, r.status.name(), r.stage.empty() ? "-" : r.stage,
           r.speedup_vs_incumbent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_incumbent) : "-",
           r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
           r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
@@ -811,10 +810,13 @@ struct Search::Impl {
     json best_config;
     for (const auto& r : records) {
       if (r.id != best.id) continue;
-      if (r.verdict.is_object() && r.verdict.contains("score") && r.verdict["score"].is_object()) {
-        const json& sc = r.verdict["score"];
-        if (sc.contains("mean_sol_fraction") && sc["mean_sol_fraction"].is_number())
-          best_sol = sc["mean_sol_fraction"].get<double>();
+      if (r.verdict.is_object()) {
+        try {
+          const std::optional<double> f = verdict_from_json(r.verdict).score.mean_sol_fraction;
+          if (f && std::isfinite(*f)) best_sol = f;
+        } catch (const Error&) {
+          // a record edited by hand: the summary goes without the fraction
+        }
       }
       if (r.provider == "tune" && !r.answer.raw.empty()) {
         json c = json_util::parse_or_discarded(r.answer.raw);

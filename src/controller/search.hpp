@@ -17,6 +17,7 @@
 
 #include "controller/evaluator.hpp"
 #include "controller/recorder.hpp"
+#include "kharness/bench.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
@@ -65,7 +66,7 @@ struct SearchOptions {
   double eval_timeout = 300;
   double launch_timeout = 10;  // the launch watchdog's limit, in evaluations and profiles
   bool use_cache = true;
-  nlohmann::json bench = nlohmann::json::object();  // bench::BenchOptions as JSON
+  bench::BenchOptions bench;
   std::filesystem::path skills_dir;
   std::filesystem::path work_dir;  // the run folder: candidate files are evaluated from here
   std::filesystem::path out;       // the best kernel is written here at the end (optional)

@@ -126,7 +126,7 @@ json to_json(const WorkloadVerdict& w) {
           {"failure", optional_failure(w.failure)},
           {"suspect", optional_failure(w.suspect)},
           {"trials", trials},
-          {"timing", w.timing}};
+          {"timing", to_json(w.timing)}};
 }
 
 json to_json(const Verdict& v) {
@@ -145,7 +145,7 @@ json to_json(const Verdict& v) {
           {"worker_stderr", v.worker_stderr},
           {"worker_stderr_truncated", v.worker_stderr_truncated},
           {"phases", v.phases},
-          {"score", v.score},
+          {"score", to_json(v.score)},
           {"compile", v.compile},
           {"environment", v.environment}};
 }
@@ -159,7 +159,7 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
     w.status = status_from(wj, "status");
     w.failure = failure_from(wj.value("failure", json(nullptr)));
     w.suspect = failure_from(wj.value("suspect", json(nullptr)));
-    w.timing = object_member(wj, "timing");
+    w.timing = timing_from_json(object_member(wj, "timing"));
     for (const auto& tj : array_member(wj, "trials")) {
       TrialResult t;
       t.seed = tj.value("seed", 0ull);
@@ -195,14 +195,18 @@ Verdict verdict_from_json(const json& j) {
     v.worker_stderr_truncated = j.value("worker_stderr_truncated", false);
     v.compile = object_member(j, "compile");
     v.environment = object_member(j, "environment");
-    v.phases = object_member(j, "phases");
-    v.score = object_member(j, "score");
-    for (auto it = v.score.begin(); it != v.score.end(); ++it) {
+    const json phases = object_member(j, "phases");
+    for (auto it = phases.begin(); it != phases.end(); ++it) {
+      if (it->is_number()) v.phases[it.key()] = it->get<double>();
+    }
+    const json score = object_member(j, "score");
+    for (auto it = score.begin(); it != score.end(); ++it) {
       const json& x = it.value();
       bool ok = x.is_number() || x.is_null() || x.is_boolean() || x.is_object() || x.is_array() ||
                 x == "nan" || x == "inf" || x == "-inf";
       if (!ok) throw std::runtime_error(fmt::format("'score.{}' is not a number", it.key()));
     }
+    v.score = score_from_json(score);
     for (const auto& wj : array_member(j, "workloads"))
       v.workloads.push_back(workload_verdict_from_json(wj));
     return v;

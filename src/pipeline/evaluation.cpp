@@ -36,7 +36,7 @@ std::filesystem::path make_private_cache() {
 // The baseline solution a request times the candidate against, when it is a file (not the
 // operator's own, not "cublaslt"): the verdict cache keys it by its content.
 std::string baseline_file(const CheckRequest& request) {
-  std::string b = request.bench.is_object() ? request.bench.value("baseline_solution", "") : "";
+  const std::string& b = request.bench.baseline_solution;
   return b == "cublaslt" ? "" : b;
 }
 
@@ -71,10 +71,10 @@ Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
     if (!options_.archive) return;  // read for the verdict cache only: the caller archives
     verify::CheckOptions check = options_.check;
     check.seed = options_.seed;
-    nlohmann::json opts = {{"mode", options_.mode},
+    nlohmann::json opts = {{"mode", std::string(name_of(options_.mode))},
                            {"arch", options_.arch},
                            {"check", check.to_json()},
-                           {"bench", options_.bench}};
+                           {"bench", options_.bench.to_json()}};
     nlohmann::json info = {{"command", options_.command},
                            {"operator", options_.operator_name},
                            {"solutions", options_.solutions},
@@ -263,12 +263,12 @@ void Evaluator::record_holdout(const CheckRequest& request, const std::string& o
   nlohmann::json uuids = nlohmann::json::array();
   for (const auto& w : request.extra_workloads) uuids.push_back(w.value("uuid", ""));
   const HoldoutDraw* draw = holdout_for(op_name);
-  v.score["holdout"] = {{"requested", options_.holdout},
-                        {"drawn", request.extra_workloads.size()},
-                        {"seed_hash", holdout_seed_hash(holdout_seed_.value)},
-                        {"seed_from_environment", holdout_seed_.from_environment},
-                        {"workloads", uuids},
-                        {"notes", draw ? draw->notes : std::vector<std::string>{}}};
+  v.score.holdout = {{"requested", options_.holdout},
+                     {"drawn", request.extra_workloads.size()},
+                     {"seed_hash", holdout_seed_hash(holdout_seed_.value)},
+                     {"seed_from_environment", holdout_seed_.from_environment},
+                     {"workloads", uuids},
+                     {"notes", draw ? draw->notes : std::vector<std::string>{}}};
 }
 
 CheckRequest Evaluator::make_request(const EvaluationRequest& in,
@@ -288,7 +288,7 @@ CheckRequest Evaluator::make_request(const EvaluationRequest& in,
   if (in.workloads) request.options.workloads = *in.workloads;
   request.mode = in.mode.value_or(options_.mode);
   request.bench = options_.bench;
-  if (!in.baseline_solution.empty()) request.bench["baseline_solution"] = in.baseline_solution;
+  if (!in.baseline_solution.empty()) request.bench.baseline_solution = in.baseline_solution;
   if (const HoldoutDraw* draw = holdout_for(op_name)) {
     for (const auto& w : draw->workloads) request.extra_workloads.push_back(to_json(w));
     // --workloads narrows the shipped workloads; the held-out ones are always checked.
@@ -302,21 +302,22 @@ CheckRequest Evaluator::make_request(const EvaluationRequest& in,
 // only when given: a verdict under a random seed stands for any seed (so each candidate of a run,
 // evaluated under its own seed, is keyed as under any).
 nlohmann::json Evaluator::cache_options(const CheckRequest& request) const {
-  nlohmann::json j = {
-      {"mode", request.mode}, {"arch", options_.arch}, {"check", request.options.to_json()}};
+  nlohmann::json j = {{"mode", std::string(name_of(request.mode))},
+                      {"arch", options_.arch},
+                      {"check", request.options.to_json()}};
   if (!options_.seed_given) j["check"].erase("seed");
   if (options_.holdout > 0) {
     j["holdout"] = {{"count", options_.holdout},
                     {"seed_hash", holdout_seed_hash(holdout_seed_.value)}};
   }
-  if (request.mode == "compile") {
+  if (request.mode == Mode::kCompile) {
     j.erase("check");
   } else {
     // A launch slower than this is a TIMEOUT under one limit and may pass under another.
     j["launch_timeout"] = options_.launch_timeout_seconds;
   }
-  if (request.mode == "bench" || request.mode == "validate") {
-    j["bench"] = request.bench;
+  if (request.mode == Mode::kBench || request.mode == Mode::kValidate) {
+    j["bench"] = request.bench.to_json();
     // A baseline file by its content (cache_key), not its path: the controller's incumbent is a
     // new file per run with the same kernel in it.
     if (!baseline_file(request).empty()) j["bench"]["baseline_solution"] = "file (by content)";
@@ -352,11 +353,12 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     if (op.baseline) {
       for (const auto& f : load_solution(*op.baseline).sources) parts.harness += f.path + f.content;
     }
-    if (const std::string b = baseline_file(request); !b.empty() && request.mode != "compile") {
+    if (const std::string b = baseline_file(request);
+        !b.empty() && request.mode != Mode::kCompile) {
       parts.harness += "\nbaseline solution:\n";
       for (const auto& f : load_solution(b).sources) parts.harness += f.path + f.content;
     }
-    if (request.mode != "compile") {
+    if (request.mode != Mode::kCompile) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!env_) env_ = probe_environment();
       if (!env_->gpu_ready()) return "";  // the check says "no GPU"

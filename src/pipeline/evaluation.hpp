@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kharness/archive.hpp"
+#include "kharness/bench.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/holdout.hpp"
@@ -31,8 +32,8 @@ namespace kharness::pipeline {
 // What every evaluation of one invocation shares.
 struct EvaluationOptions {
   std::string command = "check";  // kept in the archive's run record
-  std::string mode = "check";     // compile, check, bench, validate
-  std::string operator_name;      // empty: each plan's "definition"
+  Mode mode = Mode::kCheck;
+  std::string operator_name;  // empty: each plan's "definition"
   std::vector<std::filesystem::path> operators_dirs;
   std::filesystem::path archive_dir;  // empty: archive::Archive::default_dir()
   std::string arch;                   // normalised NVRTC target
@@ -42,10 +43,10 @@ struct EvaluationOptions {
   double timeout_seconds = 60;
   double launch_timeout_seconds = 10;
   int sharing = 1;  // the most workers on one GPU: each worker's timeout is that many times longer
-  verify::CheckOptions check;                       // trials, workloads, tolerances (seed: set)
-  nlohmann::json bench = nlohmann::json::object();  // the timing options, as the worker reads them
-  int holdout = 0;                                  // --holdout N
-  std::vector<std::string> solutions;               // for the run record
+  verify::CheckOptions check;                          // trials, workloads, tolerances (seed: set)
+  bench::BenchOptions bench;                           // the timing options
+  int holdout = 0;                                     // --holdout N
+  std::vector<std::string> solutions;                  // for the run record
   nlohmann::json run_info = nlohmann::json::object();  // added to the run record
   // false: the verdict cache is read but nothing is archived and no archive run is begun: the
   // caller archives the verdict itself with Evaluation::cache_key (the controller's recorder,
@@ -60,7 +61,7 @@ struct EvaluationRequest {
   std::optional<GpuInfo> gpu;  // the worker's GPU; nullopt: the first visible one
   // Kept in the candidate's record.json (score keeps the submission's place there).
   nlohmann::json extra = nlohmann::json::object();
-  std::optional<std::string> mode;                    // else the options' mode
+  std::optional<Mode> mode;                           // else the options' mode
   std::optional<std::uint64_t> seed;                  // else the options' seed
   std::optional<std::vector<std::string>> workloads;  // uuids; else the options' check.workloads
   // A solution timed interleaved with the candidate as its baseline (the controller's incumbent);

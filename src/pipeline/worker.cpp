@@ -6,13 +6,10 @@
 
 #include <chrono>
 #include <filesystem>
-#include <iostream>
-#include <iterator>
 #include <memory>
 #include <optional>
 
 #include "bench/benchmark.hpp"
-#include "core/json_util.hpp"
 #include "device/driver.hpp"
 #include "device/gpu_lock.hpp"
 #include "device/watchdog.hpp"
@@ -28,12 +25,8 @@ namespace kharness {
 using nlohmann::json;
 
 int worker_main() {
-  verify::ProtocolStream protocol;
-  auto emit = [&](const json& j) { protocol.emit(j); };
-  try {
-    std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    json j = json_util::parse_or_discarded(input);
-    if (j.is_discarded()) throw Error(ExitCode::kInternal, "worker", "the request is not JSON");
+  return verify::serve_worker("worker", [](const json& j, verify::ProtocolStream& protocol) {
+    auto emit = [&](const json& line) { protocol.emit(line); };
     CheckRequest request = verify::request_from_json(j);
     // A launch that does not finish ends this process in seconds, with a `hang` line.
     std::unique_ptr<device::Watchdog> watchdog =
@@ -70,7 +63,7 @@ int worker_main() {
       emit({{"event", "workload"}, {"result", to_json(w)}});
     };
     Verdict v;
-    if (request.mode != "bench") {
+    if (request.mode != Mode::kBench) {
       v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                                        {&loaded.candidate, &loaded.candidate_compiled},
                                        request.options, sink);
@@ -79,9 +72,9 @@ int worker_main() {
       v.definition = loaded.op.definition.name;
       v.seed = request.options.seed;
     }
-    if (request.mode != "check" && v.passed()) {
+    if (request.mode != Mode::kCheck && v.passed()) {
       auto t3 = std::chrono::steady_clock::now();
-      bench::BenchOptions bench_options = bench::BenchOptions::from_json(request.bench);
+      bench::BenchOptions bench_options = request.bench;
       // The baseline, compiled like the candidate; an operator without one gets no speedup.
       std::unique_ptr<Solution> baseline;
       std::unique_ptr<CompileResult> baseline_compiled;
@@ -120,18 +113,7 @@ int worker_main() {
     v.phases["worker_context"] = std::chrono::duration<double>(t2 - t1).count();
     v.phases["gpu_lock_wait"] = lock_wait;
     emit({{"event", "verdict"}, {"verdict", to_json(v)}});
-    return 0;
-  } catch (const Error& e) {
-    emit({{"event", "error"},
-          {"code", static_cast<int>(e.code())},
-          {"where", e.where()},
-          {"message", e.what()}});
-  } catch (const device::CudaError& e) {
-    emit({{"event", "error"}, {"code", 4}, {"where", "worker"}, {"message", e.what()}});
-  } catch (const std::exception& e) {
-    emit({{"event", "error"}, {"code", 4}, {"where", "worker"}, {"message", e.what()}});
-  }
-  return 4;
+  });
 }
 
 }  // namespace kharness

@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -19,7 +17,6 @@
 
 #include "bench/cupti_timer.hpp"
 #include "bench/speed_of_light.hpp"
-#include "core/json_util.hpp"
 #include "device/driver.hpp"
 #include "device/gpu_lock.hpp"
 #include "device/plan_launcher.hpp"
@@ -28,7 +25,6 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
-#include "kharness/sandbox.hpp"
 #include "kharness/subprocess.hpp"
 #include "profile/occupancy.hpp"
 #include "profile/range_profiler.hpp"
@@ -535,34 +531,19 @@ Profile profile_solution(const ProfileRequest& request) {
                                         env.profiling.reason, profile::kCounterPermissionFix));
   }
 
-  SubprocessOptions sub;
-  sub.argv = worker_argv("__profile_worker");
-  sub.stdin_data = json_util::dump(request_json(request, w.uuid));
-  sub.timeout_seconds = request.timeout_seconds;
-  sub.inherit_environment = false;  // no API keys in the worker (sandbox.hpp)
-  sub.env = sandbox::scrubbed_environment();
   const auto worker_start = Clock::now();
-  SubprocessResult r = run_subprocess(sub);
+  const verify::WorkerReply reply =
+      verify::call_worker({"__profile_worker", "profile worker", request_json(request, w.uuid),
+                           request.timeout_seconds, std::nullopt});
   const double worker_seconds = since(worker_start);
+  const SubprocessResult& r = reply.process;
   if (!r.stderr_data.empty()) spdlog::debug("profile worker stderr:\n{}", r.stderr_data);
 
   std::optional<Profile> profile;
-  std::optional<json> hang;
-  std::istringstream lines(r.stdout_data);
-  for (std::string line; std::getline(lines, line);) {
-    json event = json_util::parse_or_discarded(line);
-    if (event.is_discarded() || !event.is_object()) continue;
-    const std::string type = event.value("event", "");
-    if (type == "profile") {
-      profile = profile_from_json(event.at("profile"));
-    } else if (type == "hang") {
-      hang = std::move(event);
-    } else if (type == "error") {
-      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", ""),
-                  event.value("message", "the profile worker failed"));
-    }
+  for (const json& event : reply.events) {
+    if (event.value("event", "") == "profile") profile = profile_from_json(event.at("profile"));
   }
-  if (hang) {
+  if (const std::optional<json>& hang = reply.hang) {
     const std::string label = hang->value("label", "");
     throw Error(ExitCode::kFailed, request.solution.string(),
                 fmt::format("{} did not finish within {:g} s (launch watchdog, waiting in {}); "
@@ -594,39 +575,20 @@ Profile profile_solution(const ProfileRequest& request) {
 }
 
 int profile_worker_main() {
-  verify::ProtocolStream protocol;
-  auto emit = [&](const json& j) { protocol.emit(j); };
-  try {
-    const std::string input((std::istreambuf_iterator<char>(std::cin)),
-                            std::istreambuf_iterator<char>());
-    json j = json_util::parse_or_discarded(input);
-    if (j.is_discarded())
-      throw Error(ExitCode::kInternal, "profile worker", "the request is not JSON");
-    if (j.value("verbose", false)) spdlog::set_level(spdlog::level::debug);
-    const ProfileRequest request = request_from_json(j);
-    // A launch that does not finish ends this process in seconds, with a `hang` line.
-    std::unique_ptr<device::Watchdog> watchdog =
-        protocol.watch_launches(request.launch_timeout_seconds);
-    Profile p = run_worker_profile(request);
-    emit({{"event", "profile"}, {"profile", to_json(p)}});
-    return 0;
-  } catch (const Error& e) {
-    emit({{"event", "error"},
-          {"code", static_cast<int>(e.code())},
-          {"where", e.where()},
-          {"message", e.what()}});
-    return static_cast<int>(e.code());
-  } catch (const profile::CuptiError& e) {
-    emit({{"event", "error"},
-          {"code", 4},
-          {"where", "CUPTI"},
-          {"message", fmt::format("{} (run `kharness -v profile ...` for the CUPTI call "
-                                  "sequence)",
-                                  e.what())}});
-  } catch (const std::exception& e) {
-    emit({{"event", "error"}, {"code", 4}, {"where", "profile worker"}, {"message", e.what()}});
-  }
-  return 4;
+  return verify::serve_worker(
+      "profile worker", [](const json& j, verify::ProtocolStream& protocol) {
+        const ProfileRequest request = request_from_json(j);
+        // A launch that does not finish ends this process in seconds, with a `hang` line.
+        std::unique_ptr<device::Watchdog> watchdog =
+            protocol.watch_launches(request.launch_timeout_seconds);
+        try {
+          protocol.emit({{"event", "profile"}, {"profile", to_json(run_worker_profile(request))}});
+        } catch (const profile::CuptiError& e) {
+          throw Error(ExitCode::kInternal, "CUPTI",
+                      fmt::format("{} (run `kharness -v profile ...` for the CUPTI call sequence)",
+                                  e.what()));
+        }
+      });
 }
 
 }  // namespace kharness

@@ -48,22 +48,26 @@ std::optional<double> number_at(const json& j, std::initializer_list<const char*
   return node->get<double>();
 }
 
+// A figure of a verdict when it is known: a non-finite one is written as null, which reads as
+// none.
+std::optional<double> known(std::optional<double> v) {
+  return v && std::isfinite(*v) ? v : std::nullopt;
+}
+
 bool workload_failed(const WorkloadVerdict& w) { return w.status != Status::kPassed; }
 
 double workload_seconds(const WorkloadVerdict& w) {
   double s = 0.0;
   for (const auto& t : w.trials) s += t.seconds;
-  return s + number_at(w.timing, {"seconds"}).value_or(0.0);
+  return s + known(w.timing.seconds).value_or(0.0);
 }
 
-std::optional<double> speedup_of(const WorkloadVerdict& w) {
-  return number_at(w.timing, {"speedup"});
-}
+std::optional<double> speedup_of(const WorkloadVerdict& w) { return known(w.timing.speedup); }
 std::optional<double> latency_of(const WorkloadVerdict& w) {
-  return number_at(w.timing, {"candidate", "latency"});
+  return w.timing.candidate ? known(w.timing.candidate->latency) : std::nullopt;
 }
 std::optional<double> sol_fraction_of(const WorkloadVerdict& w) {
-  return number_at(w.timing, {"sol", "fraction"});
+  return w.timing.sol ? known(w.timing.sol->fraction) : std::nullopt;
 }
 
 // A failure to show for a workload or solution that failed without naming why.
@@ -108,9 +112,9 @@ Score score_of(const Verdict& v) {
     s.geomean_speedup = std::exp(log_sum / n);
   }
   if (n_sol > 0) s.mean_sol = sol_sum / n_sol;
-  if (auto m = number_at(v.score, {"mean_speedup"})) s.mean_speedup = m;
-  if (auto g = number_at(v.score, {"geomean_speedup"})) s.geomean_speedup = g;
-  if (auto f = number_at(v.score, {"mean_sol_fraction"})) s.mean_sol = f;
+  if (auto m = known(v.score.mean_speedup)) s.mean_speedup = m;
+  if (auto g = known(v.score.geomean_speedup)) s.geomean_speedup = g;
+  if (auto f = known(v.score.mean_sol_fraction)) s.mean_sol = f;
   return s;
 }
 
@@ -277,7 +281,7 @@ json fib_performance(const WorkloadVerdict* w) {
   double latency = 0, reference = 0, speedup = 0;
   if (w) {
     latency = latency_of(*w).value_or(0.0);
-    reference = number_at(w->timing, {"baseline", "latency"}).value_or(0.0);
+    reference = w->timing.baseline ? known(w->timing.baseline->latency).value_or(0.0) : 0.0;
     speedup = speedup_of(*w).value_or(0.0);
   }
   return {{"latency_ms", latency * 1e3},

@@ -22,21 +22,19 @@ namespace {
 
 using json = nlohmann::json;
 
-double number(const json& j, const char* key, double fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
+// A statistic, or `fallback` when it is not finite (written as null: unknown).
+double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
 
 TimedSide side_of(const WorkloadVerdict& w) {
   TimedSide s;
   s.status = std::string(status_name(w.status));
-  auto c = w.timing.find("candidate");
-  if (c == w.timing.end() || !c->is_object()) return s;
-  s.latency = number(*c, "latency", 0);
-  s.count = static_cast<std::size_t>(number(*c, "count", 0));
-  s.noise = number(*c, "noise", -1);
+  if (!w.timing.candidate) return s;
+  const ContenderTiming& c = *w.timing.candidate;
+  s.latency = c.latency;
+  s.count = c.stats.count;
+  s.noise = finite_or(c.stats.noise, -1);
   if (s.noise < 0) {
-    double cv = number(*c, "cv", -1);
+    double cv = finite_or(c.stats.cv, -1);
     if (cv >= 0 && s.count > 1) s.noise = cv / std::sqrt(static_cast<double>(s.count));
   }
   if (!std::isfinite(s.latency) || s.latency < 0) s.latency = 0;
@@ -264,10 +262,9 @@ std::string to_csv(const std::vector<Verdict>& verdicts) {
     for (const auto& f : fields) quoted.push_back(csv_field(f));
     out += join(quoted, ",") + "\r\n";
   };
-  auto num = [](const json& j, const char* key) -> std::string {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number()) return "";
-    return fmt::format("{:.9g}", it->get<double>());
+  // A figure, or "" where there is none (or it is not finite: unknown).
+  auto num = [](bool known, double v) -> std::string {
+    return known && std::isfinite(v) ? fmt::format("{:.9g}", v) : "";
   };
   line(header);
   for (const auto& v : verdicts) {
@@ -285,13 +282,16 @@ std::string to_csv(const std::vector<Verdict>& verdicts) {
     for (const auto& w : v.workloads) {
       auto f = base();
       const Failure* failure = w.failure ? &*w.failure : (w.suspect ? &*w.suspect : nullptr);
-      json c = w.timing.value("candidate", json::object());
-      json b = w.timing.value("baseline", json::object());
-      json sol = w.timing.value("sol", json::object());
-      f.insert(f.end(), {w.uuid, axes_text(w.axes), std::string(status_name(w.status)),
-                         failure ? failure->kind : "", failure ? failure->message : "",
-                         num(c, "latency"), num(c, "noise"), num(c, "count"), num(b, "latency"),
-                         num(w.timing, "speedup"), num(sol, "fraction")});
+      const TimingResult& t = w.timing;
+      const bool c = t.candidate.has_value();
+      f.insert(f.end(),
+               {w.uuid, axes_text(w.axes), std::string(status_name(w.status)),
+                failure ? failure->kind : "", failure ? failure->message : "",
+                num(c, c ? t.candidate->latency : 0), num(c, c ? t.candidate->stats.noise : 0),
+                num(c, c ? static_cast<double>(t.candidate->stats.count) : 0),
+                num(t.baseline.has_value(), t.baseline ? t.baseline->latency : 0),
+                num(t.speedup.has_value(), t.speedup.value_or(0)),
+                num(t.sol.has_value(), t.sol ? t.sol->fraction : 0)});
       line(f);
     }
   }

@@ -3,18 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
-#include <iterator>
 #include <memory>
 
-#include "core/json_util.hpp"
 #include "device/driver.hpp"
 #include "device/gpu_lock.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
-#include "kharness/sandbox.hpp"
-#include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
@@ -46,8 +41,8 @@ json request_json(const CheckRequest& r) {
           {"compile_cache_dir", r.compile_cache_dir.string()},
           {"options", r.options.to_json()},
           {"launch_timeout_seconds", r.launch_timeout_seconds},
-          {"mode", r.mode},
-          {"bench", r.bench},
+          {"mode", std::string(name_of(r.mode))},
+          {"bench", r.bench.to_json()},
           {"extra_workloads", r.extra_workloads},
           {"gpu_lock_dir", device::gpu_lock_dir().string()}};
 }
@@ -66,25 +61,6 @@ json gpu_record(const GpuInfo& g) {
   put("max_sm_clock_mhz", g.max_sm_clock_mhz);
   put("max_memory_clock_mhz", g.max_memory_clock_mhz);
   return j;
-}
-
-// CUDA_VISIBLE_DEVICES for a worker on `g`: its UUID (which names it whatever the parent's own
-// CUDA_VISIBLE_DEVICES says), else its entry of the parent's list, else its ordinal.
-std::string visible_devices_for(const GpuInfo& g) {
-  if (!g.uuid.empty()) return g.uuid;
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
-    std::vector<std::string> entries(1);
-    for (const char* c = visible; *c; ++c) {
-      if (*c == ',') {
-        entries.emplace_back();
-      } else if (*c != ' ') {
-        entries.back() += *c;
-      }
-    }
-    if (g.index >= 0 && static_cast<std::size_t>(g.index) < entries.size())
-      return entries[static_cast<std::size_t>(g.index)];
-  }
-  return std::to_string(g.index);
 }
 
 }  // namespace
@@ -120,8 +96,11 @@ CheckRequest request_from_json(const json& j) {
   r.compile_cache_dir = j.value("compile_cache_dir", "");
   r.options = CheckOptions::from_json(j.value("options", json::object()));
   r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
-  r.mode = j.value("mode", "check");
-  r.bench = j.value("bench", json::object());
+  const std::string mode = j.value("mode", "check");
+  const std::optional<Mode> parsed = parse_enum<Mode>(mode);
+  if (!parsed) throw std::runtime_error("unknown mode '" + mode + "'");
+  r.mode = *parsed;
+  r.bench = bench::BenchOptions::from_json(j.value("bench", json::object()));
   r.extra_workloads = j.value("extra_workloads", std::vector<json>{});
   return r;
 }
@@ -156,7 +135,7 @@ Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) 
     }
     return verdict;
   }
-  if (request.mode == "compile") return verdict;  // --compile-only: what needs no GPU
+  if (request.mode == Mode::kCompile) return verdict;  // --compile-only: what needs no GPU
   // Only now is a GPU needed.
   EnvironmentReport env = probe_environment();
   if (!env.gpu_ready()) {
@@ -179,21 +158,9 @@ Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) 
                                   {"nvrtc", env.nvrtc_version},
                                   {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
 
-  SubprocessOptions sub;
-  // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
-  sub.argv = worker_argv("__worker");
-  sub.stdin_data = json_util::dump(request_json(request));
-  sub.timeout_seconds = request.timeout_seconds;
-  // Only what the driver, the toolkit and kharness's settings need: no API keys.
-  sub.inherit_environment = false;
-  sub.env = sandbox::scrubbed_environment();
-  if (request.gpu) {
-    sub.env.erase(std::remove_if(sub.env.begin(), sub.env.end(),
-                                 [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; }),
-                  sub.env.end());
-    sub.env.emplace_back("CUDA_VISIBLE_DEVICES", visible_devices_for(*request.gpu));
-  }
-  return verify::verdict_from_worker(request, std::move(verdict), run_subprocess(sub));
+  verify::WorkerCall call{"__worker", "worker", request_json(request), request.timeout_seconds,
+                          request.gpu};
+  return verify::verdict_from_worker(request, std::move(verdict), verify::call_worker(call));
 }
 
 }  // namespace kharness

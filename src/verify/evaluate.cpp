@@ -94,7 +94,7 @@ class PhaseClock {
   void add(const std::string& phase, std::chrono::steady_clock::time_point since) {
     seconds_[phase] += seconds_since(since);
   }
-  nlohmann::json to_json() const { return seconds_; }
+  const std::map<std::string, double>& seconds() const { return seconds_; }
 
  private:
   std::map<std::string, double> seconds_;
@@ -224,7 +224,7 @@ class Evaluator {
       if (stop) break;  // the context is unusable: nothing more can run in this process
     }
     v.seconds = seconds_since(start);
-    v.phases = phases_.to_json();
+    v.phases = phases_.seconds();
     return v;
   }
 

@@ -5,12 +5,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
+#include "kharness/sandbox.hpp"
 
 namespace kharness::verify {
 
@@ -58,7 +63,49 @@ std::unique_ptr<device::Watchdog> ProtocolStream::watch_launches(double limit_se
   });
 }
 
+int serve_worker(const std::string& name, const WorkerWork& work) {
+  ProtocolStream protocol;
+  auto error_line = [&](int code, const std::string& where, const std::string& message) {
+    protocol.emit({{"event", "error"}, {"code", code}, {"where", where}, {"message", message}});
+  };
+  try {
+    const std::string input((std::istreambuf_iterator<char>(std::cin)),
+                            std::istreambuf_iterator<char>());
+    const json request = json_util::parse_or_discarded(input);
+    if (request.is_discarded()) throw Error(ExitCode::kInternal, name, "the request is not JSON");
+    if (request.is_object() && request.value("verbose", false))
+      spdlog::set_level(spdlog::level::debug);
+    work(request, protocol);
+    return 0;
+  } catch (const Error& e) {
+    error_line(static_cast<int>(e.code()), e.where(), e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    error_line(4, name, e.what());
+  }
+  return 4;
+}
+
 namespace {
+
+// CUDA_VISIBLE_DEVICES for a worker on `g`: its UUID (which names it whatever the parent's own
+// CUDA_VISIBLE_DEVICES says), else its entry of the parent's list, else its ordinal.
+std::string visible_devices_for(const GpuInfo& g) {
+  if (!g.uuid.empty()) return g.uuid;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
+    std::vector<std::string> entries(1);
+    for (const char* c = visible; *c; ++c) {
+      if (*c == ',') {
+        entries.emplace_back();
+      } else if (*c != ' ') {
+        entries.back() += *c;
+      }
+    }
+    if (g.index >= 0 && static_cast<std::size_t>(g.index) < entries.size())
+      return entries[static_cast<std::size_t>(g.index)];
+  }
+  return std::to_string(g.index);
+}
 
 // The failure of a worker stopped by its launch watchdog.
 Failure hang_failure(const CheckRequest& request, const json& hang, const std::string& running) {
@@ -79,24 +126,66 @@ Failure hang_failure(const CheckRequest& request, const json& hang, const std::s
 
 }  // namespace
 
+bool WorkerReply::finished() const { return !hang && !process.timed_out && process.exit_code == 0; }
+
+WorkerReply call_worker(const WorkerCall& call) {
+  SubprocessOptions sub;
+  // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
+  sub.argv = worker_argv(call.subcommand);
+  sub.stdin_data = json_util::dump(call.request);
+  sub.timeout_seconds = call.timeout_seconds;
+  // Only what the driver, the toolkit and kharness's settings need: no API keys.
+  sub.inherit_environment = false;
+  sub.env = sandbox::scrubbed_environment();
+  if (call.gpu) {
+    sub.env.erase(std::remove_if(sub.env.begin(), sub.env.end(),
+                                 [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; }),
+                  sub.env.end());
+    sub.env.emplace_back("CUDA_VISIBLE_DEVICES", visible_devices_for(*call.gpu));
+  }
+  return read_reply(run_subprocess(sub), call.name);
+}
+
+WorkerReply read_reply(SubprocessResult process, const std::string& name) {
+  // One JSON line per event; take what arrived, even from a worker that died.
+  WorkerReply reply;
+  std::istringstream lines(process.stdout_data);
+  for (std::string line; std::getline(lines, line);) {
+    json event = json_util::parse_or_discarded(line);
+    if (event.is_discarded() || !event.is_object()) {
+      spdlog::debug("{}: not a protocol line: {}", name, line.substr(0, 200));
+      continue;
+    }
+    const std::string type = event.value("event", "");
+    if (type == "error") {
+      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", name),
+                  event.value("message", fmt::format("the {} failed", name)));
+    }
+    if (type == "hang") {
+      reply.hang = std::move(event);
+    } else {
+      reply.events.push_back(std::move(event));
+    }
+  }
+  reply.process = std::move(process);
+  return reply;
+}
+
 Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
                             const SubprocessResult& r) {
+  return verdict_from_worker(request, std::move(verdict), read_reply(r, "worker"));
+}
+
+Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
+                            const WorkerReply& reply) {
+  const SubprocessResult& r = reply.process;
   verdict.worker_stderr = r.stderr_data;
   verdict.worker_stderr_truncated = r.stderr_truncated;
   verdict.seconds = r.seconds;
 
-  // The worker streams one JSON line per event; take what arrived, even from a worker that died.
   std::string running;  // the workload in flight when the worker stopped
   std::optional<Verdict> final_verdict;
-  std::optional<json> hang;
-  std::istringstream lines(r.stdout_data);
-  std::string line;
-  while (std::getline(lines, line)) {
-    json event = json_util::parse_or_discarded(line);
-    if (event.is_discarded() || !event.is_object()) {
-      spdlog::debug("worker: not a protocol line: {}", line.substr(0, 200));
-      continue;
-    }
+  for (const json& event : reply.events) {
     const std::string type = event.value("event", "");
     if (type == "started") {
       running = event.value("workload", "");
@@ -105,14 +194,9 @@ Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
       running.clear();
     } else if (type == "verdict") {
       final_verdict = verdict_from_json(event.at("verdict"));
-    } else if (type == "hang") {
-      hang = std::move(event);
-    } else if (type == "error") {
-      throw Error(static_cast<ExitCode>(event.value("code", 4)), event.value("where", "worker"),
-                  event.value("message", "the worker failed"));
     }
   }
-  if (final_verdict && !hang && !r.timed_out && r.exit_code == 0) {
+  if (final_verdict && reply.finished()) {
     Verdict v = std::move(*final_verdict);
     v.compile = verdict.compile;
     v.environment = verdict.environment;
@@ -126,9 +210,9 @@ Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
   // The worker did not finish: a hang (TIMEOUT: its launch watchdog, or the whole-worker limit) or
   // a crash (RUNTIME_ERROR).
   Failure failure;
-  if (hang) {
+  if (reply.hang) {
     verdict.status = Status::kTimeout;
-    failure = hang_failure(request, *hang, running);
+    failure = hang_failure(request, *reply.hang, running);
   } else if (r.timed_out) {
     verdict.status = Status::kTimeout;
     failure = Failure{

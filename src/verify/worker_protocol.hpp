@@ -1,27 +1,39 @@
-// Both ends of a worker's protocol: one JSON object a line on a private copy of the worker's stdout
-// (`check`'s __worker and `profile`'s __profile_worker).
+// The worker channel: both ends of the protocol between kharness and a worker process of its own
+// (`check`'s __worker, `profile`'s __profile_worker): the request as one JSON object on the
+// worker's stdin, the answer as one JSON object a line on a private copy of its stdout.
 //
-// Worker end: ProtocolStream sets the process up (the protocol on a copy of fd 1, fd 1 itself to
-// stderr for kernels' printf, no core files) and writes lines from any thread; its launch watchdog
-// writes {"event":"hang",...} and ends the process with device::kHangExitCode when a wait on the
-// GPU outlasts the launch timeout (device/watchdog.hpp).
+// Worker end: serve_worker() is the whole of a worker's main: ProtocolStream sets the process up
+// (the protocol on a copy of fd 1, fd 1 itself to stderr for kernels' printf, no core files) and
+// writes lines from any thread; the request is read and handed to the worker's work; whatever the
+// work throws becomes an {"event":"error"} line. Its launch watchdog writes {"event":"hang",...}
+// and ends the process with device::kHangExitCode when a wait on the GPU outlasts the launch
+// timeout (device/watchdog.hpp).
 //
-// Parent end: verdict_from_worker turns what a `check` worker wrote (and how it ended) into the
-// verdict: its final verdict, or TIMEOUT (a `hang` line, or the whole-worker limit) or
-// RUNTIME_ERROR (a crash), with the workload that was in flight.
+// Parent end: call_worker() spawns the worker (a fresh exec, scrubbed environment, wall-clock
+// limit, one GPU) and reads its lines back (an `error` line throws its Error); what the lines mean
+// is the caller's: verdict_from_worker turns a `check` worker's reply into the verdict (its final
+// verdict, or TIMEOUT for a `hang` line or the whole-worker limit, or RUNTIME_ERROR for a crash,
+// with the workload that was in flight).
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "device/watchdog.hpp"
+#include "kharness/device.hpp"
 #include "kharness/subprocess.hpp"
 #include "kharness/verdict.hpp"
 #include "kharness/verify.hpp"
 
 namespace kharness::verify {
+
+// ---- worker end ----
 
 class ProtocolStream {
  public:
@@ -46,10 +58,52 @@ class ProtocolStream {
   std::FILE* out_ = nullptr;
 };
 
+// A worker's work: the request (a JSON object; "verbose": true has already raised the log level)
+// in, its answer written to `protocol` as its last line.
+using WorkerWork = std::function<void(const nlohmann::json& request, ProtocolStream& protocol)>;
+
+// The main of the worker `name` ("worker", "profile worker"): reads the request from stdin and
+// runs `work`. What `work` throws is written as {"event":"error","code","where","message"} (an
+// Error keeps its code and place; anything else is code 4 at `name`). Returns the process's exit
+// code: 0, the Error's code, or 4.
+int serve_worker(const std::string& name, const WorkerWork& work);
+
+// ---- parent end ----
+
+struct WorkerCall {
+  std::string subcommand;       // "__worker", "__profile_worker"
+  std::string name;             // "worker", "profile worker": the `where` of its failures
+  nlohmann::json request;       // written to the worker's stdin
+  double timeout_seconds = 60;  // the whole worker's wall-clock limit
+  // The GPU the worker runs on: it sees only this one (CUDA_VISIBLE_DEVICES). nullopt: what the
+  // parent sees.
+  std::optional<GpuInfo> gpu;
+};
+
+// What a worker wrote and how it ended.
+struct WorkerReply {
+  SubprocessResult process;
+  // Its protocol lines in order, but for `hang` and `error` (lines that are not JSON objects are
+  // skipped).
+  std::vector<nlohmann::json> events;
+  std::optional<nlohmann::json> hang;  // its launch watchdog's line
+  // Ended by itself: exit 0, within its limit, no hang.
+  bool finished() const;
+};
+
+// Runs the worker under KHARNESS_WORKER_WRAPPER (worker_argv), in the scrubbed environment (no API
+// keys: sandbox::scrubbed_environment), and reads its reply (read_reply).
+WorkerReply call_worker(const WorkerCall& call);
+
+// The reply in a worker's output. Throws Error for an `error` line (the worker's own failure: bad
+// input, no GPU, internal), with the code and place the line names (else 4 and `name`).
+WorkerReply read_reply(SubprocessResult process, const std::string& name);
+
 // The verdict of a `check` worker run: `verdict` holds what the parent knows before the run
 // (solution, source, definition, seed, compile summary, environment) and gets the rest from the
-// protocol lines in `r.stdout_data` and how the worker ended. Throws Error for an `error` line
-// (the worker's own failure: bad input, internal).
+// reply's events and how the worker ended.
+Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict, const WorkerReply& reply);
+// The same from the worker's raw output (read_reply first: throws Error for an `error` line).
 Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
                             const SubprocessResult& r);
 

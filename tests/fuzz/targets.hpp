@@ -160,7 +160,7 @@ struct ArchiveFixture {
     files.begin({{"operator", "rmsnorm_h4096"}, {"budget", 3}});
     controller::CandidateRecord c;
     c.id = "c0001";
-    c.status = "PASSED";
+    c.status = controller::CandidateStatus::of(Status::kPassed);
     c.source = "__global__ void k() {}\n";
     c.verdict = to_json(v);
     files.record(c);
