@@ -590,6 +590,12 @@ std::string quoted_include(const std::string& line) {
 std::string inline_shared_includes(const fs::path& file, const std::string& text,
                                    const fs::path& shared, int depth) {
   constexpr int kMaxDepth = 8;
+  const fs::path dir = fs::absolute(file).parent_path();
+  // Whether `target` lies in the _shared folder.
+  auto is_shared = [&](const fs::path& target) {
+    const fs::path relative = target.lexically_relative(shared);
+    return !relative.empty() && *relative.begin() != "..";
+  };
   std::string out;
   out.reserve(text.size());
   std::size_t start = 0;
@@ -599,9 +605,8 @@ std::string inline_shared_includes(const fs::path& file, const std::string& text
     const std::string line = text.substr(start, end - start);
     start = end;
     const std::string name = quoted_include(line);
-    const fs::path target = (fs::absolute(file).parent_path() / name).lexically_normal();
-    const fs::path relative = target.lexically_relative(shared);
-    if (name.empty() || relative.empty() || *relative.begin() == "..") {
+    const fs::path target = name.empty() ? fs::path() : (dir / name).lexically_normal();
+    if (name.empty() || !is_shared(target)) {
       out += line;
       continue;
     }
