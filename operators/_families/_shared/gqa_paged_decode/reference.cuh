@@ -9,8 +9,8 @@
 // FlashInfer-Bench op_type "gqa_paged" decode semantics:
 //   request b owns the pages kv_indices[kv_indptr[b] .. kv_indptr[b+1]); every slot of each page
 //   is one KV token (token order: page order, then slot order), but with KB_LAST_PAGE_LEN 1
-//   (FlashInfer-Bench's *_ps64 decode definitions) the last page holds kv_last_page_len[b]. Cache layout
-//   k_cache[page, slot, kv_head, d] (same for v_cache). q head h reads kv head
+//   (FlashInfer-Bench's *_ps64 decode definitions) the last page holds kv_last_page_len[b].
+//   Cache layout k_cache[page, slot, kv_head, d] (same for v_cache). q head h reads kv head
 //   h / (num_qo_heads / num_kv_heads) (torch repeat_interleave of the kv heads).
 //   logit[t] = sm_scale * sum_d q[b, h, d] * k[t, kvh, d]                (float32)
 //   output[b, h, :] = bf16( sum_t softmax(logit)[t] * v[t, kvh, :] )      (one rounding)

@@ -11,8 +11,8 @@
 // query head):
 //   request b owns the pages kv_indices[kv_indptr[b] .. kv_indptr[b+1]); every slot of each page
 //   is one token (token order: page order, then slot order), but with KB_LAST_PAGE_LEN 1
-//   (FlashInfer-Bench's *_ps64 decode definitions) the last page holds kv_last_page_len[b]. Caches ckv_cache[page, slot, c] and
-//   kpe_cache[page, slot, p].
+//   (FlashInfer-Bench's *_ps64 decode definitions) the last page holds kv_last_page_len[b].
+//   Caches ckv_cache[page, slot, c] and kpe_cache[page, slot, p].
 //   logit[t] = sm_scale * (sum_c q_nope[b, h, c] * ckv[t, c] + sum_p q_pe[b, h, p] * kpe[t, p])
 //   output[b, h, :] = bf16( sum_t softmax(logit)[t] * ckv[t, :] )       (one rounding)
 //   lse[b, h] = log2( sum_t exp(logit[t]) ) = logsumexp(logit) / ln 2    (float32, base 2)
