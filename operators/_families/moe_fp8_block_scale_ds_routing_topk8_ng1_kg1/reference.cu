@@ -58,4 +58,5 @@
 #include <cuda_fp8.h>
 
 constexpr int kTopK = 8, kGroups = 1, kTopGroups = 1;  // n_group 1: a direct top-8
+#define KB_KERNEL(name) moe_ref_##name
 #include "../_shared/moe_fp8_ds_routing/reference.cuh"

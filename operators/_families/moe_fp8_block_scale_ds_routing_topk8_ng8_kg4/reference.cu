@@ -57,4 +57,5 @@
 #include <cuda_fp8.h>
 
 constexpr int kTopK = 8, kGroups = 8, kTopGroups = 4;
+#define KB_KERNEL(name) moe_ref_##name
 #include "../_shared/moe_fp8_ds_routing/reference.cuh"

@@ -53,4 +53,5 @@
 #include <cuda_fp8.h>
 
 constexpr int kTopK = 8;
+#define KB_KERNEL(name) moe_ref_##name
 #include "../_shared/moe_fp8_renorm/reference.cuh"

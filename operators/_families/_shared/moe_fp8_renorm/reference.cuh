@@ -1,6 +1,11 @@
 // The reference of the renormalize-routed fp8 block-scale MoE families
-// (moe_fp8_block_scale_renorm_topk8 and _topk10) after their constants: each family's reference.cu
-// defines kTopK (K below), then includes this text (inlined when it is loaded).
+// (moe_fp8_block_scale_renorm_topk8 and _topk10) after their constants, which is also their
+// baseline with the kernels renamed: each family's reference.cu and baseline/solution.cu define
+// kTopK (K below) and KB_KERNEL(name) (moe_ref_<name>, moe_base_<name>), then include this text
+// (inlined when it is loaded).
+#ifndef KB_KERNEL
+#error "define KB_KERNEL(name) before this text"
+#endif
 constexpr int kQuant = 128;       // quantisation block
 constexpr int kTile = 16;         // must equal the GEMM plans' block size in x and y
 
@@ -33,8 +38,9 @@ __device__ Workspace carve(unsigned char* base, int T, int E, int H, int I) {
 
 // Renormalize routing (FlashInfer routing_method_type 1, no bias, every expert local): the
 // top_k experts by logit (ties: the lower expert id), weights the softmax of their logits.
-extern "C" __global__ void moe_ref_routing(const __nv_bfloat16* routing_logits,
-                                unsigned char* workspace, int seq_len, int num_experts) {
+extern "C" __global__ void KB_KERNEL(routing)(const __nv_bfloat16* routing_logits,
+                                              unsigned char* workspace, int seq_len,
+                                              int num_experts) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= seq_len) return;
   Workspace w = carve(workspace, seq_len, 0, 0, 0);  // only topk_idx and topk_w are used
@@ -61,8 +67,9 @@ extern "C" __global__ void moe_ref_routing(const __nv_bfloat16* routing_logits,
 }
 
 // lists[e, 0..counts[e]) = the slots t*K+k (in increasing order) that selected local expert e.
-extern "C" __global__ void moe_ref_expert_lists(int local_expert_offset, unsigned char* workspace,
-                                                int seq_len, int num_local_experts) {
+extern "C" __global__ void KB_KERNEL(expert_lists)(int local_expert_offset,
+                                                   unsigned char* workspace, int seq_len,
+                                                   int num_local_experts) {
   const int e = blockIdx.x;
   Workspace w = carve(workspace, seq_len, num_local_experts, 0, 0);
   int count = 0;
@@ -77,7 +84,7 @@ extern "C" __global__ void moe_ref_expert_lists(int local_expert_offset, unsigne
 
 // C[slot, i] = silu(G[I + i]) * G[i] with G = a[token] @ W1[e].T, for row blockIdx.y*16 + ty of
 // expert e = blockIdx.z's list and i = blockIdx.x*16 + tx.
-extern "C" __global__ void moe_ref_gemm1_swiglu(
+extern "C" __global__ void KB_KERNEL(gemm1_swiglu)(
     const __nv_fp8_e4m3* hidden_states, const float* hidden_states_scale,
     const __nv_fp8_e4m3* gemm1_weights, const float* gemm1_weights_scale, unsigned char* workspace,
     int seq_len, int num_local_experts, int hidden_size, int intermediate_size,
@@ -134,11 +141,12 @@ extern "C" __global__ void moe_ref_gemm1_swiglu(
 
 // O[slot, h] = C[slot] @ W2[e, h].T, for row blockIdx.y*16 + ty of expert e = blockIdx.z's list
 // and h = blockIdx.x*16 + tx.
-extern "C" __global__ void moe_ref_gemm2(const __nv_fp8_e4m3* gemm2_weights,
-                                         const float* gemm2_weights_scale, unsigned char* workspace,
-                                         int seq_len, int num_local_experts, int hidden_size,
-                                         int intermediate_size, int num_hidden_blocks,
-                                         int num_intermediate_blocks) {
+extern "C" __global__ void KB_KERNEL(gemm2)(const __nv_fp8_e4m3* gemm2_weights,
+                                            const float* gemm2_weights_scale,
+                                            unsigned char* workspace,
+                                            int seq_len, int num_local_experts, int hidden_size,
+                                            int intermediate_size, int num_hidden_blocks,
+                                            int num_intermediate_blocks) {
   const int H = hidden_size, I = intermediate_size, T = seq_len;
   Workspace w = carve(workspace, T, num_local_experts, H, I);
   const int e = blockIdx.z;
@@ -174,10 +182,11 @@ extern "C" __global__ void moe_ref_gemm2(const __nv_fp8_e4m3* gemm2_weights,
 }
 
 // output[t, h] = bf16( sum over k of topk_w[t, k] * O[t*K+k, h] for the local selections ).
-extern "C" __global__ void moe_ref_combine(int local_expert_offset, unsigned char* workspace,
-                                           __nv_bfloat16* output, int seq_len,
-                                           int num_local_experts, int hidden_size,
-                                           int intermediate_size) {
+extern "C" __global__ void KB_KERNEL(combine)(int local_expert_offset,
+                                              unsigned char* workspace,
+                                              __nv_bfloat16* output, int seq_len,
+                                              int num_local_experts, int hidden_size,
+                                              int intermediate_size) {
   const size_t index = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= static_cast<size_t>(seq_len) * hidden_size) return;
   Workspace w = carve(workspace, seq_len, num_local_experts, hidden_size, intermediate_size);

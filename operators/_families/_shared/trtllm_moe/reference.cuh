@@ -6,16 +6,17 @@
 // 0: bf16 activations, float32 weights), KB_SCALE_INPUT (1: the routing weight scales the token's
 // input, Llama 4; 0: the expert's output in the combine) and KB_KERNEL(name), the kernels' names
 // (moe_ref_<name> or moe_seed_<name>).
-#if !defined(KB_ROUTING) || !defined(KB_FP8) || !defined(KB_SCALE_INPUT) || !defined(KB_KERNEL)
+#if !defined(KB_ROUTING) || !defined(KB_FP8) || !defined(KB_SCALE_INPUT) || \
+    !defined(KB_KERNEL)
 #error "define KB_ROUTING, KB_FP8, KB_SCALE_INPUT and KB_KERNEL before this text"
 #endif
-// Everything in float32 (fp8 values dequantised exactly). Five launches through a workspace: topk_idx int32 [T, K], topk_w float
-// [T, K], counts int32 [E], lists int32 [E, T] (the slots t*K+k that chose each expert, in token
-// order), C float [T*K, I] (SwiGLU output per slot), O float [T*K, H] (GEMM2 output per slot).
-// Written to be obviously correct, not fast: one thread per token for routing, one per expert for
-// the lists, 16x16 shared-memory tiles for the GEMMs (blocks past an expert's count exit), one
-// thread per output element. A token's K experts are distinct (the generators make them so), so
-// an expert's list holds at most T slots.
+// Everything in float32 (fp8 values dequantised exactly). Five launches through a workspace:
+// topk_idx int32 [T, K], topk_w float [T, K], counts int32 [E], lists int32 [E, T] (the slots t*K+k
+// that chose each expert, in token order), C float [T*K, I] (SwiGLU output per slot), O float [T*K,
+// H] (GEMM2 output per slot). Written to be obviously correct, not fast: one thread per token for
+// routing, one per expert for the lists, 16x16 shared-memory tiles for the GEMMs (blocks past an
+// expert's count exit), one thread per output element. A token's K experts are distinct (the
+// generators make them so), so an expert's list holds at most T slots.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 

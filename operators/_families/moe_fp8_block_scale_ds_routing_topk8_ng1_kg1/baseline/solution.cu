@@ -44,4 +44,5 @@
 #include <cuda_fp8.h>
 
 constexpr int kTopK = 8, kGroups = 1, kTopGroups = 1;  // n_group 1: a direct top-8
-#include "../../_shared/moe_fp8_ds_routing/baseline.cuh"
+#define KB_KERNEL(name) moe_base_##name
+#include "../../_shared/moe_fp8_ds_routing/reference.cuh"

@@ -43,4 +43,5 @@
 #include <cuda_fp8.h>
 
 constexpr int kTopK = 8, kGroups = 8, kTopGroups = 4;
-#include "../../_shared/moe_fp8_ds_routing/baseline.cuh"
+#define KB_KERNEL(name) moe_base_##name
+#include "../../_shared/moe_fp8_ds_routing/reference.cuh"

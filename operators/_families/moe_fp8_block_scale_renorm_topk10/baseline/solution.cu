@@ -43,4 +43,5 @@
 #include <cuda_fp8.h>
 
 constexpr int kTopK = 10;
-#include "../../_shared/moe_fp8_renorm/baseline.cuh"
+#define KB_KERNEL(name) moe_base_##name
+#include "../../_shared/moe_fp8_renorm/reference.cuh"
