@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "controller/answer.hpp"
@@ -158,6 +159,30 @@ TEST(Prompt, SkillsMatchTheOperatorAndRotateOnDropout) {
   auto b = controller::order_skills(skills, "", 1);
   ASSERT_GT(a.size(), 1u);
   EXPECT_NE(a[0].heading, b[0].heading) << "a dropout restart leads with another direction";
+}
+
+// Every skills file is named after a family (a page-size variant shares its family's), an op_type
+// or an operator, so that some prompt loads it: mla_paged_decode.md serves both MLA decode
+// families, dsa_paged.md the two DSA definitions (op_type dsa_paged).
+TEST(Prompt, SkillsOfTheMlaDecodeAndDsaFamiliesLoad) {
+  auto files_for = [](const Operator& op) {
+    std::set<std::string> files;
+    for (const auto& s : controller::load_skills(testing::source_dir() / "skills", op, "sm_90a"))
+      files.insert(s.file);
+    return files;
+  };
+  const OperatorRegistry registry = OperatorRegistry::from_environment({});
+  EXPECT_TRUE(files_for(registry.load("mla_paged_decode_h16_ckv512_kpe64_ps1"))
+                  .count("mla_paged_decode.md"));
+  Operator ps64;
+  ps64.definition.name = "mla_paged_decode_h16_ckv512_kpe64_ps64";
+  ps64.definition.op_type = "mla_paged";
+  ps64.definition.kharness.family = "mla_paged_decode_ps64";
+  EXPECT_TRUE(files_for(ps64).count("mla_paged_decode.md"));
+  for (const char* dsa : {"dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64",
+                          "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"}) {
+    EXPECT_TRUE(files_for(registry.load(dsa)).count("dsa_paged.md")) << dsa;
+  }
 }
 
 // A run times each candidate against its incumbent; the archive ranks speedups over the operator's

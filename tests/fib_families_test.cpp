@@ -14,6 +14,7 @@
 // tests/gpu/prefill_reference_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -24,8 +25,11 @@
 
 #include "kharness/definition.hpp"
 #include "kharness/error.hpp"
+#include "kharness/family_source.hpp"
 #include "kharness/numeric.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
 #include "test_util.hpp"
 #include "verify/index_inputs.hpp"
 
@@ -493,6 +497,137 @@ TEST(FibFamilies, MalformedTemplatesNameTheFileAndField) {
   const std::string unknown = message(R"x([{"axes": {}, "shapes": 1}])x");
   EXPECT_NE(unknown.find("shapes"), std::string::npos) << unknown;
   EXPECT_NE(message(R"x({"axes": {}})x").find("array"), std::string::npos);
+}
+
+// Families share kernel text through _families/_shared/ (operators/_families/README.md): a family
+// file #includes it after its plan and its #defines, and the solution loaded has it inlined, so
+// what reaches the compiler, the archive, a prompt and an export is one self-contained source.
+const char* kSharedPlan = R"x(/* kharness
+{ "launches": [ { "kernel": "scale_kernel", "grid": [1, 1, 1], "block": [32, 1, 1],
+                  "args": ["x", "y"] } ] }
+*/
+)x";
+
+struct SharedFamilies {
+  testing::TempDir dir;
+  std::filesystem::path families = dir.path() / "ops/_families";
+  void write(const std::string& relative, const std::string& text) const {
+    write_file_atomic((families / relative).string(), text);
+  }
+};
+
+TEST(FibFamilies, SharedTextIsInlinedAfterTheFamilysDefines) {
+  SharedFamilies f;
+  f.write("_shared/scale/helpers.cuh",
+          "__device__ float scaled(float v) { return v * KB_SCALE; }\n");
+  f.write("_shared/scale/kernel.cuh",
+          "// the shared kernel\n#include \"helpers.cuh\"\n"
+          "extern \"C\" __global__ void scale_kernel(const float* x, float* y) {\n"
+          "  y[threadIdx.x] = scaled(x[threadIdx.x]);\n}");  // no final newline
+  f.write("double/seed.cu", std::string(kSharedPlan) +
+                                "#define KB_SCALE 2.0f\n#include \"../_shared/scale/kernel.cuh\"\n"
+                                "// after the include\n");
+  f.write("half/baseline/solution.cu",
+          std::string(kSharedPlan) +
+              "#define KB_SCALE 0.5f\n  #  include \"../../_shared/scale/kernel.cuh\"\n");
+  const Solution seed = load_solution(f.families / "double/seed.cu");
+  const std::string& text = seed.entry_source().content;
+  EXPECT_EQ(text, std::string(kSharedPlan) +
+                      "#define KB_SCALE 2.0f\n// the shared kernel\n"
+                      "__device__ float scaled(float v) { return v * KB_SCALE; }\n"
+                      "extern \"C\" __global__ void scale_kernel(const float* x, float* y) {\n"
+                      "  y[threadIdx.x] = scaled(x[threadIdx.x]);\n}\n// after the include\n");
+  EXPECT_EQ(seed.plan.launches.at(0).kernel, "scale_kernel");
+  EXPECT_EQ(read_single_file_source(f.families / "double/seed.cu"), text);
+  const Solution half = load_solution(f.families / "half/baseline/solution.cu");
+  EXPECT_NE(half.entry_source().content.find("#define KB_SCALE 0.5f\n// the shared kernel"),
+            std::string::npos);
+  // Both compile (NVRTC, no GPU): the inlined source has no include left to resolve.
+  for (const char* file : {"double/seed.cu", "half/baseline/solution.cu"}) {
+    auto r = kharness("compile '" + (f.families / file).string() + "' --arch sm_90a --no-cache");
+    EXPECT_EQ(r.exit_code, 0) << file << "\n" << r.out;
+  }
+  // A family's seed.cu is found through the registry as before, and loads inlined.
+  auto def = nlohmann::ordered_json::parse(
+      read_file((testing::source_dir() / "operators/rmsnorm_h4096/definition.json").string()));
+  def["name"] = "double_h1";
+  def["kharness"]["family"] = "double";
+  write_file_atomic((f.dir.path() / "ops/double_h1.json").string(), def.dump());
+  f.write("double/reference.cu", std::string(kSharedPlan) +
+                                     "#define KB_SCALE 2.0f\n"
+                                     "#include \"../_shared/scale/kernel.cuh\"\n");
+  const Operator op = OperatorRegistry({{f.dir.path() / "ops", "test"}}).load("double_h1");
+  ASSERT_TRUE(op.seed && op.reference);
+  EXPECT_EQ(load_solution(*op.seed).entry_source().content, text);
+  EXPECT_NE(load_solution(*op.reference).entry_source().content.find("scale_kernel"),
+            std::string::npos);
+}
+
+TEST(FibFamilies, OnlyFamilyFilesInlineAndOnlyFromShared) {
+  SharedFamilies f;
+  f.write("_shared/k.cuh", "// shared\n");
+  f.write("fam/other.cuh", "// not shared\n");
+  const std::string other = std::string(kSharedPlan) + "#include \"other.cuh\"\n";
+  f.write("fam/seed.cu", other);
+  // Not under _shared: left for the source rules (which refuse it), not inlined.
+  EXPECT_EQ(load_solution(f.families / "fam/seed.cu").entry_source().content, other);
+  // A solution outside _families is loaded as it is, whatever it includes.
+  const std::string outside =
+      std::string(kSharedPlan) + "#include \"ops/_families/_shared/k.cuh\"\n";
+  write_file_atomic((f.dir.path() / "mine.cu").string(), outside);
+  EXPECT_EQ(load_solution(f.dir.path() / "mine.cu").entry_source().content, outside);
+}
+
+TEST(FibFamilies, BadSharedIncludeNamesTheFileAndLine) {
+  SharedFamilies f;
+  f.write("fam/seed.cu", std::string(kSharedPlan) +
+                             "#define KB_X 1\n"
+                             "#include \"../_shared/fam/missing.cuh\"\n");
+  const std::string seed = (f.families / "fam/seed.cu").string();
+  testing::expect_input_error([&] { load_solution(seed); }, seed + ":6",
+                              "#include \"../_shared/fam/missing.cuh\": no such file in");
+  // From the command line: exit 2 and one line naming the file, the line and the include.
+  auto r = kharness("compile '" + seed + "' --arch sm_90a");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find(seed + ":6"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("missing.cuh"), std::string::npos) << r.out;
+  // Shared files that include each other: an error, not a loop.
+  f.write("_shared/a.cuh", "#include \"b.cuh\"\n");
+  f.write("_shared/b.cuh", "\n#include \"a.cuh\"\n");
+  f.write("loop/seed.cu", std::string(kSharedPlan) + "#include \"../_shared/a.cuh\"\n");
+  testing::expect_input_error([&] { load_solution(f.families / "loop/seed.cu"); }, "b.cuh:2",
+                              "nest deeper than");
+}
+
+// The shipped families: every seed, baseline and reference loads whole (no _shared include left),
+// and those that share text say so by including it. `kharness operators check` (above, with the
+// snapshot) compiles them; scripts/check-family-ptx.sh shows the PTX is what the copies compiled
+// to.
+TEST(FibFamilies, ShippedFamilyFilesLoadSelfContained) {
+  namespace fs = std::filesystem;
+  int sharing = 0;
+  for (const auto& dir : fs::directory_iterator(testing::source_dir() / "operators/_families")) {
+    if (dir.path().filename() == "_shared" || !dir.is_directory()) continue;
+    for (const char* role : {"seed.cu", "reference.cu", "baseline/solution.cu"}) {
+      const fs::path file = dir.path() / role;
+      if (!fs::exists(file)) continue;
+      SCOPED_TRACE(file.string());
+      const std::string on_disk = read_file(file.string());
+      Solution s;
+      ASSERT_NO_THROW(s = load_solution(file));
+      const std::string& text = s.entry_source().content;
+      EXPECT_EQ(text.find("#include \"../"), std::string::npos);
+      if (on_disk.find("#include \"../") != std::string::npos) {
+        ++sharing;
+        EXPECT_GT(text.size(), on_disk.size());
+      } else {
+        EXPECT_EQ(text, on_disk);
+      }
+      EXPECT_FALSE(s.plan.launches.empty());
+    }
+  }
+  EXPECT_GE(sharing, 60);  // the near-copies of issue 21 (trtllm MoE, prefill, sampling, ...)
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "controller/prompt.hpp"
 #include "core/json_util.hpp"
 #include "core/pool.hpp"
+#include "kharness/family_source.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/text.hpp"
 #include "llm/providers.hpp"
@@ -253,7 +254,7 @@ struct Search::Impl {
     CandidateRecord r;
     r.id = "c0000";
     r.provider = "seed";
-    r.source = read_file(op.seed->string());
+    r.source = read_single_file_source(*op.seed);  // self-contained: _shared text inlined
     std::filesystem::path file = write_solution(r.id, r.source);
     const double t = clock.seconds();
     CacheNote cache;

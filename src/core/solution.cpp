@@ -11,6 +11,7 @@
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/export.hpp"
+#include "kharness/family_source.hpp"
 #include "kharness/file.hpp"
 #include "kharness/text.hpp"
 
@@ -558,6 +559,87 @@ Solution parse_single_file_solution(const std::string& text, const std::string& 
 
 namespace {
 
+// The `_families` folder a file lies in (operators/_families/<family>/..., or _families/_shared/),
+// empty when it is in none.
+fs::path families_dir_of(const fs::path& file) {
+  const fs::path abs = fs::absolute(file).lexically_normal();
+  for (fs::path dir = abs.parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
+    if (dir.parent_path().filename() == "_families") return dir.parent_path();
+  }
+  return {};
+}
+
+// The file a line `#include "name"` names, or empty for any other line.
+std::string quoted_include(const std::string& line) {
+  std::size_t i = line.find_first_not_of(" \t");
+  if (i == std::string::npos || line[i] != '#') return {};
+  i = line.find_first_not_of(" \t", i + 1);
+  if (i == std::string::npos || line.compare(i, 7, "include") != 0) return {};
+  i = line.find_first_not_of(" \t", i + 7);
+  if (i == std::string::npos || line[i] != '"') return {};
+  const std::size_t end = line.find('"', i + 1);
+  return end == std::string::npos ? std::string() : line.substr(i + 1, end - i - 1);
+}
+
+// Families whose kernels differ in a few lines share the rest through _families/_shared/: a
+// family's seed.cu, baseline or reference.cu #includes "../_shared/<file>" (after its own plan
+// and the #defines that pick its variant), as a compiler would read it. A solution has no include
+// paths (DESIGN §3), so the text loaded is whole all the same: each such line is replaced by the
+// shared file's text (which may include further _shared files). Other #include lines are left
+// for the source rules to judge.
+std::string inline_shared_includes(const fs::path& file, const std::string& text,
+                                   const fs::path& shared, int depth) {
+  constexpr int kMaxDepth = 8;
+  const fs::path dir = fs::absolute(file).parent_path();
+  // Whether `target` lies in the _shared folder.
+  auto is_shared = [&](const fs::path& target) {
+    const fs::path relative = target.lexically_relative(shared);
+    return !relative.empty() && *relative.begin() != "..";
+  };
+  std::string out;
+  out.reserve(text.size());
+  std::size_t start = 0;
+  for (int line_no = 1; start < text.size(); ++line_no) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    const std::string line = text.substr(start, end - start);
+    start = end;
+    const std::string name = quoted_include(line);
+    const fs::path target = name.empty() ? fs::path() : (dir / name).lexically_normal();
+    if (name.empty() || !is_shared(target)) {
+      out += line;
+      continue;
+    }
+    const std::string where = fmt::format("{}:{}", file.string(), line_no);
+    std::error_code ec;
+    if (!fs::is_regular_file(target, ec)) {
+      throw input_error(where,
+                        fmt::format("#include \"{}\": no such file in {}", name, shared.string()));
+    }
+    if (depth >= kMaxDepth) {
+      throw input_error(where, fmt::format("#include \"{}\": _shared files nest deeper than {} "
+                                           "(do they include each other?)",
+                                           name, kMaxDepth));
+    }
+    std::string body = inline_shared_includes(
+        target, read_regular_file(target, kMaxSourceFileBytes), shared, depth + 1);
+    if (!body.empty() && body.back() != '\n') body += '\n';
+    out += body;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string read_single_file_source(const fs::path& path) {
+  std::string text = read_regular_file(path, kMaxSourceFileBytes);
+  const fs::path families = families_dir_of(path);
+  if (families.empty()) return text;
+  return inline_shared_includes(path, text, families / "_shared", 0);
+}
+
+namespace {
+
 // A single file, a folder or a FlashInfer-Bench JSON (see load_solution).
 Solution load_any_form(const fs::path& path) {
   std::error_code ec;
@@ -570,13 +652,13 @@ Solution load_any_form(const fs::path& path) {
   }
   if (path.filename() == "solution.json")
     return load_folder(path.parent_path().empty() ? "." : path.parent_path());
-  std::string text = read_regular_file(path, kMaxSourceFileBytes);
   if (path.extension() == ".json") {
-    json j = json_util::parse_text<json>(text, path.string());
+    json j =
+        json_util::parse_text<json>(read_regular_file(path, kMaxSourceFileBytes), path.string());
     json_util::require_object(j, path.string(), "");
     return load_flashinfer_bench(path, j);
   }
-  Solution s = parse_single_file_solution(text, path.string());
+  Solution s = parse_single_file_solution(read_single_file_source(path), path.string());
   s.origin = path;
   return s;
 }

@@ -8,6 +8,7 @@
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
+#include "kharness/family_source.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
 #include "kharness/tune.hpp"
@@ -574,7 +575,7 @@ TuneProblem load_tune_problem(const Operator& op, const fs::path& seed, const fs
     throw input_error(p.seed_path.string(),
                       "the tune provider instantiates single-file seeds (.cu)");
   }
-  p.seed_text = read_file(p.seed_path.string());
+  p.seed_text = read_single_file_source(p.seed_path);  // a family seed's _shared text inlined
   fs::path file = tune_file.empty() ? tune_file_for(p.seed_path) : tune_file;
   std::error_code ec;
   if (!fs::exists(file, ec)) {
