@@ -8,12 +8,14 @@
 // KHARNESS_SAMPLING_RATES=1 runs the measurement behind the issue's numbers instead (1000 seeded
 // verdicts per mode and fault, rates printed; a few minutes): the table is in
 // operators/_families/README.md ("Sampling"). KHARNESS_SAMPLING_DEBUG=1 prints each verdict's
-// statistics.
+// statistics. KHARNESS_SAMPLING_TIMINGS=1 times the host's share of an input set at the
+// FlashInfer-Bench sizes (the probability rows' host generator, placement), printed, not asserted.
 #include "verify/sampling_compare.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "kharness/definition.hpp"
 #include "verify/index_inputs.hpp"
@@ -352,6 +355,93 @@ TEST(SamplingCompare, ComparatorPoolsLaunchesAndChecksTheSupport) {
   const OutputCheck alone = launch(3, Fault::kArgmax, nullptr);
   ASSERT_TRUE(alone.failure);
   EXPECT_EQ(alone.failure->kind, "distribution");
+}
+
+// The host's share of one input set at FlashInfer-Bench's sizes: the host generator of
+// probability rows, each row's placement alone, and compare_sampling over the set's rows (rows in
+// parallel on every core). Printed in milliseconds (KHARNESS_SAMPLING_TIMINGS=1).
+TEST(SamplingCompare, Timings) {
+  const char* v = std::getenv("KHARNESS_SAMPLING_TIMINGS");
+  if (!v || std::string(v) != "1") GTEST_SKIP() << "KHARNESS_SAMPLING_TIMINGS=1 times them";
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const Definition d = parse_definition_text(R"x({
+    "name": "top_k_top_p_sampling_from_probs", "op_type": "sampling",
+    "axes": {"batch_size": {"type": "var"}, "vocab_size": {"type": "var"}},
+    "inputs": {"probs": {"shape": ["batch_size", "vocab_size"], "dtype": "float32"},
+               "top_k": {"shape": ["batch_size"], "dtype": "int32"},
+               "top_p": {"shape": ["batch_size"], "dtype": "float32"}},
+    "outputs": {"samples": {"shape": ["batch_size"], "dtype": "int64"}}})x",
+                                             "sampling.json");
+  InputGenerator gen;
+  gen.distribution = "probability_rows";
+  gen.std = 1.5;
+  for (auto [rows, vocab] : {std::pair<std::int64_t, std::int64_t>{171, 128256},
+                             {512, 128256},
+                             {1, 262208},
+                             {512, 262208}}) {
+    const Bindings axes{{"batch_size", rows}, {"vocab_size", vocab}};
+    const auto count = static_cast<std::uint64_t>(rows * vocab);
+    auto t = Clock::now();
+    const std::vector<std::uint8_t> bytes =
+        make_index_input(*d.find_input("probs"), gen, axes, count, 42);
+    const double make_ms = ms(t);
+    const auto* probs = reinterpret_cast<const float*>(bytes.data());
+    std::vector<std::int32_t> top_k(static_cast<std::size_t>(rows));
+    std::vector<float> top_p(static_cast<std::size_t>(rows));
+    std::vector<std::int64_t> samples(static_cast<std::size_t>(rows));
+    std::mt19937_64 rng(rows);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      top_k[i] = std::uniform_int_distribution<std::int32_t>(1, 10)(rng);
+      top_p[i] = std::uniform_real_distribution<float>(0.5f, 0.95f)(rng);
+      // The row's most probable token: in every mode's support.
+      samples[i] =
+          std::max_element(probs + i * vocab, probs + (i + 1) * vocab) - (probs + i * vocab);
+    }
+    std::printf("%4lld x %6lld: make_index_input %8.1f ms\n", static_cast<long long>(rows),
+                static_cast<long long>(vocab), make_ms);
+    for (Mode mode : {Mode::kTopK, Mode::kTopP, Mode::kTopKTopP}) {
+      const bool has_k = mode != Mode::kTopP, has_p = mode != Mode::kTopK;
+      const std::int64_t some = std::min<std::int64_t>(rows, 16);
+      t = Clock::now();
+      for (std::int64_t i = 0; i < some; ++i) {
+        const PlacedDraw p =
+            place_draw(probs + i * vocab, vocab, has_k, top_k[i], has_p, top_p[i], samples[i]);
+        EXPECT_EQ(p.kind, PlacedDraw::Kind::kExpected);
+      }
+      const double row_ms = ms(t) / static_cast<double>(some);
+      CompareContext context;
+      context.definition = &d;
+      context.axes = axes;
+      context.input = [&](const std::string& name) -> const std::uint8_t* {
+        if (name == "probs") return bytes.data();
+        if (name == "top_k" && has_k) return reinterpret_cast<const std::uint8_t*>(top_k.data());
+        if (name == "top_p" && has_p) return reinterpret_cast<const std::uint8_t*>(top_p.data());
+        return nullptr;
+      };
+      SamplingDraws pool;
+      context.sampling_draws = &pool;
+      Definition one_mode = d;  // the mode's inputs only
+      one_mode.inputs.erase(std::remove_if(one_mode.inputs.begin(), one_mode.inputs.end(),
+                                           [&](const TensorSpec& s) {
+                                             return (s.name == "top_k" && !has_k) ||
+                                                    (s.name == "top_p" && !has_p);
+                                           }),
+                            one_mode.inputs.end());
+      context.definition = &one_mode;
+      t = Clock::now();
+      const OutputCheck c = compare_sampling(
+          "samples", DType::kInt64, nullptr, reinterpret_cast<const std::uint8_t*>(samples.data()),
+          static_cast<std::uint64_t>(rows), Tolerance{}, 0, context);
+      const double compare_ms = ms(t);
+      EXPECT_FALSE(c.failure);
+      std::printf("  %-17s place_draw %7.2f ms a row; compare_sampling %8.1f ms (%u threads)\n",
+                  kModeNames[static_cast<int>(mode)], row_ms, compare_ms,
+                  std::thread::hardware_concurrency());
+    }
+  }
 }
 
 }  // namespace
