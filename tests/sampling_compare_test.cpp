@@ -244,6 +244,90 @@ TEST(SamplingCompare, PlacementFollowsTheReferenceText) {
   EXPECT_NEAR(place_draw(row, 6, true, 3, true, 0.5, 2).mass, 0.2 / 0.6, 1e-6);
 }
 
+// Placement against a brute-force reading of the reference text (sort, keep the k largest
+// entries, then each entry whose exclusive prefix is <= p, the first always; a token is kept
+// when its value is) on rows rich in ties, of up to 3000 tokens, so that the bucketed selections
+// (a bucket holding hundreds of values, k above and below the small-k path) are exercised.
+TEST(SamplingCompare, PlacementMatchesABruteForceReading) {
+  std::mt19937_64 rng(5);
+  int placed = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int vocab = std::uniform_int_distribution<int>(1, 3000)(rng);
+    const int levels = trial % 3 == 0 ? 4 : (trial % 3 == 1 ? 50 : 100000);
+    std::vector<float> row(static_cast<std::size_t>(vocab));
+    double total = 0;
+    for (float& v : row) {
+      const int level = std::uniform_int_distribution<int>(0, levels)(rng);
+      v = static_cast<float>(level < levels / 10 ? 0 : level);  // some zeros
+      total += v;
+    }
+    if (total == 0) row[0] = 1, total = 1;
+    for (float& v : row) v = static_cast<float>(v / total);
+    std::vector<float> sorted;
+    for (float v : row) {
+      if (v > 0) sorted.push_back(v);
+    }
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    for (int mode = 0; mode < 3; ++mode) {
+      const bool has_k = mode != 1, has_p = mode != 0;
+      const std::int64_t k = trial % 2 ? std::uniform_int_distribution<std::int64_t>(1, 10)(rng)
+                                       : std::uniform_int_distribution<std::int64_t>(1, vocab)(rng);
+      const double p = std::uniform_real_distribution<double>(0.05, 0.97)(rng);
+      std::vector<double> kept(sorted.begin(), sorted.end());
+      if (has_k && k < vocab && static_cast<std::size_t>(k) < kept.size()) kept.resize(k);
+      double z = 0;
+      for (double v : kept) z += v;
+      double cut = 0, optional_from = 0, prefix = 0;
+      if (has_p) {
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          if (i == 0 || prefix <= p * z) cut = kept[i];
+          if (i == 0 || prefix <= (p + 1e-4) * z) optional_from = kept[i];
+          prefix += kept[i];
+        }
+      }
+      double z_kept = 0;
+      for (double v : kept) z_kept += v >= cut ? v : 0.0;
+      if (has_p) {  // the cut value's tie: only the entries whose prefix was <= p
+        double above = 0, n_cut = 0;
+        prefix = 0;
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          if (kept[i] > cut) above += kept[i];
+          if (kept[i] == cut && (i == 0 || prefix <= p * z)) ++n_cut;
+          prefix += kept[i];
+        }
+        z_kept = above + n_cut * cut;
+      }
+      for (std::int64_t t = 0; t < vocab; ++t) {
+        const double x = row[t];
+        const PlacedDraw d = place_draw(row.data(), vocab, has_k, k, has_p, p, t);
+        const bool in_top_k = x > 0 && x >= kept.back();
+        if (!in_top_k || x < optional_from) {
+          EXPECT_EQ(d.kind, PlacedDraw::Kind::kOutside) << trial << " " << mode << " " << t;
+          continue;
+        }
+        if (x < cut) {
+          EXPECT_EQ(d.kind, PlacedDraw::Kind::kOptional) << trial << " " << mode << " " << t;
+          continue;
+        }
+        ASSERT_EQ(d.kind, PlacedDraw::Kind::kExpected) << trial << " " << mode << " " << t;
+        double before = 0, cell = 0, prefix_t = 0;
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          const bool kept_entry =
+              kept[i] > cut || (kept[i] == cut && (!has_p || i == 0 || prefix_t <= p * z));
+          prefix_t += kept[i];
+          if (!kept_entry) continue;
+          if (kept[i] > x) before += kept[i];
+          if (kept[i] == x) cell += kept[i];
+        }
+        EXPECT_NEAR(d.before, before / z_kept, 1e-9) << trial << " " << mode << " " << t;
+        EXPECT_NEAR(d.mass, cell / z_kept, 1e-9) << trial << " " << mode << " " << t;
+        ++placed;
+      }
+    }
+  }
+  EXPECT_GT(placed, 1000);
+}
+
 // The mean of the mid-PIT is exactly 1/2 under the null, whatever the rows: summed over every
 // token of a row, weighted by its probability.
 TEST(SamplingCompare, MidPitHasMeanOneHalf) {

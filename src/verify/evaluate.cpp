@@ -584,7 +584,10 @@ class Evaluator {
     download_outputs(b, got);
     phases_.add("download", t0);
     static const ComparePhases kComparePhases{"compare_inputs", "compare"};
-    if (!check_outputs(b, expected, got, trial, draws, nullptr, &kComparePhases)) {
+    // A sampler's inputs (hundreds of MiB of probabilities) go to the pinned copies the sampling
+    // sets reuse: pinning that much afresh every trial would cost more than the copy.
+    if (!check_outputs(b, expected, got, trial, draws, sampling_ ? &sampling_inputs_ : nullptr,
+                       &kComparePhases)) {
       return fail(*trial.failure);
     }
     if (determinism) {

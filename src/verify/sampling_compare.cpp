@@ -70,11 +70,23 @@ float smallest_within(std::vector<float>& vals, double budget) {
   return vals.empty() ? 0.0f : vals.front();  // not reached for budget >= 0
 }
 
+// A row's values, or some of them: a view of the row itself or of a buffer.
+struct Values {
+  const float* data = nullptr;
+  std::size_t size = 0;
+  Values() = default;
+  Values(const float* d, std::size_t n) : data(d), size(n) {}
+  Values(const std::vector<float>& v) : data(v.data()), size(v.size()) {}  // implicit: a view
+  const float* begin() const { return data; }
+  const float* end() const { return data + size; }
+  float operator[](std::size_t i) const { return data[i]; }
+};
+
 // The sum of `vals` in double, in four interleaved partial sums (no chain of dependent
 // additions: a 128k-token row is summed at the loads' speed).
-double sum_of(const std::vector<float>& vals) {
+double sum_of(Values vals) {
   double s[4] = {0, 0, 0, 0};
-  const std::size_t n = vals.size(), whole = n - n % 4;
+  const std::size_t n = vals.size, whole = n - n % 4;
   for (std::size_t i = 0; i < whole; i += 4) {
     for (std::size_t l = 0; l < 4; ++l) s[l] += vals[i + l];
   }
@@ -82,25 +94,63 @@ double sum_of(const std::vector<float>& vals) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-std::size_t count_equal(const std::vector<float>& vals, float v) {
+std::size_t count_above(Values vals, float v) {
+  std::size_t n = 0;
+  for (float u : vals) n += u > v;
+  return n;
+}
+
+std::size_t count_equal(Values vals, float v) {
   std::size_t n = 0;
   for (float u : vals) n += u == v;
   return n;
 }
 
-// The values of `vals` greater than `t` into `out` (which may be `vals`), in order, without
+// The values of `vals` greater than `t` into `out` (not `vals`' storage), in order, without
 // branches; returns their count.
-std::size_t compact_above(const std::vector<float>& vals, float t, std::vector<float>& out) {
-  const std::size_t size = vals.size();
-  if (&out != &vals) out.resize(size);
+std::size_t compact_above(Values vals, float t, std::vector<float>& out) {
+  out.resize(vals.size);
   std::size_t n = 0;
-  for (std::size_t i = 0; i < size; ++i) {
+  for (std::size_t i = 0; i < vals.size; ++i) {
     const float v = vals[i];
     out[n] = v;
     n += v > t;
   }
   out.resize(n);
   return n;
+}
+
+// The row's positive values: the row itself where every value is (as the harness's inputs
+// are: a counting pass), else a compacted copy in `copy`.
+Values positives_of(Values row, std::vector<float>& copy) {
+  std::size_t positive = 0;
+  for (float v : row) positive += v > 0;
+  if (positive == row.size) return row;
+  compact_above(row, 0.0f, copy);
+  return copy;
+}
+
+// Top-k for small k: the k largest positive values of `row` as a multiset (of a tie at the k-th
+// largest, as many as make k), or every positive value where there are at most k, into `out`,
+// in one pass (a value enters only above the k-th largest so far: rarely, after the first few
+// thousand); returns the count of positive values.
+constexpr std::size_t kSmallK = 64;
+std::size_t largest(Values row, std::size_t k, std::vector<float>& out) {
+  out.clear();
+  std::size_t positive = 0;
+  float floor = 0;  // a value must exceed it to enter: 0, then out's smallest once out is full
+  for (float v : row) {
+    positive += v > 0;
+    if (!(v > floor)) continue;
+    if (out.size() < k) {
+      out.push_back(v);
+      if (out.size() == k) floor = *std::min_element(out.begin(), out.end());
+      continue;
+    }
+    *std::min_element(out.begin(), out.end()) = v;  // replaces one of the smallest
+    floor = *std::min_element(out.begin(), out.end());
+  }
+  return positive;
 }
 
 // A row's kept values (> 0) bucketed by the top 12 bits of their float bits (the exponent and 3
@@ -112,7 +162,7 @@ std::size_t compact_above(const std::vector<float>& vals, float t, std::vector<f
 // few thousand values in the fullest.
 class ValueBuckets {
  public:
-  explicit ValueBuckets(const std::vector<float>& vals) : vals_(vals) {
+  explicit ValueBuckets(Values vals) : vals_(vals) {
     count_.fill(0);
     mass_.fill(0.0);
     for (float v : vals) {
@@ -175,7 +225,7 @@ class ValueBuckets {
     }
     return in;
   }
-  const std::vector<float>& vals_;
+  Values vals_;
   std::array<std::uint32_t, kBuckets> count_;
   std::array<double, kBuckets> mass_;
 };
@@ -208,32 +258,38 @@ PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::i
   PlacedDraw d;
   if (token < 0 || token >= vocab || !(probs[token] > 0)) return d;
   const float x = probs[token];
-  // The row's positive values (compacted without branches: a row of 128k tokens is a few
-  // passes like this one, each some tens of microseconds).
-  thread_local std::vector<float> kept, above_cut;
-  kept.resize(static_cast<std::size_t>(vocab));
-  std::size_t n = 0;
-  for (std::int64_t j = 0; j < vocab; ++j) {
-    const float v = probs[j];
-    kept[n] = v;
-    n += v > 0;
-  }
-  kept.resize(n);
+  thread_local std::vector<float> positives, top, above_cut;
   // Top-k: `kept` becomes the values above the k-th largest, then `tie_kept` copies of it.
+  const Values row(probs, static_cast<std::size_t>(vocab));
+  Values kept;
   float kth = 0;
   double tie_kept = 0;
-  const bool top_k = has_k && k > 0 && k < vocab && static_cast<std::size_t>(k) < kept.size();
-  if (top_k) {
-    kth = ValueBuckets(kept).kth_largest(static_cast<std::size_t>(k));
-    if (x < kth) return d;
-    const std::size_t above = compact_above(kept, kth, kept);
-    tie_kept = static_cast<double>(static_cast<std::size_t>(k) - above);
-    kept.resize(static_cast<std::size_t>(k));
-    std::fill(kept.begin() + static_cast<std::ptrdiff_t>(above), kept.end(), kth);
+  bool top_k = false;
+  const bool filter_k = has_k && k > 0 && k < vocab;
+  if (filter_k && static_cast<std::size_t>(k) <= kSmallK) {
+    const auto k_kept = static_cast<std::size_t>(k);
+    top_k = largest(row, k_kept, top) > k_kept;  // else `top` holds every positive value
+    kept = top;
+    if (top_k) {
+      kth = *std::min_element(top.begin(), top.end());
+      if (x < kth) return d;
+      tie_kept = static_cast<double>(top.size() - count_above(kept, kth));
+    }
+  } else {
+    kept = positives_of(row, positives);
+    top_k = filter_k && static_cast<std::size_t>(k) < kept.size;
+    if (top_k) {
+      kth = ValueBuckets(kept).kth_largest(static_cast<std::size_t>(k));
+      if (x < kth) return d;
+      const std::size_t above = compact_above(kept, kth, top);
+      tie_kept = static_cast<double>(static_cast<std::size_t>(k) - above);
+      top.resize(static_cast<std::size_t>(k), kth);
+      kept = top;
+    }
   }
   const double z = sum_of(kept);
   if (has_p && p <= 0) {  // argmax (any of a tie at the maximum)
-    if (x != *std::max_element(kept.begin(), kept.end())) return d;
+    if (x != *std::max_element(kept.begin(), kept.end())) return d;  // kept holds x at least
     d.kind = PlacedDraw::Kind::kExpected;
     d.mass = d.cube_sum = 1.0;
     return d;
@@ -264,7 +320,7 @@ PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::i
   }
   // One pass over the kept tokens (those above the cut, then cut_kept of the cut value): the
   // mass before x, the cubes, the mean of log q and its square (log q = log v - log z_kept).
-  const std::vector<float>& kept_above = cut_kept < 0 ? kept : above_cut;
+  const Values kept_above = cut_kept < 0 ? kept : Values(above_cut);
   const double inv_z = 1.0 / z_kept;
   double before = 0, cubes = 0, log_sum = 0, log_square = 0;
   float low = x, high = x;
