@@ -99,7 +99,7 @@ TEST(IndexInputs, ProbabilityRowsAreSeededAndIndependentOfTheThreads) {
   // 64 rows of 65536: made by several threads (where there are cores); row 0 alone by one.
   const std::vector<float> many = make_probability_rows(64, 65536, 1.5, 5);
   const std::vector<float> one = make_probability_rows(1, 65536, 1.5, 5);
-  EXPECT_EQ(std::memcmp(many.data(), one.data(), 65536 * 4), 0);
+  EXPECT_EQ(std::vector<float>(many.begin(), many.begin() + 65536), one);
   EXPECT_EQ(many, make_probability_rows(64, 65536, 1.5, 5));  // reproducible from the seed
   EXPECT_NE(one, make_probability_rows(1, 65536, 1.5, 6));    // fresh data for another seed
   // Rows are distributions of log-spread 1.5: sum 1, log-values' standard deviation ~1.5.
@@ -130,7 +130,9 @@ TEST(IndexInputs, ProbabilityRowsShapeAndParameters) {
   const auto bytes = make_index_input(probs, gen, axes, 150, 9);
   const std::vector<float> rows = make_probability_rows(3, 50, 1.5, 9);
   ASSERT_EQ(bytes.size(), 600u);
-  EXPECT_EQ(std::memcmp(bytes.data(), rows.data(), 600), 0);
+  std::vector<float> made(150);
+  std::memcpy(made.data(), bytes.data(), 600);
+  EXPECT_EQ(made, rows);
   gen.std = 0;
   EXPECT_THROW(probability_rows_shape(probs, gen, axes, 150), Error);
   gen.std = 1.5;
