@@ -188,29 +188,62 @@ class ValueBuckets {
     return 0.0f;  // not reached for k <= the count
   }
 
-  // The smallest value v whose mass above (the sum of the values > v) is <= budget (>= 0), as
-  // smallest_within(vals, budget) finds it.
-  float smallest_within(double budget) const {
-    double above = 0;  // the mass of the buckets above b
-    unsigned lowest = kBuckets;
-    for (unsigned b = kBuckets; b-- > 0;) {
-      if (count_[b] == 0) continue;
-      if (above + mass_[b] > budget) {
-        // The answer is in b: its largest value qualifies (above <= budget), the next bucket's
-        // does not.
-        return verify::smallest_within(gather(b), budget - above);
-      }
-      above += mass_[b];
-      lowest = b;
+  // Top-p's thresholds: for `budget` and `wider` (0 <= budget <= wider), the smallest value v
+  // whose mass above (the sum of the values > v) is within the budget, as
+  // smallest_within(vals, budget) finds it, and how many values equal the first. Their buckets
+  // are gathered in one pass.
+  struct Cuts {
+    float within = 0.0f;        // for `budget`
+    float within_wider = 0.0f;  // for `wider`
+    std::size_t ties = 0;       // the values equal to `within`
+  };
+  Cuts cuts(double budget, double wider) const {
+    const Place a = locate(budget), b = locate(wider);
+    Cuts c;
+    if (a.bucket == kBuckets) return c;  // no values
+    thread_local std::vector<float> in_a, in_b;
+    in_a.clear();
+    in_b.clear();
+    for (float v : vals_) {
+      const unsigned k = bucket(v);
+      if (k == a.bucket) in_a.push_back(v);
+      if (k == b.bucket && b.bucket != a.bucket) in_b.push_back(v);
     }
-    if (lowest == kBuckets) return 0.0f;  // no values
-    // Every value's mass above is within the budget: the smallest value.
-    const std::vector<float>& in = gather(lowest);
-    return *std::min_element(in.begin(), in.end());
+    c.within = a.smallest ? *std::min_element(in_a.begin(), in_a.end())
+                          : verify::smallest_within(in_a, budget - a.above);
+    c.ties = count_equal(in_a, c.within);
+    std::vector<float>& in = b.bucket == a.bucket ? in_a : in_b;
+    c.within_wider = b.smallest ? *std::min_element(in.begin(), in.end())
+                                : verify::smallest_within(in, wider - b.above);
+    return c;
   }
 
  private:
   static constexpr unsigned kBuckets = 2048;
+  // Where the smallest value within a mass budget lies: in `bucket`, below the mass `above` of
+  // the buckets above it (its largest value qualifies, the next bucket's does not); or, with
+  // `smallest`, every value qualifies and it is the smallest, in the lowest bucket `bucket`.
+  // bucket == kBuckets: there are no values.
+  struct Place {
+    unsigned bucket = kBuckets;
+    double above = 0;
+    bool smallest = false;
+  };
+  Place locate(double budget) const {
+    Place place;
+    double above = 0;  // the mass of the buckets above b
+    for (unsigned b = kBuckets; b-- > 0;) {
+      if (count_[b] == 0) continue;
+      place.bucket = b;
+      if (above + mass_[b] > budget) {
+        place.above = above;
+        return place;
+      }
+      above += mass_[b];
+    }
+    place.smallest = place.bucket != kBuckets;
+    return place;
+  }
   static unsigned bucket(float v) {
     std::uint32_t bits;
     std::memcpy(&bits, &v, 4);
@@ -303,9 +336,9 @@ PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::i
   double cut_kept = -1;  // -1: no top-p cut
   double z_kept = z;     // the kept mass (the renormaliser)
   if (has_p && p < 1) {
-    const ValueBuckets buckets(kept);
-    cut = buckets.smallest_within(p * z);
-    const float optional_from = buckets.smallest_within((p + kTopPSlack) * z);
+    const ValueBuckets::Cuts cuts = ValueBuckets(kept).cuts(p * z, (p + kTopPSlack) * z);
+    cut = cuts.within;
+    const float optional_from = cuts.within_wider;
     if (x < optional_from) return d;
     if (x < cut) {
       d.kind = PlacedDraw::Kind::kOptional;
@@ -313,7 +346,7 @@ PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::i
     }
     compact_above(kept, cut, above_cut);
     const double above = sum_of(above_cut);
-    const double count = cell_count(cut);
+    const double count = top_k && cut == kth ? tie_kept : static_cast<double>(cuts.ties);
     cut_kept = std::min(count, std::floor((p * z - above) / cut) + 1);
     cut_kept = std::max(cut_kept, 1.0);
     z_kept = above + cut_kept * static_cast<double>(cut);
