@@ -30,8 +30,8 @@ TEST(HarnessKernels, SourceCompilesForEveryTarget) {
               "\x7f"
               "ELF")
         << arch;
-    for (const char* kernel :
-         {"kh_fill_random", "kh_fill_pattern", "kh_checksum", "kh_check_pattern"}) {
+    for (const char* kernel : {"kh_fill_random", "kh_fill_pattern", "kh_checksum",
+                               "kh_check_pattern", "kh_probability_rows"}) {
       EXPECT_NE(image.cubin.find(kernel), std::string::npos) << arch << " lacks " << kernel;
     }
     EXPECT_EQ(image.log.find("warning"), std::string::npos) << arch << ":\n" << image.log;

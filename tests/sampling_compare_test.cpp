@@ -8,12 +8,14 @@
 // KHARNESS_SAMPLING_RATES=1 runs the measurement behind the issue's numbers instead (1000 seeded
 // verdicts per mode and fault, rates printed; a few minutes): the table is in
 // operators/_families/README.md ("Sampling"). KHARNESS_SAMPLING_DEBUG=1 prints each verdict's
-// statistics.
+// statistics. KHARNESS_SAMPLING_TIMINGS=1 times the host's share of an input set at the
+// FlashInfer-Bench sizes (the probability rows' host generator, placement), printed, not asserted.
 #include "verify/sampling_compare.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "kharness/definition.hpp"
 #include "verify/index_inputs.hpp"
@@ -241,6 +244,90 @@ TEST(SamplingCompare, PlacementFollowsTheReferenceText) {
   EXPECT_NEAR(place_draw(row, 6, true, 3, true, 0.5, 2).mass, 0.2 / 0.6, 1e-6);
 }
 
+// Placement against a brute-force reading of the reference text (sort, keep the k largest
+// entries, then each entry whose exclusive prefix is <= p, the first always; a token is kept
+// when its value is) on rows rich in ties, of up to 3000 tokens, so that the bucketed selections
+// (a bucket holding hundreds of values, k above and below the small-k path) are exercised.
+TEST(SamplingCompare, PlacementMatchesABruteForceReading) {
+  std::mt19937_64 rng(5);
+  int placed = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int vocab = std::uniform_int_distribution<int>(1, 3000)(rng);
+    const int levels = trial % 3 == 0 ? 4 : (trial % 3 == 1 ? 50 : 100000);
+    std::vector<float> row(static_cast<std::size_t>(vocab));
+    double total = 0;
+    for (float& v : row) {
+      const int level = std::uniform_int_distribution<int>(0, levels)(rng);
+      v = static_cast<float>(level < levels / 10 ? 0 : level);  // some zeros
+      total += v;
+    }
+    if (total == 0) row[0] = 1, total = 1;
+    for (float& v : row) v = static_cast<float>(v / total);
+    std::vector<float> sorted;
+    for (float v : row) {
+      if (v > 0) sorted.push_back(v);
+    }
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    for (int mode = 0; mode < 3; ++mode) {
+      const bool has_k = mode != 1, has_p = mode != 0;
+      const std::int64_t k = trial % 2 ? std::uniform_int_distribution<std::int64_t>(1, 10)(rng)
+                                       : std::uniform_int_distribution<std::int64_t>(1, vocab)(rng);
+      const double p = std::uniform_real_distribution<double>(0.05, 0.97)(rng);
+      std::vector<double> kept(sorted.begin(), sorted.end());
+      if (has_k && k < vocab && static_cast<std::size_t>(k) < kept.size()) kept.resize(k);
+      double z = 0;
+      for (double v : kept) z += v;
+      double cut = 0, optional_from = 0, prefix = 0;
+      if (has_p) {
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          if (i == 0 || prefix <= p * z) cut = kept[i];
+          if (i == 0 || prefix <= (p + 1e-4) * z) optional_from = kept[i];
+          prefix += kept[i];
+        }
+      }
+      double z_kept = 0;
+      for (double v : kept) z_kept += v >= cut ? v : 0.0;
+      if (has_p) {  // the cut value's tie: only the entries whose prefix was <= p
+        double above = 0, n_cut = 0;
+        prefix = 0;
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          if (kept[i] > cut) above += kept[i];
+          if (kept[i] == cut && (i == 0 || prefix <= p * z)) ++n_cut;
+          prefix += kept[i];
+        }
+        z_kept = above + n_cut * cut;
+      }
+      for (std::int64_t t = 0; t < vocab; ++t) {
+        const double x = row[t];
+        const PlacedDraw d = place_draw(row.data(), vocab, has_k, k, has_p, p, t);
+        const bool in_top_k = x > 0 && x >= kept.back();
+        if (!in_top_k || x < optional_from) {
+          EXPECT_EQ(d.kind, PlacedDraw::Kind::kOutside) << trial << " " << mode << " " << t;
+          continue;
+        }
+        if (x < cut) {
+          EXPECT_EQ(d.kind, PlacedDraw::Kind::kOptional) << trial << " " << mode << " " << t;
+          continue;
+        }
+        ASSERT_EQ(d.kind, PlacedDraw::Kind::kExpected) << trial << " " << mode << " " << t;
+        double before = 0, cell = 0, prefix_t = 0;
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          const bool kept_entry =
+              kept[i] > cut || (kept[i] == cut && (!has_p || i == 0 || prefix_t <= p * z));
+          prefix_t += kept[i];
+          if (!kept_entry) continue;
+          if (kept[i] > x) before += kept[i];
+          if (kept[i] == x) cell += kept[i];
+        }
+        EXPECT_NEAR(d.before, before / z_kept, 1e-9) << trial << " " << mode << " " << t;
+        EXPECT_NEAR(d.mass, cell / z_kept, 1e-9) << trial << " " << mode << " " << t;
+        ++placed;
+      }
+    }
+  }
+  EXPECT_GT(placed, 1000);
+}
+
 // The mean of the mid-PIT is exactly 1/2 under the null, whatever the rows: summed over every
 // token of a row, weighted by its probability.
 TEST(SamplingCompare, MidPitHasMeanOneHalf) {
@@ -352,6 +439,93 @@ TEST(SamplingCompare, ComparatorPoolsLaunchesAndChecksTheSupport) {
   const OutputCheck alone = launch(3, Fault::kArgmax, nullptr);
   ASSERT_TRUE(alone.failure);
   EXPECT_EQ(alone.failure->kind, "distribution");
+}
+
+// The host's share of one input set at FlashInfer-Bench's sizes: the host generator of
+// probability rows, each row's placement alone, and compare_sampling over the set's rows (rows in
+// parallel on every core). Printed in milliseconds (KHARNESS_SAMPLING_TIMINGS=1).
+TEST(SamplingCompare, Timings) {
+  const char* v = std::getenv("KHARNESS_SAMPLING_TIMINGS");
+  if (!v || std::string(v) != "1") GTEST_SKIP() << "KHARNESS_SAMPLING_TIMINGS=1 times them";
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const Definition d = parse_definition_text(R"x({
+    "name": "top_k_top_p_sampling_from_probs", "op_type": "sampling",
+    "axes": {"batch_size": {"type": "var"}, "vocab_size": {"type": "var"}},
+    "inputs": {"probs": {"shape": ["batch_size", "vocab_size"], "dtype": "float32"},
+               "top_k": {"shape": ["batch_size"], "dtype": "int32"},
+               "top_p": {"shape": ["batch_size"], "dtype": "float32"}},
+    "outputs": {"samples": {"shape": ["batch_size"], "dtype": "int64"}}})x",
+                                             "sampling.json");
+  InputGenerator gen;
+  gen.distribution = "probability_rows";
+  gen.std = 1.5;
+  for (auto [rows, vocab] : {std::pair<std::int64_t, std::int64_t>{171, 128256},
+                             {512, 128256},
+                             {1, 262208},
+                             {512, 262208}}) {
+    const Bindings axes{{"batch_size", rows}, {"vocab_size", vocab}};
+    const auto count = static_cast<std::uint64_t>(rows * vocab);
+    auto t = Clock::now();
+    const std::vector<std::uint8_t> bytes =
+        make_index_input(*d.find_input("probs"), gen, axes, count, 42);
+    const double make_ms = ms(t);
+    const auto* probs = reinterpret_cast<const float*>(bytes.data());
+    std::vector<std::int32_t> top_k(static_cast<std::size_t>(rows));
+    std::vector<float> top_p(static_cast<std::size_t>(rows));
+    std::vector<std::int64_t> samples(static_cast<std::size_t>(rows));
+    std::mt19937_64 rng(rows);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      top_k[i] = std::uniform_int_distribution<std::int32_t>(1, 10)(rng);
+      top_p[i] = std::uniform_real_distribution<float>(0.5f, 0.95f)(rng);
+      // The row's most probable token: in every mode's support.
+      samples[i] =
+          std::max_element(probs + i * vocab, probs + (i + 1) * vocab) - (probs + i * vocab);
+    }
+    std::printf("%4lld x %6lld: make_index_input %8.1f ms\n", static_cast<long long>(rows),
+                static_cast<long long>(vocab), make_ms);
+    for (Mode mode : {Mode::kTopK, Mode::kTopP, Mode::kTopKTopP}) {
+      const bool has_k = mode != Mode::kTopP, has_p = mode != Mode::kTopK;
+      const std::int64_t some = std::min<std::int64_t>(rows, 16);
+      t = Clock::now();
+      for (std::int64_t i = 0; i < some; ++i) {
+        const PlacedDraw p =
+            place_draw(probs + i * vocab, vocab, has_k, top_k[i], has_p, top_p[i], samples[i]);
+        EXPECT_EQ(p.kind, PlacedDraw::Kind::kExpected);
+      }
+      const double row_ms = ms(t) / static_cast<double>(some);
+      CompareContext context;
+      context.definition = &d;
+      context.axes = axes;
+      context.input = [&](const std::string& name) -> const std::uint8_t* {
+        if (name == "probs") return bytes.data();
+        if (name == "top_k" && has_k) return reinterpret_cast<const std::uint8_t*>(top_k.data());
+        if (name == "top_p" && has_p) return reinterpret_cast<const std::uint8_t*>(top_p.data());
+        return nullptr;
+      };
+      SamplingDraws pool;
+      context.sampling_draws = &pool;
+      Definition one_mode = d;  // the mode's inputs only
+      one_mode.inputs.erase(std::remove_if(one_mode.inputs.begin(), one_mode.inputs.end(),
+                                           [&](const TensorSpec& s) {
+                                             return (s.name == "top_k" && !has_k) ||
+                                                    (s.name == "top_p" && !has_p);
+                                           }),
+                            one_mode.inputs.end());
+      context.definition = &one_mode;
+      t = Clock::now();
+      const OutputCheck c = compare_sampling(
+          "samples", DType::kInt64, nullptr, reinterpret_cast<const std::uint8_t*>(samples.data()),
+          static_cast<std::uint64_t>(rows), Tolerance{}, 0, context);
+      const double compare_ms = ms(t);
+      EXPECT_FALSE(c.failure);
+      std::printf("  %-17s place_draw %7.2f ms a row; compare_sampling %8.1f ms (%u threads)\n",
+                  kModeNames[static_cast<int>(mode)], row_ms, compare_ms,
+                  std::thread::hardware_concurrency());
+    }
+  }
 }
 
 }  // namespace

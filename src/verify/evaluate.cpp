@@ -302,6 +302,12 @@ class Evaluator {
       }
       if (in.kind == WorkloadInput::Kind::kSafetensors) {
         upload_safetensors(t, in, count, *buf, s);
+      } else if (gen.distribution == "probability_rows") {
+        // Rows of probabilities, tens of millions of values a set: made on the device, as the
+        // host's generator makes them from the seed an index role would get (bit for bit).
+        const ProbabilityRowsShape shape = probability_rows_shape(t, gen, b.env.axes, count);
+        kernels_.probability_rows(buf->data(), shape.rows, shape.vocab, gen.std,
+                                  splitmix(seed ^ (i + 1)), s);
       } else if (is_index_role(gen.distribution)) {
         // Offsets and ids must be valid for their role: made on the host, from the same seed.
         auto bytes =
@@ -464,16 +470,29 @@ class Evaluator {
   // it, they are held to the support only: a rerun's or a timed iteration's draws are not tested
   // for their distribution again, which would spend the false-failure budget
   // (sampling_compare.hpp). `reuse` (optional): host copies of an earlier input set's inputs, whose
-  // memory is reused.
+  // memory is reused. `phases` (optional): the phases the time goes to, the comparators' and, for
+  // the sampling comparator, the download of the inputs it reads (every one: probs, top_k, top_p),
+  // done first rather than on its first read.
+  struct ComparePhases {
+    const char* inputs;
+    const char* compare;
+  };
   bool check_outputs(TrialBuffers& b, const std::vector<HostBytes>& expected,
                      const std::vector<HostBytes>& got, TrialResult& trial,
                      SamplingDraws* draws = nullptr,
-                     std::map<std::string, HostBytes>* reuse = nullptr) {
+                     std::map<std::string, HostBytes>* reuse = nullptr,
+                     const ComparePhases* phases = nullptr) {
     std::map<std::string, HostBytes> local;  // downloaded when a comparator asks for them
     std::set<std::string> fresh;
     CompareContext context = compare_context(b, reuse ? *reuse : local, reuse ? &fresh : nullptr);
     SamplingDraws support_only;
     context.sampling_draws = draws ? draws : &support_only;
+    auto t0 = std::chrono::steady_clock::now();
+    if (phases && sampling_) {
+      for (const auto& [name, buf] : b.inputs) context.input(name);
+      phases_.add(phases->inputs, t0);
+      t0 = std::chrono::steady_clock::now();
+    }
     for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
       const TensorSpec& t = def_.outputs[i];
       OutputCheck check =
@@ -486,10 +505,12 @@ class Evaluator {
                                 check.reference_unwritten, t.name));
       }
       if (auto f = output_failure(check, tolerance_)) {
+        if (phases) phases_.add(phases->compare, t0);
         trial.failure = *f;
         return false;
       }
     }
+    if (phases) phases_.add(phases->compare, t0);
     return true;
   }
 
@@ -562,10 +583,13 @@ class Evaluator {
     std::vector<HostBytes>& got = got_;
     download_outputs(b, got);
     phases_.add("download", t0);
-    t0 = std::chrono::steady_clock::now();
-    bool outputs_ok = check_outputs(b, expected, got, trial, draws);
-    phases_.add("compare", t0);
-    if (!outputs_ok) return fail(*trial.failure);
+    static const ComparePhases kComparePhases{"compare_inputs", "compare"};
+    // A sampler's inputs (hundreds of MiB of probabilities) go to the pinned copies the sampling
+    // sets reuse: pinning that much afresh every trial would cost more than the copy.
+    if (!check_outputs(b, expected, got, trial, draws, sampling_ ? &sampling_inputs_ : nullptr,
+                       &kComparePhases)) {
+      return fail(*trial.failure);
+    }
     if (determinism) {
       // The same inputs again: a correct kernel gives the same answer (within tolerance).
       t0 = std::chrono::steady_clock::now();
@@ -630,34 +654,47 @@ class Evaluator {
   // keeps, a generator's counter, advances), on `sets` more fresh input sets, each held to the
   // memory rules and the support, its draws added to `draws`. No reference runs on them: the
   // sampling comparator reads no reference output (it computes each row's distribution from the
-  // inputs). Returns the first failure.
+  // inputs). Returns the first failure. Each step is a phase ("sampling_sets.<step>"; their sum,
+  // with the release of each set's buffers, is "sampling_sets").
   std::optional<Failure> sample_more(const Workload& w, std::uint64_t seed, std::uint64_t sets,
                                      PlanLauncher& launcher, SamplingDraws& draws, CUstream s) {
     const Driver& d = Driver::instance();
+    static const ComparePhases kPhases{"sampling_sets.download_inputs", "sampling_sets.placement"};
     for (std::uint64_t set = 1; set <= sets; ++set) {
       const std::string which = fmt::format("sampling input set {} of the trial", set);
+      auto t0 = std::chrono::steady_clock::now();
       TrialBuffers b;
       make_inputs(w, splitmix(seed ^ splitmix(0x5a3d9e1b00000000ull + set)), b, s);
+      d.check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+      phases_.add("sampling_sets.inputs", t0);
+      t0 = std::chrono::steady_clock::now();
       std::map<std::string, std::uint64_t> checksums;
       for (auto& [name, buf] : b.inputs)
         checksums[name] = kernels_.checksum(buf->data(), buf->bytes(), s);
+      phases_.add("sampling_sets.checksums", t0);
+      t0 = std::chrono::steady_clock::now();
       make_outputs(b, candidate_.solution->plan, s);
       kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 2 + set)), s);
       LaunchOutcome o = [&] {
         device::ActivityPhase launching("candidate (sampling input set)");
         return launcher.launch(b.env, s, true);
       }();
+      phases_.add("sampling_sets.launch", t0);
       if (!o.ok) {
         fatal_ = o.sticky;
         return launch_failure(o, "candidate (" + which + ")");
       }
       TrialResult result;
       std::vector<HostBytes>& got = got_;
+      t0 = std::chrono::steady_clock::now();
       bool ok = check_memory(b, checksums, result, s);
+      phases_.add("sampling_sets.memory_check", t0);
       if (ok) {
+        t0 = std::chrono::steady_clock::now();
         download_outputs(b, got);
+        phases_.add("sampling_sets.download_outputs", t0);
         // `got` stands in for the reference's outputs too (their sizes; no values are read).
-        ok = check_outputs(b, got, got, result, &draws, &sampling_inputs_);
+        ok = check_outputs(b, got, got, result, &draws, &sampling_inputs_, &kPhases);
       }
       if (!ok) {
         Failure f = *result.failure;
@@ -665,6 +702,11 @@ class Evaluator {
         f.message = "on " + which + ": " + f.message;
         return f;
       }
+      t0 = std::chrono::steady_clock::now();
+      b.inputs.clear();
+      b.outputs.clear();
+      b.workspace.reset();
+      phases_.add("sampling_sets.release", t0);
     }
     d.check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
     return std::nullopt;

@@ -21,6 +21,8 @@
 #include "kharness/error.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/numeric.hpp"
+#include "kharness/probability_rows_core_text.hpp"
+#include "verify/index_inputs.hpp"
 
 namespace kharness::verify {
 namespace fs = std::filesystem;
@@ -235,6 +237,39 @@ kh_fill_random(u8* p, u64 count, int dtype, int dist, int vec, u64 seed, u64 str
                    (u8)(q[3] != 0));
         break;
     }
+  }
+}
+
+// ---- probability rows ------------------------------------------------------------------------
+// The "probability_rows" generator (verify/probability_rows_core.hpp, given to NVRTC as a header:
+// the host compiles the same text), every operation rounded as on the host.
+#define KH_HD __device__ __forceinline__
+#define KH_FMA __fma_rn
+#define KH_DIV __ddiv_rn
+#define KH_TO_FLOAT __double2float_rn
+#include "kharness_probability_rows_core.hpp"
+
+static_assert(KH_THREADS == probability_rows_core::kLanes, "a thread per lane of a row's sum");
+
+// `rows` rows of `vocab` values at `out`: a block per row (grid-stride over the rows), thread t
+// lane t of the row's sum, then the row's values, coalesced.
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_probability_rows(float* out, u64 rows, u64 vocab, const double* __restrict__ table, u64 seed) {
+  namespace pr = probability_rows_core;
+  __shared__ double lanes[KH_THREADS];
+  const int t = threadIdx.x;
+  for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const u64 key = pr::row_key(seed, r);
+    lanes[t] = pr::lane_sum(table, key, vocab, t);
+    __syncthreads();
+    for (int h = KH_THREADS / 2; h > 0; h /= 2) {
+      pr::tree_step(lanes, h, t);
+      __syncthreads();
+    }
+    const double sum = lanes[0];
+    float* row = out + r * vocab;
+    for (u64 j = t; j < vocab; j += KH_THREADS) row[j] = pr::value(pr::weight(table, key, j), sum);
+    __syncthreads();  // every thread has read lanes[0] before the next row writes lanes
   }
 }
 
@@ -609,6 +644,8 @@ extern "C" __global__ void __launch_bounds__(KH_THREADS) kh_scrub_shared(u64 byt
 constexpr unsigned kThreads = 256;    // KH_THREADS
 constexpr unsigned kBlocksPerSm = 8;  // grid cap: a full GPU of 256-thread blocks
 constexpr const char* kCacheTag = "kharness-harness-kernels-v2";
+// The header kSource includes, and its text (the file the host compiles too).
+constexpr const char* kProbabilityRowsHeader = "kharness_probability_rows_core.hpp";
 
 enum Distribution : int { kNormal = 0, kUniform = 1, kRange = 2 };  // KH_NORMAL, ...
 
@@ -781,7 +818,8 @@ std::uint64_t record_tag(const std::uint64_t* w, std::uint64_t key) {
 constexpr std::size_t kPartialBytes = 64;  // sizeof(KhPartial)
 
 NvrtcOutput run_nvrtc(const std::string& arch, const std::vector<std::string>& options) {
-  NvrtcOutput out = nvrtc_compile(kSource, "kharness_harness_kernels.cu", {}, options);
+  NvrtcOutput out = nvrtc_compile(kSource, "kharness_harness_kernels.cu",
+                                  {{kProbabilityRowsHeader, kProbabilityRowsCoreText}}, options);
   if (out.result != NVRTC_SUCCESS || out.cubin.empty()) {
     throw Error(ExitCode::kInternal, "harness kernels",
                 fmt::format("NVRTC cannot compile them for {}: {}\n{}", arch,
@@ -825,7 +863,7 @@ HarnessImage HarnessKernels::build(const HarnessKernelsOptions& options) {
   for (const auto& o : nvrtc_options) {
     key.field(o);
   }
-  key.field(kSource);
+  key.field(kSource).field(kProbabilityRowsCoreText);
   image.cache_key = key.hex();
 
   // Per-process memo, then the disk cache, then NVRTC.
@@ -905,6 +943,7 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   check_sealed_ = module_->function("kh_check_sealed");
   seal_record_ = module_->function("kh_seal_record");
   scrub_shared_ = module_->function("kh_scrub_shared");
+  probability_rows_ = module_->function("kh_probability_rows");
   KHARNESS_CU(cu, cuDeviceGetAttribute, &shared_optin_,
               CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
   shared_optin_ &= ~3;
@@ -1024,6 +1063,31 @@ void HarnessKernels::fill_random(CUdeviceptr p, std::size_t count, DType dtype,
   }
   void* params[] = {&p, &n, &kdtype, &dist, &vec, &seed, &stream_id, &a, &b, &lo, &span};
   launch(fill_random_, "cuLaunchKernelEx(kh_fill_random)", (n + 3) / 4, stream, params);
+}
+
+void HarnessKernels::probability_rows(CUdeviceptr p, std::uint64_t rows, std::uint64_t vocab,
+                                      double std, std::uint64_t seed, CUstream stream) const {
+  if (rows == 0 || vocab == 0) return;
+  if (p == 0 || p % 4 != 0) {
+    throw Error(ExitCode::kInternal, "probability_rows",
+                fmt::format("pointer 0x{:x} is not aligned to 4 bytes", p));
+  }
+  auto table = probability_tables_.find(std);
+  if (table == probability_tables_.end()) {
+    const std::vector<double> host = make_probability_table(std);
+    device::DeviceBuffer buffer(host.size() * sizeof(double));
+    buffer.upload(host.data(), host.size() * sizeof(double));
+    table = probability_tables_.emplace(std, std::move(buffer)).first;
+  }
+  CUdeviceptr t = table->second.ptr();
+  void* params[] = {&p, &rows, &vocab, &t, &seed};
+  device::LaunchConfig config;
+  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
+  config.grid = {static_cast<unsigned>(std::min(rows, cap)), 1, 1};
+  config.block = {kThreads, 1, 1};
+  config.stream = stream;
+  device::Driver::instance().check(device::launch_kernel(probability_rows_, config, params),
+                                   "cuLaunchKernelEx(kh_probability_rows)");
 }
 
 void HarnessKernels::fill_pattern(CUdeviceptr p, std::size_t bytes,

@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,6 +113,13 @@ class HarnessKernels {
   // above. Asynchronous on `stream`. Throws input_error for a generator validate() refuses.
   void fill_random(CUdeviceptr p, std::size_t count, DType dtype, const InputGenerator& gen,
                    std::uint64_t seed, std::uint64_t stream_id, CUstream stream) const;
+
+  // `rows` rows of `vocab` float32 probabilities at `p` (4-byte aligned), as the host's
+  // make_probability_rows(rows, vocab, std, seed) makes them, bit for bit
+  // (verify/probability_rows_core.hpp): a block per row. Asynchronous on `stream`; the first call
+  // for a `std` uploads its table (2^16 + 1 doubles, kept while this object lives).
+  void probability_rows(CUdeviceptr p, std::uint64_t rows, std::uint64_t vocab, double std,
+                        std::uint64_t seed, CUstream stream) const;
 
   // Repeats `element_pattern` (1, 2, 4 or 8 bytes) over `bytes` bytes at `p`; p and bytes are
   // multiples of the pattern size. Asynchronous. Used for poison, guard zones and scrubbing.
@@ -188,6 +196,8 @@ class HarnessKernels {
   CUfunction check_sealed_ = nullptr;
   CUfunction seal_record_ = nullptr;
   CUfunction scrub_shared_ = nullptr;
+  CUfunction probability_rows_ = nullptr;
+  mutable std::map<double, device::DeviceBuffer> probability_tables_;  // by std
   int shared_optin_ = 0;           // bytes of dynamic shared memory a block may opt into
   device::DeviceBuffer partials_;  // check_sealed's per-block partial results
 };

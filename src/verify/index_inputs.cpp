@@ -14,6 +14,18 @@
 #include "kharness/error.hpp"
 #include "kharness/numeric.hpp"
 
+// The probability rows' generator, compiled here as NVRTC compiles it for the device, every
+// operation rounded to nearest (verify/probability_rows_core.hpp).
+#define KH_HD inline
+#define KH_FMA std::fma
+#define KH_DIV(a, b) ((a) / (b))
+#define KH_TO_FLOAT(x) static_cast<float>(x)
+#include "verify/probability_rows_core.hpp"
+#undef KH_HD
+#undef KH_FMA
+#undef KH_DIV
+#undef KH_TO_FLOAT
+
 namespace kharness::verify {
 namespace {
 
@@ -46,13 +58,6 @@ const std::vector<std::int64_t>& earlier(const InputGenerator& gen, const char* 
 }
 
 std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // The standard normal quantile: Acklam's rational approximation, then one Halley step on erfc
 // (relative error ~1e-15).
@@ -102,32 +107,35 @@ std::vector<std::int64_t> make_covering_indptr(const std::vector<std::int64_t>& 
   return out;
 }
 
-// Row r's weights exp(std z), z ~ N(0, 1) by inverse transform: 2^16 + 1 quantiles of
-// exp(std z) (the outermost at 2^-17 and 1 - 2^-17) and linear interpolation between neighbours
-// from 32 more random bits, one 64-bit draw of a counter-based generator (keyed by seed, row and
-// token) per token: a few ns a token, rows in parallel, the same values for any thread count.
-std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab, double std,
-                                         std::uint64_t seed) {
-  constexpr int kSteps = 1 << 16;
+std::vector<double> make_probability_table(double std) {
+  constexpr int kSteps = probability_rows_core::kTableSteps;
   std::vector<double> w(kSteps + 1);
   for (int i = 0; i <= kSteps; ++i) {
     const double u = std::clamp(static_cast<double>(i) / kSteps, 0.5 / kSteps, 1 - 0.5 / kSteps);
     w[i] = std::exp(std * normal_quantile(u));
   }
+  return w;
+}
+
+// Rows in parallel (the values do not depend on the thread count): per row, the lanes' partial
+// sums, their tree, then the values, as the device's kh_probability_rows computes them.
+std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab, double std,
+                                         std::uint64_t seed) {
+  namespace pr = probability_rows_core;
+  const std::vector<double> table = make_probability_table(std);
   std::vector<float> out(rows * vocab);
   auto make_rows = [&](std::uint64_t begin, std::uint64_t end) {
-    std::vector<double> row(vocab);
+    double lanes[pr::kLanes];
     for (std::uint64_t r = begin; r < end; ++r) {
-      const std::uint64_t key = mix64(seed ^ mix64(r + 1));
-      double sum = 0;
-      for (std::uint64_t j = 0; j < vocab; ++j) {
-        const std::uint64_t bits = mix64(key + j);
-        const auto i = static_cast<std::size_t>(bits >> 48);
-        const double f = static_cast<double>((bits >> 16) & 0xffffffffull) * 0x1.0p-32;
-        sum += (row[j] = w[i] + f * (w[i + 1] - w[i]));
+      const std::uint64_t key = pr::row_key(seed, r);
+      for (int t = 0; t < pr::kLanes; ++t) lanes[t] = pr::lane_sum(table.data(), key, vocab, t);
+      for (int h = pr::kLanes / 2; h > 0; h /= 2) {
+        for (int t = 0; t < h; ++t) pr::tree_step(lanes, h, t);
       }
       float* o = out.data() + r * vocab;
-      for (std::uint64_t j = 0; j < vocab; ++j) o[j] = static_cast<float>(row[j] / sum);
+      for (std::uint64_t j = 0; j < vocab; ++j) {
+        o[j] = pr::value(pr::weight(table.data(), key, j), lanes[0]);
+      }
     }
   };
   const std::uint64_t threads =
@@ -141,6 +149,18 @@ std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab
   make_rows(0, std::min(rows, chunk));
   for (auto& th : pool) th.join();
   return out;
+}
+
+ProbabilityRowsShape probability_rows_shape(const TensorSpec& tensor, const InputGenerator& gen,
+                                            const Bindings& axes, std::uint64_t count) {
+  const std::string where = "kharness.inputs." + tensor.name;
+  if (tensor.dtype != DType::kFloat32) {
+    throw input_error(where, "the probability_rows role needs a float32 tensor");
+  }
+  if (!(gen.std > 0)) throw input_error(where, "needs std > 0 (the log-probability spread)");
+  const auto shape = tensor_shape(tensor, axes);
+  const std::uint64_t vocab = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
+  return {vocab == 0 ? 0 : count / vocab, vocab};
 }
 
 bool is_index_role(const std::string& distribution) {
@@ -266,14 +286,8 @@ std::vector<std::uint8_t> make_index_input(const TensorSpec& tensor, const Input
                                       gen.high, seed);
   }
   if (gen.distribution == "probability_rows") {
-    if (tensor.dtype != DType::kFloat32) {
-      throw input_error(where, "the probability_rows role needs a float32 tensor");
-    }
-    const auto shape = tensor_shape(tensor, axes);
-    const std::uint64_t vocab = shape.empty() ? count : static_cast<std::uint64_t>(shape.back());
-    if (!(gen.std > 0)) throw input_error(where, "needs std > 0 (the log-probability spread)");
-    std::vector<float> rows =
-        make_probability_rows(vocab == 0 ? 0 : count / vocab, vocab, gen.std, seed);
+    const ProbabilityRowsShape shape = probability_rows_shape(tensor, gen, axes, count);
+    std::vector<float> rows = make_probability_rows(shape.rows, shape.vocab, gen.std, seed);
     std::vector<std::uint8_t> bytes(rows.size() * 4);
     if (!rows.empty()) std::memcpy(bytes.data(), rows.data(), bytes.size());
     return bytes;

@@ -38,9 +38,23 @@ bool is_index_role(const std::string& distribution);
 // One more, for sampling: "probability_rows" {"std": s}: a float32 [rows, vocab] tensor, each row
 // a distribution (softmax of N(0, s) logits: exp(s z) / sum, as a model's output after softmax),
 // made fast (a sampling workload makes 16384 rows of up to 262144: a table of exp(s z) at 2^16 + 1
-// normal quantiles, interpolated, rows in parallel).
+// normal quantiles, interpolated; verify/probability_rows_core.hpp). The correctness stage makes
+// them on the device (HarnessKernels::probability_rows, the same values bit for bit); this host
+// generator (rows in parallel) is the reference its tests compare against.
 std::vector<float> make_probability_rows(std::uint64_t rows, std::uint64_t vocab, double std,
                                          std::uint64_t seed);
+// The generator's table: exp(std z) at the 2^16 + 1 normal quantiles i / 2^16 (the outermost at
+// 2^-17 and 1 - 2^-17).
+std::vector<double> make_probability_table(double std);
+// The rows and vocabulary of a "probability_rows" input of `count` elements (its last axis the
+// vocabulary); throws kharness::Error (exit 2) naming the input for a dtype other than float32
+// or a std that is not > 0.
+struct ProbabilityRowsShape {
+  std::uint64_t rows = 0;
+  std::uint64_t vocab = 0;
+};
+ProbabilityRowsShape probability_rows_shape(const TensorSpec& tensor, const InputGenerator& gen,
+                                            const Bindings& axes, std::uint64_t count);
 
 // Values of the index inputs generated so far in a trial, by name (for the coupled roles).
 using IndexValues = std::map<std::string, std::vector<std::int64_t>>;

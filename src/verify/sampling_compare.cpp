@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -69,6 +70,199 @@ float smallest_within(std::vector<float>& vals, double budget) {
   return vals.empty() ? 0.0f : vals.front();  // not reached for budget >= 0
 }
 
+// A row's values, or some of them: a view of the row itself or of a buffer.
+struct Values {
+  const float* data = nullptr;
+  std::size_t size = 0;
+  Values() = default;
+  Values(const float* d, std::size_t n) : data(d), size(n) {}
+  Values(const std::vector<float>& v) : data(v.data()), size(v.size()) {}  // implicit: a view
+  const float* begin() const { return data; }
+  const float* end() const { return data + size; }
+  float operator[](std::size_t i) const { return data[i]; }
+};
+
+// The sum of `vals` in double, in four interleaved partial sums (no chain of dependent
+// additions: a 128k-token row is summed at the loads' speed).
+double sum_of(Values vals) {
+  double s[4] = {0, 0, 0, 0};
+  const std::size_t n = vals.size, whole = n - n % 4;
+  for (std::size_t i = 0; i < whole; i += 4) {
+    for (std::size_t l = 0; l < 4; ++l) s[l] += vals[i + l];
+  }
+  for (std::size_t i = whole; i < n; ++i) s[i - whole] += vals[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+std::size_t count_above(Values vals, float v) {
+  std::size_t n = 0;
+  for (float u : vals) n += u > v;
+  return n;
+}
+
+std::size_t count_equal(Values vals, float v) {
+  std::size_t n = 0;
+  for (float u : vals) n += u == v;
+  return n;
+}
+
+// The values of `vals` greater than `t` into `out` (not `vals`' storage), in order, without
+// branches; returns their count.
+std::size_t compact_above(Values vals, float t, std::vector<float>& out) {
+  out.resize(vals.size);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < vals.size; ++i) {
+    const float v = vals[i];
+    out[n] = v;
+    n += v > t;
+  }
+  out.resize(n);
+  return n;
+}
+
+// The row's positive values: the row itself where every value is (as the harness's inputs
+// are: a counting pass), else a compacted copy in `copy`.
+Values positives_of(Values row, std::vector<float>& copy) {
+  std::size_t positive = 0;
+  for (float v : row) positive += v > 0;
+  if (positive == row.size) return row;
+  compact_above(row, 0.0f, copy);
+  return copy;
+}
+
+// Top-k for small k: the k largest positive values of `row` as a multiset (of a tie at the k-th
+// largest, as many as make k), or every positive value where there are at most k, into `out`,
+// in one pass (a value enters only above the k-th largest so far: rarely, after the first few
+// thousand); returns the count of positive values.
+constexpr std::size_t kSmallK = 64;
+std::size_t largest(Values row, std::size_t k, std::vector<float>& out) {
+  out.clear();
+  std::size_t positive = 0;
+  float floor = 0;  // a value must exceed it to enter: 0, then out's smallest once out is full
+  for (float v : row) {
+    positive += v > 0;
+    if (!(v > floor)) continue;
+    if (out.size() < k) {
+      out.push_back(v);
+      if (out.size() == k) floor = *std::min_element(out.begin(), out.end());
+      continue;
+    }
+    *std::min_element(out.begin(), out.end()) = v;  // replaces one of the smallest
+    floor = *std::min_element(out.begin(), out.end());
+  }
+  return positive;
+}
+
+// A row's kept values (> 0) bucketed by the top 12 bits of their float bits (the exponent and 3
+// bits of the significand: 2048 buckets ordered as the values, an eighth of an octave each),
+// with each bucket's count and mass. A rank or a mass above is then found in one pass over the
+// values (the counts and masses), a pass gathering one bucket and a selection within it: O(n)
+// with a few well-predicted branches an element, where a quickselect over the whole row
+// mispredicts about every other comparison. A row of 128k tokens has ~150 buckets in use, a
+// few thousand values in the fullest.
+class ValueBuckets {
+ public:
+  explicit ValueBuckets(Values vals) : vals_(vals) {
+    count_.fill(0);
+    mass_.fill(0.0);
+    for (float v : vals) {
+      const unsigned b = bucket(v);
+      ++count_[b];
+      mass_[b] += v;
+    }
+  }
+
+  // The k-th largest value (1 <= k <= the values' count).
+  float kth_largest(std::size_t k) const {
+    std::size_t above = 0;
+    for (unsigned b = kBuckets; b-- > 0;) {
+      if (above + count_[b] < k) {
+        above += count_[b];
+        continue;
+      }
+      std::vector<float>& in = gather(b);
+      const auto nth = in.begin() + static_cast<std::ptrdiff_t>(k - above - 1);
+      std::nth_element(in.begin(), nth, in.end(), std::greater<float>());
+      return *nth;
+    }
+    return 0.0f;  // not reached for k <= the count
+  }
+
+  // Top-p's thresholds: for `budget` and `wider` (0 <= budget <= wider), the smallest value v
+  // whose mass above (the sum of the values > v) is within the budget, as
+  // smallest_within(vals, budget) finds it, and how many values equal the first. Their buckets
+  // are gathered in one pass.
+  struct Cuts {
+    float within = 0.0f;        // for `budget`
+    float within_wider = 0.0f;  // for `wider`
+    std::size_t ties = 0;       // the values equal to `within`
+  };
+  Cuts cuts(double budget, double wider) const {
+    const Place a = locate(budget), b = locate(wider);
+    Cuts c;
+    if (a.bucket == kBuckets) return c;  // no values
+    thread_local std::vector<float> in_a, in_b;
+    in_a.clear();
+    in_b.clear();
+    for (float v : vals_) {
+      const unsigned k = bucket(v);
+      if (k == a.bucket) in_a.push_back(v);
+      if (k == b.bucket && b.bucket != a.bucket) in_b.push_back(v);
+    }
+    c.within = a.smallest ? *std::min_element(in_a.begin(), in_a.end())
+                          : verify::smallest_within(in_a, budget - a.above);
+    c.ties = count_equal(in_a, c.within);
+    std::vector<float>& in = b.bucket == a.bucket ? in_a : in_b;
+    c.within_wider = b.smallest ? *std::min_element(in.begin(), in.end())
+                                : verify::smallest_within(in, wider - b.above);
+    return c;
+  }
+
+ private:
+  static constexpr unsigned kBuckets = 2048;
+  // Where the smallest value within a mass budget lies: in `bucket`, below the mass `above` of
+  // the buckets above it (its largest value qualifies, the next bucket's does not); or, with
+  // `smallest`, every value qualifies and it is the smallest, in the lowest bucket `bucket`.
+  // bucket == kBuckets: there are no values.
+  struct Place {
+    unsigned bucket = kBuckets;
+    double above = 0;
+    bool smallest = false;
+  };
+  Place locate(double budget) const {
+    Place place;
+    double above = 0;  // the mass of the buckets above b
+    for (unsigned b = kBuckets; b-- > 0;) {
+      if (count_[b] == 0) continue;
+      place.bucket = b;
+      if (above + mass_[b] > budget) {
+        place.above = above;
+        return place;
+      }
+      above += mass_[b];
+    }
+    place.smallest = place.bucket != kBuckets;
+    return place;
+  }
+  static unsigned bucket(float v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return bits >> 20;  // < 2048 for a positive float (the sign bit is 0)
+  }
+  // The values of bucket b (a pass over the values), in thread-local storage.
+  std::vector<float>& gather(unsigned b) const {
+    thread_local std::vector<float> in;
+    in.clear();
+    for (float v : vals_) {
+      if (bucket(v) == b) in.push_back(v);
+    }
+    return in;
+  }
+  Values vals_;
+  std::array<std::uint32_t, kBuckets> count_;
+  std::array<double, kBuckets> mass_;
+};
+
 // log P(X >= count) (or P(X <= count) below the mean) for X ~ Binomial(n, pi), by the Chernoff
 // bound exp(-n KL(count / n || pi)); 0 (probability 1) on the mean's side.
 double log_binomial_tail_bound(std::uint64_t count, std::uint64_t n, double pi) {
@@ -97,32 +291,38 @@ PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::i
   PlacedDraw d;
   if (token < 0 || token >= vocab || !(probs[token] > 0)) return d;
   const float x = probs[token];
-  thread_local std::vector<float> kept, scratch;
-  kept.clear();
-  for (std::int64_t j = 0; j < vocab; ++j) {
-    if (probs[j] > 0) kept.push_back(probs[j]);
-  }
+  thread_local std::vector<float> positives, top, above_cut;
   // Top-k: `kept` becomes the values above the k-th largest, then `tie_kept` copies of it.
+  const Values row(probs, static_cast<std::size_t>(vocab));
+  Values kept;
   float kth = 0;
   double tie_kept = 0;
-  const bool top_k = has_k && k > 0 && k < vocab && static_cast<std::size_t>(k) < kept.size();
-  if (top_k) {
-    std::nth_element(kept.begin(), kept.begin() + (k - 1), kept.end(), std::greater<float>());
-    kth = kept[static_cast<std::size_t>(k - 1)];
-    if (x < kth) return d;
-    std::size_t above = 0;
-    for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i) above += kept[i] > kth;
-    tie_kept = static_cast<double>(static_cast<std::size_t>(k) - above);
-    kept.resize(static_cast<std::size_t>(k));  // the k largest: above kth, then tie_kept of kth
+  bool top_k = false;
+  const bool filter_k = has_k && k > 0 && k < vocab;
+  if (filter_k && static_cast<std::size_t>(k) <= kSmallK) {
+    const auto k_kept = static_cast<std::size_t>(k);
+    top_k = largest(row, k_kept, top) > k_kept;  // else `top` holds every positive value
+    kept = top;
+    if (top_k) {
+      kth = *std::min_element(top.begin(), top.end());
+      if (x < kth) return d;
+      tie_kept = static_cast<double>(top.size() - count_above(kept, kth));
+    }
+  } else {
+    kept = positives_of(row, positives);
+    top_k = filter_k && static_cast<std::size_t>(k) < kept.size;
+    if (top_k) {
+      kth = ValueBuckets(kept).kth_largest(static_cast<std::size_t>(k));
+      if (x < kth) return d;
+      const std::size_t above = compact_above(kept, kth, top);
+      tie_kept = static_cast<double>(static_cast<std::size_t>(k) - above);
+      top.resize(static_cast<std::size_t>(k), kth);
+      kept = top;
+    }
   }
-  double z = 0;
-  float max = 0;
-  for (float v : kept) {
-    z += v;
-    max = std::max(max, v);
-  }
+  const double z = sum_of(kept);
   if (has_p && p <= 0) {  // argmax (any of a tie at the maximum)
-    if (x != max) return d;
+    if (x != *std::max_element(kept.begin(), kept.end())) return d;  // kept holds x at least
     d.kind = PlacedDraw::Kind::kExpected;
     d.mass = d.cube_sum = 1.0;
     return d;
@@ -130,49 +330,51 @@ PlacedDraw place_draw(const float* probs, std::int64_t vocab, bool has_k, std::i
   // The count of x's cell, before any top-p cut.
   auto cell_count = [&](float v) {
     if (top_k && v == kth) return tie_kept;
-    double n = 0;
-    for (float u : kept) n += u == v;
-    return n;
+    return static_cast<double>(count_equal(kept, v));
   };
   float cut = 0;         // values >= cut are kept (v == cut: cut_kept of them)
   double cut_kept = -1;  // -1: no top-p cut
   double z_kept = z;     // the kept mass (the renormaliser)
   if (has_p && p < 1) {
-    scratch = kept;
-    cut = smallest_within(scratch, p * z);
-    scratch = kept;
-    const float optional_from = smallest_within(scratch, (p + kTopPSlack) * z);
+    const ValueBuckets::Cuts cuts = ValueBuckets(kept).cuts(p * z, (p + kTopPSlack) * z);
+    cut = cuts.within;
+    const float optional_from = cuts.within_wider;
     if (x < optional_from) return d;
     if (x < cut) {
       d.kind = PlacedDraw::Kind::kOptional;
       return d;
     }
-    double above = 0;
-    for (float v : kept) above += v > cut ? v : 0.0;
-    const double count = cell_count(cut);
+    compact_above(kept, cut, above_cut);
+    const double above = sum_of(above_cut);
+    const double count = top_k && cut == kth ? tie_kept : static_cast<double>(cuts.ties);
     cut_kept = std::min(count, std::floor((p * z - above) / cut) + 1);
     cut_kept = std::max(cut_kept, 1.0);
     z_kept = above + cut_kept * static_cast<double>(cut);
   }
   // One pass over the kept tokens (those above the cut, then cut_kept of the cut value): the
-  // mass before x, the cubes, the mean of log q; a second one: its variance and range.
-  auto each_kept = [&](auto&& f) {
-    for (float v : kept) {
-      if (cut_kept < 0 || v > cut) f(static_cast<double>(v), 1.0);
-    }
-    if (cut_kept >= 0) f(static_cast<double>(cut), cut_kept);
-  };
+  // mass before x, the cubes, the mean of log q and its square (log q = log v - log z_kept).
+  const Values kept_above = cut_kept < 0 ? kept : Values(above_cut);
+  const double inv_z = 1.0 / z_kept;
   double before = 0, cubes = 0, log_sum = 0, log_square = 0;
   float low = x, high = x;
-  each_kept([&](double v, double n) {
-    if (v > x) before += n * v;
-    const double q = v / z_kept, l = std::log(static_cast<float>(v));  // log q = l - log z_kept
-    cubes += n * q * q * q;
-    log_sum += n * q * l;
-    log_square += n * q * l * l;
-    low = std::min(low, static_cast<float>(v));
-    high = std::max(high, static_cast<float>(v));
-  });
+  for (float f : kept_above) {
+    const double v = f, q = v * inv_z, l = std::log(f);
+    before += f > x ? v : 0.0;
+    cubes += q * q * q;
+    log_sum += q * l;
+    log_square += q * l * l;
+    low = std::min(low, f);
+    high = std::max(high, f);
+  }
+  if (cut_kept >= 0) {
+    const double v = cut, n_cut = cut_kept, q = v * inv_z, l = std::log(cut);
+    before += cut > x ? n_cut * v : 0.0;
+    cubes += n_cut * q * q * q;
+    log_sum += n_cut * q * l;
+    log_square += n_cut * q * l * l;
+    low = std::min(low, cut);
+    high = std::max(high, cut);
+  }
   const double log_z = std::log(z_kept);
   const double log_mean = log_sum - log_z;
   const double log_variance = std::max(0.0, log_square - log_sum * log_sum);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "kharness/device.hpp"
 #include "kharness/numeric.hpp"
 #include "verify/compare.hpp"
+#include "verify/index_inputs.hpp"
 
 namespace kharness {
 namespace {
@@ -133,6 +135,44 @@ class HarnessKernelsGpuTest : public ::testing::Test {
   std::optional<device::Stream> stream_;
   std::optional<HarnessKernels> kernels_;
 };
+
+// The device's probability rows are the host generator's (make_probability_rows, which the CPU
+// tests check) bit for bit, for any vocabulary (a multiple of the 256 lanes or not, a partial
+// lane) and table. Prints the time of a set of FlashInfer-Bench's largest size.
+TEST_F(HarnessKernelsGpuTest, ProbabilityRowsEqualTheHostGeneratorBitForBit) {
+  struct Case {
+    std::uint64_t rows, vocab;
+    double std;
+    std::uint64_t seed;
+  };
+  for (const Case& c : {Case{3, 1000, 1.5, 7}, Case{1, 262208, 1.5, 8}, Case{40, 128256, 1.5, 9},
+                        Case{5, 255, 1.5, 10}, Case{2, 4096, 0.8, 11}, Case{9, 1, 1.5, 12}}) {
+    const std::uint64_t n = c.rows * c.vocab;
+    device::DeviceBuffer buf(n * 4);
+    k().probability_rows(buf.ptr(), c.rows, c.vocab, c.std, c.seed, stream());
+    const auto got = download(buf.ptr(), n * 4);
+    const std::vector<float> rows = verify::make_probability_rows(c.rows, c.vocab, c.std, c.seed);
+    std::vector<std::uint32_t> have(n), want(n);  // the bits
+    std::memcpy(have.data(), got.data(), n * 4);
+    std::memcpy(want.data(), rows.data(), n * 4);
+    std::uint64_t differ = 0, first = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (have[i] != want[i] && differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0u) << c.rows << " x " << c.vocab << " std " << c.std << ": first at "
+                          << first;
+  }
+  constexpr std::uint64_t kRows = 512, kVocab = 262208;
+  device::DeviceBuffer big(kRows * kVocab * 4);
+  k().probability_rows(big.ptr(), kRows, kVocab, 1.5, 1, stream());  // its table uploaded
+  stream_->synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) k().probability_rows(big.ptr(), kRows, kVocab, 1.5, i, stream());
+  stream_->synchronize();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "probability_rows " << kRows << " x " << kVocab << ": " << ms / 10 << " ms a set\n";
+}
 
 TEST_F(HarnessKernelsGpuTest, NormalBf16Statistics) {
   constexpr std::size_t n = 1 << 20;
