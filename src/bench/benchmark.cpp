@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "bench/cupti_timer.hpp"
@@ -261,6 +262,7 @@ class WorkloadBench {
   static constexpr std::size_t kFirstMaxBatch = 16;
   static constexpr std::size_t kMaxBatch = 48;
   static constexpr double kBatchSeconds = 0.03;
+  static constexpr double kClockReadSeconds = 0.1;
 
   // As many input sets as asked for, fewer only when device memory cannot hold them (the report
   // says so).
@@ -478,9 +480,9 @@ class WorkloadBench {
     } account{started, harvest_seconds_};
     ++harvests_;
     // One wait per iteration, so that no single wait spans a whole batch of slow launches.
+    Clock::time_point mark = started;
     for (std::size_t i = 0; i < in_flight_; ++i) events_[i]->synchronize();
     in_flight_ = 0;
-    Clock::time_point mark = Clock::now();
     auto lap = [&mark](double& total) {
       const Clock::time_point now = Clock::now();
       total += std::chrono::duration<double>(now - mark).count();
@@ -493,13 +495,18 @@ class WorkloadBench {
                        static_cast<double>(rounds_ - rounds_at_harvest_);
     }
     next_batch();
-    bool throttled = false;
-    if (gpu_ && gpu_->max_sm_clock_mhz) {
+    // The SM clock, read at most every kClockReadSeconds: an NVML read costs ~2.5 ms on an H200
+    // (0.3 s of a 16-workload validate when read every harvest), and a clock that drops stays
+    // down for far longer than that, so a batch is flagged by the last read within that period.
+    if (gpu_ && gpu_->max_sm_clock_mhz &&
+        (!clock_read_ || since(*clock_read_) >= kClockReadSeconds)) {
+      clock_read_ = Clock::now();
       if (auto clocks = device::Nvml::instance().clocks(gpu_->uuid, gpu_->pci_bus_id);
           clocks && clocks->sm_mhz) {
-        throttled = clock_throttled(*clocks->sm_mhz, *gpu_->max_sm_clock_mhz);
+        throttled_ = clock_throttled(*clocks->sm_mhz, *gpu_->max_sm_clock_mhz);
       }
     }
+    const bool throttled = throttled_;
     lap(harvest_clock_seconds_);
     const auto spans = timer_->collect(s);
     lap(harvest_timer_seconds_);
@@ -585,6 +592,8 @@ class WorkloadBench {
   // (CUPTI: a context sync and a forced flush), the device check records, the integrity checks.
   double harvest_wait_seconds_ = 0, harvest_clock_seconds_ = 0, harvest_timer_seconds_ = 0;
   double harvest_check_seconds_ = 0, harvest_integrity_seconds_ = 0;
+  std::optional<Clock::time_point> clock_read_;  // the last SM clock read, and what it said
+  bool throttled_ = false;
   std::uint64_t harvests_ = 0;
   double round_seconds_ = 0;  // the last batch's, per round (0: not known yet)
   std::uint64_t rounds_at_harvest_ = 0;

@@ -22,7 +22,9 @@ void print_error(const std::string& message) {
 
 void setup_logging(const GlobalOptions& options) {
   auto logger = spdlog::stderr_color_mt("kharness");
-  logger->set_pattern("kharness: %^%l%$: %v");
+  // -vv: each line also says how long after the previous one it came (where the time goes).
+  logger->set_pattern(options.verbosity >= 2 ? "kharness: %^%l%$ (+%o ms): %v"
+                                             : "kharness: %^%l%$: %v");
   spdlog::level::level_enum level = spdlog::level::info;
   if (options.quiet) level = spdlog::level::err;
   if (options.verbosity == 1) level = spdlog::level::debug;

@@ -329,6 +329,20 @@ nlohmann::json Evaluator::cache_options(const CheckRequest& request) const {
   return j;
 }
 
+// A solution's sources as a verdict cache key names them: a single file by its file name, not its
+// full path, so the same kernel in another folder (each run writes its candidates, and its
+// incumbent, into its own) is the same key.
+static std::vector<SourceFile> keyed_sources(const Solution& solution) {
+  std::vector<SourceFile> sources = solution.sources;
+  std::error_code ec;
+  if (sources.size() == 1 && !solution.origin.empty() &&
+      std::filesystem::is_regular_file(solution.origin, ec) &&
+      solution.origin.extension() != ".json") {
+    sources[0].path = solution.origin.filename().string();
+  }
+  return sources;
+}
+
 // The verdict cache key, or "" when the candidate cannot be keyed (the check then reports why).
 std::string Evaluator::cache_key(const CheckRequest& request, const verify::Loaded& loaded) {
   try {
@@ -336,13 +350,7 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     archive::CacheKeyParts parts;
     // A single file is named by its full path when loaded: keyed by its file name, so the same
     // kernel in another folder (each run writes its candidates into its own) is the same key.
-    parts.sources = loaded.candidate.sources;
-    std::error_code ec;
-    if (parts.sources.size() == 1 && !loaded.candidate.origin.empty() &&
-        std::filesystem::is_regular_file(loaded.candidate.origin, ec) &&
-        loaded.candidate.origin.extension() != ".json") {
-      parts.sources[0].path = loaded.candidate.origin.filename().string();
-    }
+    parts.sources = keyed_sources(loaded.candidate);
     parts.plan = loaded.candidate.plan.raw;
     parts.options = cache_options(request);
     parts.definition = read_file(op.definition_file.string());
@@ -356,7 +364,8 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     if (const std::string b = baseline_file(request);
         !b.empty() && request.mode != Mode::kCompile) {
       parts.harness += "\nbaseline solution:\n";
-      for (const auto& f : load_solution(b).sources) parts.harness += f.path + f.content;
+      // By file name too: the controller's incumbent is the same kernel in each run's folder.
+      for (const auto& f : keyed_sources(load_solution(b))) parts.harness += f.path + f.content;
     }
     if (request.mode != Mode::kCompile) {
       std::lock_guard<std::mutex> lock(mutex_);

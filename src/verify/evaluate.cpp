@@ -113,15 +113,22 @@ class GuardedBuffer {
     k.fill_pattern(buffer_.ptr(), kGuardBytes, kGuardPattern, s);
     k.fill_pattern(data() + bytes_, kGuardBytes, kGuardPattern, s);
   }
+  // Enqueues the reads of both guard zones on `reads`; returns their slots (before, after).
+  std::pair<std::size_t, std::size_t> read_guards(HarnessKernels::ReadBatch& reads,
+                                                  CUstream s) const {
+    const std::size_t before = reads.check_pattern(buffer_.ptr(), kGuardBytes, kGuardPattern, s);
+    return {before, reads.check_pattern(data() + bytes_, kGuardBytes, kGuardPattern, s)};
+  }
   // The first changed guard byte as a signed offset from the start (negative: before it) or from
-  // the end of the data; nullopt when both guards are intact.
-  std::optional<std::int64_t> guard_damage(const HarnessKernels& k, CUstream s) const {
-    auto before = k.check_pattern(buffer_.ptr(), kGuardBytes, kGuardPattern, s);
+  // the end of the data; nullopt when both guards are intact. From the reads of read_guards.
+  std::optional<std::int64_t> guard_damage(const HarnessKernels::ReadBatch& reads,
+                                           std::pair<std::size_t, std::size_t> slots) const {
+    const PatternCheck before = reads.pattern_result(slots.first);
     if (before.mismatches > 0) {
       return static_cast<std::int64_t>(before.first_mismatch_byte) -
              static_cast<std::int64_t>(kGuardBytes);
     }
-    auto after = k.check_pattern(data() + bytes_, kGuardBytes, kGuardPattern, s);
+    const PatternCheck after = reads.pattern_result(slots.second);
     if (after.mismatches > 0) return static_cast<std::int64_t>(bytes_ + after.first_mismatch_byte);
     return std::nullopt;
   }
@@ -409,29 +416,54 @@ class Evaluator {
   }
 
   // Guards intact and inputs unchanged; fills `trial.failure` and returns false otherwise.
-  bool check_memory(TrialBuffers& b, const std::map<std::string, std::uint64_t>& checksums,
-                    TrialResult& trial, CUstream s) {
+  // The memory rules' reads of a trial's buffers (DESIGN §5: guard zones intact, inputs
+  // unchanged), enqueued on a ReadBatch so that one wait answers all of them.
+  struct MemoryReads {
+    std::vector<std::pair<const GuardedBuffer*, std::pair<std::size_t, std::size_t>>> guards;
+    std::vector<std::pair<std::string, std::size_t>> inputs;  // name, checksum slot
+  };
+  MemoryReads read_memory(TrialBuffers& b, HarnessKernels::ReadBatch& reads, CUstream s) const {
+    MemoryReads r;
     std::vector<const GuardedBuffer*> all;
     for (auto& [name, buf] : b.inputs) all.push_back(buf.get());
     for (auto& [name, buf] : b.outputs) all.push_back(buf.get());
     if (b.workspace) all.push_back(b.workspace.get());
-    for (const GuardedBuffer* buf : all) {
-      if (auto offset = buf->guard_damage(kernels_, s)) {
-        trial.failure = Failure{
+    for (const GuardedBuffer* buf : all) r.guards.emplace_back(buf, buf->read_guards(reads, s));
+    for (auto& [name, buf] : b.inputs)
+      r.inputs.emplace_back(name, reads.checksum(buf->data(), buf->bytes(), s));
+    return r;
+  }
+  // The first broken rule among `r`'s reads (after reads.wait): a guard, in buffer order, then an
+  // input whose checksum is not `checksums`'.
+  static std::optional<Failure> memory_failure(
+      const MemoryReads& r, const HarnessKernels::ReadBatch& reads,
+      const std::map<std::string, std::uint64_t>& checksums) {
+    for (const auto& [buf, slots] : r.guards) {
+      if (auto offset = buf->guard_damage(reads, slots)) {
+        return Failure{
             "out_of_bounds_write",
             fmt::format("a write landed outside {} ({} bytes), at byte offset {} {}", buf->name(),
                         buf->bytes(), *offset, *offset < 0 ? "before its start" : "from its start"),
             {{"tensor", buf->name()}, {"bytes", buf->bytes()}, {"guard_offset", *offset}}};
-        return false;
       }
     }
-    for (auto& [name, buf] : b.inputs) {
-      if (kernels_.checksum(buf->data(), buf->bytes(), s) != checksums.at(name)) {
-        trial.failure = Failure{"input_modified",
-                                fmt::format("the candidate changed its input '{}'", name),
-                                {{"tensor", name}}};
-        return false;
+    for (const auto& [name, slot] : r.inputs) {
+      if (reads.checksum_result(slot) != checksums.at(name)) {
+        return Failure{"input_modified",
+                       fmt::format("the candidate changed its input '{}'", name),
+                       {{"tensor", name}}};
       }
+    }
+    return std::nullopt;
+  }
+  bool check_memory(TrialBuffers& b, const std::map<std::string, std::uint64_t>& checksums,
+                    TrialResult& trial, CUstream s) {
+    reads_.clear();
+    const MemoryReads r = read_memory(b, reads_, s);
+    reads_.wait(s);
+    if (auto f = memory_failure(r, reads_, checksums)) {
+      trial.failure = std::move(f);
+      return false;
     }
     return true;
   }
@@ -721,6 +753,7 @@ class Evaluator {
   Comparator comparator_;
   bool sampling_;           // the sampling comparator: draws pooled per workload (run_workload)
   HarnessKernels kernels_;  // harness-internal kernels, loaded in the current context
+  HarnessKernels::ReadBatch reads_{kernels_};  // check_memory's and integrity()'s device reads
   std::map<std::string, std::unique_ptr<SafetensorsFile>> safetensors_;
   bool fatal_ = false;
   PhaseClock phases_;
@@ -1031,18 +1064,25 @@ std::optional<Failure> TimedOutputs::collect(CUstream stream) {
 std::optional<Failure> TimedOutputs::integrity(CUstream stream) {
   Impl& m = *impl_;
   Evaluator& ev = m.evaluator;
+  // Every set's reads first, one wait for all of them, then the rules in the order of the sets.
+  HarnessKernels::ReadBatch& reads = ev.reads_;
+  reads.clear();
+  std::vector<Evaluator::MemoryReads> memory;
+  std::vector<std::vector<std::size_t>> sealed_slots(m.sets.size());
   for (std::size_t set = 0; set < m.sets.size(); ++set) {
-    TrialBuffers& b = *m.sets[set];
-    TrialResult result;
-    if (!ev.check_memory(b, m.checksums.at(set), result, stream)) {
-      Failure f = *result.failure;
-      f.message = fmt::format("during timing (input set {}): {}", set, f.message);
-      f.evidence["input_set"] = static_cast<int>(set);
+    memory.push_back(ev.read_memory(*m.sets[set], reads, stream));
+    for (const DeviceBuffer& buf : m.sealed.at(set))
+      sealed_slots[set].push_back(reads.checksum(buf.ptr(), buf.size(), stream));
+  }
+  reads.wait(stream);
+  for (std::size_t set = 0; set < m.sets.size(); ++set) {
+    if (auto f = Evaluator::memory_failure(memory[set], reads, m.checksums.at(set))) {
+      f->message = fmt::format("during timing (input set {}): {}", set, f->message);
+      f->evidence["input_set"] = static_cast<int>(set);
       return f;
     }
-    for (std::size_t t = 0; t < m.sealed.at(set).size(); ++t) {
-      const DeviceBuffer& buf = m.sealed[set][t];
-      if (ev.kernels_.checksum(buf.ptr(), buf.size(), stream) != m.sealed_sums[set][t]) {
+    for (std::size_t t = 0; t < sealed_slots[set].size(); ++t) {
+      if (reads.checksum_result(sealed_slots[set][t]) != m.sealed_sums[set][t]) {
         return Failure{"harness_memory_modified",
                        fmt::format("during timing, a kernel wrote into the harness's sealed "
                                    "reference of {} (input set {})",

@@ -1119,44 +1119,119 @@ void L2Flush::operator()(const HarnessKernels& kernels, CUstream stream) {
   for (int i = 0; i < reads_; ++i) kernels.read_through(buffer_.ptr(), buffer_.size(), stream);
 }
 
+void HarnessKernels::enqueue_checksum(CUdeviceptr p, std::size_t bytes, CUdeviceptr out,
+                                      CUstream stream) const {
+  const auto& cu = device::Driver::instance();
+  KHARNESS_CU(cu, cuMemsetD8Async, out, 0, 8, stream);
+  if (bytes == 0) return;
+  std::uint64_t n = bytes;
+  void* params[] = {&p, &n, &out};
+  launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
+}
+
+std::uint64_t HarnessKernels::finish_checksum(std::uint64_t sum, std::size_t bytes) {
+  // The length in the finish: a zero-padded last word must not collide with a longer region.
+  return fmix64(sum ^ fmix64(bytes + 0x2545F4914F6CDD1Dull));
+}
+
 std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const {
   const auto& cu = device::Driver::instance();
   std::uint64_t sum = 0;
   if (bytes != 0) {
-    CUdeviceptr out = scratch_.ptr();
-    std::uint64_t n = bytes;
-    KHARNESS_CU(cu, cuMemsetD8Async, out, 0, 8, stream);
-    void* params[] = {&p, &n, &out};
-    launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
-    KHARNESS_CU(cu, cuMemcpyDtoHAsync, &sum, out, 8, stream);
+    enqueue_checksum(p, bytes, scratch_.ptr(), stream);
+    KHARNESS_CU(cu, cuMemcpyDtoHAsync, &sum, scratch_.ptr(), 8, stream);
   }
   KHARNESS_CU(cu, cuStreamSynchronize, stream);
-  // The length in the finish: a zero-padded last word must not collide with a longer region.
-  return fmix64(sum ^ fmix64(bytes + 0x2545F4914F6CDD1Dull));
+  return finish_checksum(sum, bytes);
+}
+
+void HarnessKernels::enqueue_check_pattern(CUdeviceptr p, std::size_t bytes,
+                                           const std::vector<std::uint8_t>& element_pattern,
+                                           CUdeviceptr out, CUstream stream) const {
+  auto [lo, hi] = pattern_words(element_pattern, p, bytes, "check_pattern");
+  const auto& cu = device::Driver::instance();
+  KHARNESS_CU(cu, cuMemsetD32Async, out, 0u, 2, stream);               // mismatches = 0
+  KHARNESS_CU(cu, cuMemsetD32Async, out + 8, 0xFFFFFFFFu, 2, stream);  // first = ~0
+  if (bytes == 0) return;
+  std::uint64_t n = bytes;
+  void* params[] = {&p, &n, &lo, &hi, &out};
+  launch(check_pattern_, "cuLaunchKernelEx(kh_check_pattern)", n / 16, stream, params);
+}
+
+PatternCheck HarnessKernels::finish_pattern(const std::uint64_t words[2]) {
+  PatternCheck result;
+  result.mismatches = static_cast<std::size_t>(words[0]);
+  result.first_mismatch_byte =
+      words[1] == ~0ull ? PatternCheck::npos : static_cast<std::size_t>(words[1]);
+  return result;
 }
 
 PatternCheck HarnessKernels::check_pattern(CUdeviceptr p, std::size_t bytes,
                                            const std::vector<std::uint8_t>& element_pattern,
                                            CUstream stream) const {
-  auto [lo, hi] = pattern_words(element_pattern, p, bytes, "check_pattern");
-  PatternCheck result;
   if (bytes == 0) {
-    return result;
+    pattern_words(element_pattern, p, bytes, "check_pattern");  // the arguments' checks still
+    return PatternCheck{};
   }
   const auto& cu = device::Driver::instance();
-  CUdeviceptr out = scratch_.ptr();
-  std::uint64_t n = bytes;
-  KHARNESS_CU(cu, cuMemsetD32Async, out, 0u, 2, stream);               // mismatches = 0
-  KHARNESS_CU(cu, cuMemsetD32Async, out + 8, 0xFFFFFFFFu, 2, stream);  // first = ~0
-  void* params[] = {&p, &n, &lo, &hi, &out};
-  launch(check_pattern_, "cuLaunchKernelEx(kh_check_pattern)", n / 16, stream, params);
+  enqueue_check_pattern(p, bytes, element_pattern, scratch_.ptr(), stream);
   std::uint64_t host[2] = {0, 0};
-  KHARNESS_CU(cu, cuMemcpyDtoHAsync, host, out, sizeof host, stream);
+  KHARNESS_CU(cu, cuMemcpyDtoHAsync, host, scratch_.ptr(), sizeof host, stream);
   KHARNESS_CU(cu, cuStreamSynchronize, stream);
-  result.mismatches = static_cast<std::size_t>(host[0]);
-  result.first_mismatch_byte =
-      host[1] == ~0ull ? PatternCheck::npos : static_cast<std::size_t>(host[1]);
-  return result;
+  return finish_pattern(host);
+}
+
+std::size_t HarnessKernels::ReadBatch::slot(CUstream stream) {
+  if (used_ * 16 >= slots_.size()) {
+    // Grown (doubled) before any read of this batch is enqueued into it: the reads enqueued so
+    // far wrote into the old slots, so wait for them and carry their results over.
+    const std::size_t grown = std::max<std::size_t>(64, used_ * 2);
+    device::DeviceBuffer bigger(grown * 16);
+    if (used_ > 0) {
+      const auto& cu = device::Driver::instance();
+      KHARNESS_CU(cu, cuMemcpyDtoDAsync, bigger.ptr(), slots_.ptr(), used_ * 16, stream);
+      KHARNESS_CU(cu, cuStreamSynchronize, stream);
+    }
+    slots_ = std::move(bigger);
+  }
+  bytes_.push_back(0);
+  return used_++;
+}
+
+std::size_t HarnessKernels::ReadBatch::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) {
+  const std::size_t i = slot(stream);
+  bytes_[i] = bytes;
+  kernels_->enqueue_checksum(p, bytes, slots_.ptr() + i * 16, stream);
+  return i;
+}
+
+std::size_t HarnessKernels::ReadBatch::check_pattern(
+    CUdeviceptr p, std::size_t bytes, const std::vector<std::uint8_t>& element_pattern,
+    CUstream stream) {
+  const std::size_t i = slot(stream);
+  kernels_->enqueue_check_pattern(p, bytes, element_pattern, slots_.ptr() + i * 16, stream);
+  return i;
+}
+
+void HarnessKernels::ReadBatch::wait(CUstream stream) {
+  const auto& cu = device::Driver::instance();
+  host_.assign(2 * used_, 0);
+  if (used_ > 0) KHARNESS_CU(cu, cuMemcpyDtoHAsync, host_.data(), slots_.ptr(), used_ * 16, stream);
+  KHARNESS_CU(cu, cuStreamSynchronize, stream);
+}
+
+std::uint64_t HarnessKernels::ReadBatch::checksum_result(std::size_t slot) const {
+  return finish_checksum(host_.at(2 * slot), bytes_.at(slot));
+}
+
+PatternCheck HarnessKernels::ReadBatch::pattern_result(std::size_t slot) const {
+  return finish_pattern(&host_.at(2 * slot));
+}
+
+void HarnessKernels::ReadBatch::clear() {
+  used_ = 0;
+  bytes_.clear();
+  host_.clear();
 }
 
 void HarnessKernels::seal(CUdeviceptr src, CUdeviceptr dst, std::size_t bytes, std::uint64_t key,
