@@ -875,6 +875,47 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
   EXPECT_EQ(again.verdict.source, q.solution.string());
 }
 
+// A candidate timed against its incumbent is archived with its speedups rewritten through the
+// incumbent (to_archive_record); it must still answer the same kernel again (an H200 run's second
+// pass missed exactly these: PASSED candidates timed against the incumbent).
+TEST(StageEvaluator, AnArchivedCandidateTimedAgainstTheIncumbentAnswersAgain) {
+  testing::TempDir dir;
+  const std::string seed =
+      read_file((testing::source_dir() / "operators" / kOperator / "seed.cu").string());
+  write_file_atomic((dir.path() / "c0001.cu").string(), seed);
+  controller::StageSettings settings;
+  settings.operator_name = kOperator;
+  settings.arch = "sm_90a";
+  pipeline::EvaluationOptions options = controller::pipeline_options(settings);
+  options.archive_dir = dir.path() / "archive";
+  pipeline::Evaluator pipeline(options);
+  controller::StageEvaluator evaluator(settings, pipeline);
+  EvaluationRequest q;
+  q.solution = dir.path() / "c0001.cu";
+  q.mode = Mode::kCompile;
+  controller::Evaluated first = evaluator.evaluate(q);
+  ASSERT_FALSE(first.cache_key.empty());
+  Verdict timed = first.verdict;
+  timed.score = score_from_json({{"mean_speedup", 1.25}, {"geomean_speedup", 1.2}});
+  archive::Archive store(dir.path() / "archive");
+  const std::string run = store.begin_run({{"command", "run"}});
+  controller::CandidateRecord r;
+  r.id = "c0001";
+  r.source = seed;
+  r.status = controller::CandidateStatus::of(Status::kPassed);
+  r.verdict = to_json(timed);
+  r.cache_key = first.cache_key;
+  r.score = 2.5;
+  r.speedup_vs_incumbent = 1.25;
+  archive::CandidateRecord a = controller::to_archive_record(r, kOperator, "");
+  ASSERT_TRUE(a.verdict);
+  const std::string id = store.add_candidate(run, a);
+  controller::Evaluated again = evaluator.evaluate(q);
+  EXPECT_EQ(again.cache_key, first.cache_key);
+  EXPECT_EQ(again.cached_from, id);
+  EXPECT_EQ(to_json(again.verdict.score), to_json(timed.score));
+}
+
 // The archive keeps a run's speedups over the operator's baseline (estimated through the
 // incumbent); a cache hit gives the search the verdict as timed, over the incumbent.
 TEST(StageEvaluator, ArchivedScoreGoesBackToTheSpeedupOverTheIncumbent) {
