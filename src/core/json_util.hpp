@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -234,7 +235,9 @@ std::int64_t as_int(const J& j, const std::string& source, const std::string& pa
   }
   if (j.is_number_float()) {
     double v = j.template get<double>();
-    if (v == static_cast<double>(static_cast<std::int64_t>(v))) return static_cast<std::int64_t>(v);
+    // Only a whole value inside int64's range converts (a cast of 1e40 is undefined behaviour).
+    if (v >= -9223372036854775808.0 && v < 9223372036854775808.0 && v == std::trunc(v))
+      return static_cast<std::int64_t>(v);
   }
   expect_type(j, j.is_number_integer(), "an integer", source, path);
   return j.template get<std::int64_t>();
