@@ -46,6 +46,7 @@ GpuRecord kernel(std::uint32_t corr, std::uint64_t start, std::uint64_t end, std
   r.correlation_id = corr;
   r.start_ns = start;
   r.end_ns = end;
+  r.shape = name == "b_kernel" ? "64x1x1/256x1x1" : "1x1x1/32x1x1";
   r.name = std::move(name);
   r.shared_memory_executed = 32768;
   return r;
@@ -100,6 +101,7 @@ TEST(CuptiRecordJoin, SpansCountsAndSignatureFromAnyOrder) {
     EXPECT_EQ(spans[1].memsets, 1);
     EXPECT_EQ(spans[1].memcpys, 0);
     EXPECT_EQ(spans[1].signature, "a_kernel,b_kernel");
+    EXPECT_EQ(spans[1].shapes, "1x1x1/32x1x1,64x1x1/256x1x1");
     // Kernel records in launch (start) order, whatever order the records came in.
     ASSERT_EQ(spans[1].kernel_records.size(), 2u);
     EXPECT_EQ(spans[1].kernel_records[0].name, "b_kernel");
@@ -112,10 +114,12 @@ TEST(CuptiRecordJoin, SpansCountsAndSignatureFromAnyOrder) {
     EXPECT_EQ(spans[2].kernels, 1);
     EXPECT_EQ(spans[2].memsets, 0);
     EXPECT_EQ(spans[2].signature, "a_kernel");
+    EXPECT_EQ(spans[2].shapes, "1x1x1/32x1x1");
     // Begun, nothing ran.
     EXPECT_EQ(spans[3].kernels + spans[3].memcpys + spans[3].memsets, 0);
     EXPECT_EQ(spans[3].seconds(), 0.0);
     EXPECT_EQ(spans[3].signature, "");
+    EXPECT_EQ(spans[3].shapes, "");
   }
 }
 

@@ -34,14 +34,21 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// One timed iteration: its seconds and, from CUPTI, the kernels it ran (empty for events).
+struct IterationSample {
+  double seconds = 0;
+  std::string names;   // CUPTI's kernel names, sorted: a label (see IterationSpan::signature)
+  std::string shapes;  // the kernels' launch shapes, sorted: iterations of a solution must agree
+};
+
 // Times iterations by id: CUPTI activity spans, or CUDA events around the launches.
 class IterationTimer {
  public:
   virtual ~IterationTimer() = default;
   virtual void begin(std::uint64_t id, CUstream s) = 0;
   virtual void end(std::uint64_t id, CUstream s) = 0;
-  // Seconds by id, with the iteration's kernel signature (empty for events).
-  virtual std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream s) = 0;
+  // Each iteration's sample by id.
+  virtual std::map<std::uint64_t, IterationSample> collect(CUstream s) = 0;
   // Forgets what an earlier measurement left (one that ended in an exception): each workload's
   // starts clean on the benchmark's one timer.
   virtual void discard(CUstream s) = 0;
@@ -51,13 +58,13 @@ class CuptiIterationTimer : public IterationTimer {
  public:
   void begin(std::uint64_t id, CUstream) override { timer_.begin(id); }
   void end(std::uint64_t, CUstream) override { timer_.end(); }
-  std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream s) override {
+  std::map<std::uint64_t, IterationSample> collect(CUstream s) override {
     Driver::instance().check(Driver::instance().cuStreamSynchronize(s), "cuStreamSynchronize");
-    std::map<std::uint64_t, std::pair<double, std::string>> out;
+    std::map<std::uint64_t, IterationSample> out;
     for (const auto& [id, span] : timer_.collect()) {
       if (span.kernels == 0)
         throw std::runtime_error(fmt::format("iteration {} ran no kernel", id));
-      out[id] = {span.seconds(), span.signature};
+      out[id] = {span.seconds(), span.signature, span.shapes};
     }
     return out;
   }
@@ -77,11 +84,11 @@ class EventIterationTimer : public IterationTimer {
     pair.first->record(s);
   }
   void end(std::uint64_t id, CUstream s) override { events_[id].second->record(s); }
-  std::map<std::uint64_t, std::pair<double, std::string>> collect(CUstream) override {
-    std::map<std::uint64_t, std::pair<double, std::string>> out;
+  std::map<std::uint64_t, IterationSample> collect(CUstream) override {
+    std::map<std::uint64_t, IterationSample> out;
     for (auto& [id, pair] : events_) {
       pair.second->synchronize();
-      out[id] = {pair.second->elapsed_ms_since(*pair.first) / 1000.0, ""};
+      out[id] = {pair.second->elapsed_ms_since(*pair.first) / 1000.0, "", ""};
     }
     events_.clear();
     return out;
@@ -110,7 +117,8 @@ struct Contender {
   bool reload = false;
   std::vector<double> samples;
   std::vector<std::vector<double>> trial_samples;  // official protocol
-  std::string signature;
+  std::string shapes;       // the kernels' launch shapes of the first timed iteration (CUPTI)
+  std::string cupti_names;  // and their names as CUPTI gave them
   int flagged = 0;            // samples taken while the SM clock was below 80% of its maximum
   std::uint64_t checked = 0;  // iterations whose outputs were checked
   bool done = false;
@@ -514,16 +522,19 @@ class WorkloadBench {
       auto it = owner_.find(id);
       if (it == owner_.end()) continue;
       Contender& c = *it->second;
-      if (!sample.second.empty()) {
-        if (c.signature.empty()) c.signature = sample.second;
-        if (sample.second != c.signature) {
+      if (!sample.shapes.empty()) {
+        if (c.shapes.empty()) {
+          c.shapes = sample.shapes;
+          c.cupti_names = sample.names;
+        }
+        if (sample.shapes != c.shapes) {
           throw std::runtime_error(
-              fmt::format("{}: iterations ran different kernels ('{}' then '{}')", c.role,
-                          c.signature, sample.second));
+              fmt::format("{}: iterations ran different kernels (launch shapes '{}' then '{}')",
+                          c.role, c.shapes, sample.shapes));
         }
       }
-      c.samples.push_back(sample.first);
-      if (c.criterion && !c.done) c.criterion->add_measurement(sample.first);
+      c.samples.push_back(sample.seconds);
+      if (c.criterion && !c.done) c.criterion->add_measurement(sample.seconds);
       if (throttled) ++c.flagged;
     }
     owner_.clear();
@@ -559,7 +570,9 @@ class WorkloadBench {
       ct.clock_flagged_samples = c->flagged;
       if (!gpu_ || !gpu_->max_sm_clock_mhz)
         ct.clock_note = "SM clock not readable (no NVML): throttling unknown";
-      ct.kernels = c->signature;
+      // The label: the plan's kernels by name (CUPTI's names can be stale, see
+      // IterationSpan::signature); a vendor baseline has no plan, so CUPTI's.
+      ct.kernels = c->launcher ? c->launcher->kernel_names() : c->cupti_names;
       ct.solution = c->vendor;
       // What the timed verdict rests on (DESIGN §5): every iteration checked, its state reset.
       ct.integrity = TimingIntegrity{

@@ -54,6 +54,7 @@ std::map<std::uint64_t, IterationSpan> RecordJoin::join(
   for (const auto& [corr, id] : correlation_) spans[id];
 
   std::map<std::uint64_t, std::vector<const std::string*>> names;
+  std::map<std::uint64_t, std::vector<const std::string*>> shapes;
   std::size_t ignored = 0;
   for (const GpuRecord& r : records_) {
     auto c = correlation_.find(r.correlation_id);
@@ -78,6 +79,7 @@ std::map<std::uint64_t, IterationSpan> RecordJoin::join(
       case GpuRecord::Kind::kKernel:
         ++s.kernels;
         names[id].push_back(&r.name);
+        shapes[id].push_back(&r.shape);
         s.kernel_records.push_back({r.name, r.start_ns, r.end_ns, r.shared_memory_executed});
         break;
       case GpuRecord::Kind::kMemcpy:
@@ -88,16 +90,18 @@ std::map<std::uint64_t, IterationSpan> RecordJoin::join(
         break;
     }
   }
-  for (auto& [id, list] : names) {
+  auto sorted_list = [](std::vector<const std::string*>& list) {
     std::sort(list.begin(), list.end(),
               [](const std::string* a, const std::string* b) { return *a < *b; });
-    std::string sig;
+    std::string joined;
     for (const std::string* n : list) {
-      if (!sig.empty()) sig += ',';
-      sig += *n;
+      if (!joined.empty()) joined += ',';
+      joined += *n;
     }
-    spans[id].signature = std::move(sig);
-  }
+    return joined;
+  };
+  for (auto& [id, list] : names) spans[id].signature = sorted_list(list);
+  for (auto& [id, list] : shapes) spans[id].shapes = sorted_list(list);
   for (auto& [id, span] : spans) {
     std::stable_sort(
         span.kernel_records.begin(), span.kernel_records.end(),
@@ -204,6 +208,8 @@ void read_buffer(std::uint8_t* buffer, std::size_t valid, detail::RecordJoin& ou
         g.end_ns = k->end;
         g.name = k->name != nullptr ? k->name : "?";
         g.shared_memory_executed = k->sharedMemoryExecuted;
+        g.shape = fmt::format("{}x{}x{}/{}x{}x{}", k->gridX, k->gridY, k->gridZ, k->blockX,
+                              k->blockY, k->blockZ);
         out.add_record(std::move(g));
         break;
       }

@@ -43,9 +43,14 @@ struct IterationSpan {
   int kernels = 0;
   int memcpys = 0;
   int memsets = 0;
-  // The iteration's kernel names (as CUPTI gives them, mangled), sorted, joined by ','.
-  // Iterations of one solution must agree.
+  // The iteration's kernel names (as CUPTI gives them, mangled), sorted, joined by ','. A label
+  // only: CUPTI names a kernel by its function handle, and a handle freed by a module unload and
+  // reused by a later module's function keeps the old function's name (seen on CUDA 13: a
+  // candidate's second kernel named after the reference, whose module had been unloaded).
   std::string signature;
+  // The iteration's kernel launch shapes ("GXxGYxGZ/BXxBYxBZ"), sorted, joined by ','. Stable
+  // across module reloads: what iterations of one solution must agree on.
+  std::string shapes;
   std::vector<KernelRecord> kernel_records;  // in start order
 
   // end - start in seconds; 0 for an iteration with no GPU work.
@@ -101,6 +106,7 @@ struct GpuRecord {
   std::uint64_t end_ns = 0;
   std::string name;                          // kernels only
   std::uint32_t shared_memory_executed = 0;  // kernels only
+  std::string shape;                         // kernels only: "GXxGYxGZ/BXxBYxBZ" (grid/block)
 };
 
 // The records gathered between two collects, joined into spans. Pure (no CUPTI): the order of

@@ -218,6 +218,15 @@ PlanLauncher::PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>
   }
 }
 
+std::string PlanLauncher::kernel_names() const {
+  std::vector<std::string> names;
+  for (const Resolved& r : launches_) names.push_back(r.info->mangled);
+  std::sort(names.begin(), names.end());
+  std::string joined;
+  for (const std::string& n : names) joined += (joined.empty() ? "" : ",") + n;
+  return joined;
+}
+
 std::int64_t PlanLauncher::workspace_bytes(const Bindings& axes) const {
   return plan_.workspace_bytes.eval(axes);
 }

@@ -50,6 +50,10 @@ class PlanLauncher {
   // seconds each is never taken for a hang. Each launch is noted (note_launch) before it starts.
   LaunchOutcome launch(const LaunchEnv& env, CUstream stream, bool sync_each) const;
 
+  // The entry names (mangled, as PTX and CUPTI give them) of the plan's kernels, sorted, joined
+  // by ','.
+  std::string kernel_names() const;
+
   // Bytes of workspace the plan asks for on this workload (0 when none). Throws ExprError.
   std::int64_t workspace_bytes(const Bindings& axes) const;
 

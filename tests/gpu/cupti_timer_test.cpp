@@ -115,6 +115,7 @@ TEST_F(CuptiTimerGpu, SpinKernelSpansAreItsDuration) {
     EXPECT_EQ(span.memsets, 0) << "iteration " << id;
     EXPECT_EQ(span.signature, "spin_a") << "iteration " << id;
     EXPECT_EQ(span.signature, spans.begin()->second.signature);
+    EXPECT_EQ(span.shapes, "1x1x1/1x1x1") << "iteration " << id;  // LaunchConfig's default
     EXPECT_NEAR(span.seconds(), kNs * 1e-9, 0.05 * kNs * 1e-9) << "iteration " << id;
     us.push_back(span.seconds() * 1e6);
   }
