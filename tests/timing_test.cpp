@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/benchmark.hpp"
 #include "kharness/bench.hpp"
 #include "kharness/verdict.hpp"
 
@@ -209,6 +210,22 @@ TEST(BenchOptions, JsonRoundTripAndDefaults) {
   EXPECT_EQ(d.timer, Timer::kCupti);
   EXPECT_FALSE(d.baseline);
   EXPECT_THROW(bench::BenchOptions::from_json({{"timer", "stopwatch"}}), std::runtime_error);
+  EXPECT_DOUBLE_EQ(d.warmup_seconds, 0.05);
+  o.warmup_seconds = 0.2;
+  EXPECT_DOUBLE_EQ(bench::BenchOptions::from_json(o.to_json()).warmup_seconds, 0.2);
+}
+
+// The adaptive warmup: all ten rounds of a microsecond kernel; two of a 42 ms one (a slow run
+// candidate at M = 16384: ten were 0.45 s of its 3.5 s verdict); never fewer than one.
+TEST(BenchOptions, WarmupRoundsStopAtTheTimeBudget) {
+  EXPECT_EQ(bench::warmup_rounds(10, 0.05, 3e-6), 10);
+  EXPECT_EQ(bench::warmup_rounds(10, 0.05, 0.005), 10);
+  EXPECT_EQ(bench::warmup_rounds(10, 0.05, 0.006), 9);
+  EXPECT_EQ(bench::warmup_rounds(10, 0.05, 0.042), 2);
+  EXPECT_EQ(bench::warmup_rounds(10, 0.05, 0.5), 1);
+  EXPECT_EQ(bench::warmup_rounds(10, 0.0, 0.5), 10);  // no budget: the count alone
+  EXPECT_EQ(bench::warmup_rounds(0, 0.05, 0.5), 0);
+  EXPECT_EQ(bench::warmup_rounds(10, 0.05, 0.0), 10);  // not measured
 }
 
 }  // namespace

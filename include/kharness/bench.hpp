@@ -13,7 +13,11 @@ namespace kharness::bench {
 struct BenchOptions {
   Protocol protocol = Protocol::kAdaptive;
   Timer timer = Timer::kCupti;
-  int warmup = 10;           // official: per trial; adaptive: once
+  int warmup = 10;           // official: per trial; adaptive: once, at most
+  // Adaptive: the warmup ends once this much time has passed (the first round's duration times
+  // the rounds so far; at least one round), like nvbench's one warmup launch: ten warmup rounds
+  // of a 40 ms kernel are 0.4 s of a run's candidate, and the first 50 ms do the warming.
+  double warmup_seconds = 0.05;
   int iterations = 50;       // official: per trial
   int trials = 3;            // official
   double max_noise = 0.005;  // adaptive: relative noise of the median estimate

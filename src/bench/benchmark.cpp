@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <optional>
@@ -217,7 +218,17 @@ class WorkloadBench {
         }
       }
     } else {
-      for (int i = 0; i < options_.warmup && !stopped_; ++i) round(s, false);
+      // Up to `warmup` rounds, fewer when the first round shows that they would take longer than
+      // warmup_seconds (one wait after the first round measures it).
+      int rounds = options_.warmup;
+      for (int i = 0; i < rounds && !stopped_; ++i) {
+        round(s, false);
+        if (i == 0 && options_.warmup_seconds > 0) {
+          Driver::instance().check(Driver::instance().cuStreamSynchronize(s),
+                                   "cuStreamSynchronize");
+          rounds = warmup_rounds(options_.warmup, options_.warmup_seconds, since(started));
+        }
+      }
       harvest(s);
       warmup_seconds_ = since(started);
       // Stopping is a plugin (nvbench's "stdrel"): noise of the median under max_noise with at
@@ -760,6 +771,13 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
       "references checked after every batch; input sets in a seeded random order; a latency "
       "below the physical lower bound is suspect"};
   verdict.score = score;
+}
+
+int warmup_rounds(int max_rounds, double budget_seconds, double first_round_seconds) {
+  if (max_rounds <= 1 || !(budget_seconds > 0)) return max_rounds;
+  if (!(first_round_seconds > 0)) return max_rounds;
+  const double fit = std::ceil(budget_seconds / first_round_seconds);
+  return fit >= max_rounds ? max_rounds : std::max(1, static_cast<int>(fit));
 }
 
 }  // namespace kharness::bench

@@ -25,4 +25,9 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
                const verify::Compiled& candidate, const verify::Compiled* baseline,
                const verify::CheckOptions& check, const BenchOptions& options, Verdict& verdict);
 
+// The adaptive protocol's warmup rounds: `max_rounds`, or fewer when the first round took
+// `first_round_seconds` and that many rounds would pass `budget_seconds`; at least one (the first,
+// already run) when max_rounds > 0.
+int warmup_rounds(int max_rounds, double budget_seconds, double first_round_seconds);
+
 }  // namespace kharness::bench

@@ -22,6 +22,7 @@ nlohmann::json BenchOptions::to_json() const {
   return {{"protocol", std::string(name_of(protocol))},
           {"timer", std::string(name_of(timer))},
           {"warmup", warmup},
+          {"warmup_seconds", warmup_seconds},
           {"iterations", iterations},
           {"trials", trials},
           {"max_noise", max_noise},
@@ -39,6 +40,7 @@ BenchOptions BenchOptions::from_json(const nlohmann::json& j) {
   o.protocol = enum_value(j, "protocol", o.protocol);
   o.timer = enum_value(j, "timer", o.timer);
   o.warmup = j.value("warmup", o.warmup);
+  o.warmup_seconds = j.value("warmup_seconds", o.warmup_seconds);
   o.iterations = j.value("iterations", o.iterations);
   o.trials = j.value("trials", o.trials);
   o.max_noise = j.value("max_noise", o.max_noise);

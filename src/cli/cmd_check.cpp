@@ -46,6 +46,7 @@ struct CheckArgs {
   double max_noise = 0.005;
   double max_time = 2.0;
   int warmup = 10, iterations = 50, num_trials = 3, input_sets = 3;
+  double warmup_seconds = 0.05;
   std::string state_reset = "auto";
   bool no_baseline = false;
   std::string baseline;  // "" (the operator's), "cublaslt", or a solution path
@@ -164,6 +165,7 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
   validate_launch_timeout(args.launch_timeout);
   if (!(args.max_time > 0)) throw input_error("--max-time", "must be > 0 seconds");
   if (args.warmup < 0) throw input_error("--warmup-runs", "must be >= 0");
+  if (!(args.warmup_seconds >= 0)) throw input_error("--warmup-seconds", "must be >= 0");
   if (args.iterations < 1) throw input_error("--iterations", "must be at least 1");
   if (args.num_trials < 1) throw input_error("--num-trials", "must be at least 1");
   if (args.holdout < 0 || args.holdout > 1000)
@@ -234,6 +236,7 @@ pipeline::EvaluationOptions evaluation_options(
   o.bench.protocol = parse_enum<Protocol>(args.timing).value();
   o.bench.timer = parse_enum<Timer>(args.timer).value();
   o.bench.warmup = args.warmup;
+  o.bench.warmup_seconds = args.warmup_seconds;
   o.bench.iterations = args.iterations;
   o.bench.trials = args.num_trials;
   o.bench.max_noise = args.max_noise;
@@ -637,6 +640,9 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
     app.add_option("--max-time", args->max_time,
                    "Adaptive: seconds per workload before giving up on the noise (default 2)");
     app.add_option("--warmup-runs", args->warmup, "Warmup iterations (default 10)");
+    app.add_option("--warmup-seconds", args->warmup_seconds,
+                   "Adaptive: fewer warmup iterations once they would take longer than this "
+                   "(default 0.05; 0: always --warmup-runs)");
     app.add_option("--iterations", args->iterations,
                    "Official: timed iterations per trial (default 50)");
     app.add_option("--num-trials", args->num_trials, "Official: trials (default 3)");
