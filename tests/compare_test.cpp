@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -106,6 +107,103 @@ TEST(Compare, ComparatorsByName) {
   auto c = find_comparator("elementwise")("y", DType::kFloat32, e.data(), g.data(), 2,
                                           tol(0.01, 0.01), 1, CompareContext{});
   EXPECT_EQ(c.comparison.mismatches, 1u);
+}
+
+// The reduction compare_output finishes with elementwise_check (the device comparison of the
+// correctness trials returns the same totals: tests/gpu/harness_kernels_test.cpp holds the two
+// together): every kind of element lands in its count, the first index of each kind and the bits
+// of the elements there.
+TEST(ElementwiseTotals, EveryKindOfElementIsCountedWithItsFirstIndexAndBits) {
+  const DType f32 = DType::kFloat32;
+  const double nan = std::nan("");
+  const double inf = INFINITY;
+  //                         0    1    2    3    4    5    6    7     8    9     10   11
+  auto e = encode(f32, {1.0, 2.0, 0.0, 4.0, 5.0, 6.0, 7.0, 8.0, inf, nan, 0.0, 3.0});
+  auto g = encode(f32, {1.0, 2.0, 9.0, 0.0, nan, 0.0, 7.5, 9.0, -inf, 1.0, -0.0, 3.0});
+  const auto poison = poison_element(f32);
+  std::copy(poison.begin(), poison.end(), e.begin() + 4 * 2);  // the reference left 2 unwritten
+  std::copy(poison.begin(), poison.end(), g.begin() + 4 * 3);  // the candidate 3 and 5
+  std::copy(poison.begin(), poison.end(), g.begin() + 4 * 5);
+  std::copy(poison.begin(), poison.end(), e.begin() + 4 * 11);  // both: still the reference's
+  std::copy(poison.begin(), poison.end(), g.begin() + 4 * 11);
+  const ElementwiseTotals t = elementwise_totals(f32, e.data(), g.data(), 12, tol(0.1, 0.01));
+  auto bits = [&](const std::vector<std::uint8_t>& v, int i) {
+    std::uint32_t b = 0;
+    std::memcpy(&b, &v[4 * i], 4);
+    return static_cast<std::uint64_t>(b);
+  };
+  EXPECT_EQ(t.elements, 12u);
+  EXPECT_EQ(t.reference_poison, 2u);  // 2 and 11
+  EXPECT_EQ(t.poison, 2u);            // 3 and 5
+  EXPECT_EQ(t.first_poison, 3);
+  EXPECT_EQ(t.nonfinite, 1u);  // 4: NaN where 5 is expected
+  EXPECT_EQ(t.first_nonfinite, 4);
+  EXPECT_EQ(t.nonfinite_expected, bits(e, 4));
+  EXPECT_EQ(t.nonfinite_got, bits(g, 4));
+  // 6 (abs 0.5, rel 0.071), 7 (abs 1, rel 0.125), 8 (-inf for inf), 9 (1 for NaN); 10 (-0 for 0)
+  // is no error at all.
+  EXPECT_EQ(t.mismatches, 4u);
+  EXPECT_EQ(t.first_bad, 6);
+  EXPECT_EQ(t.first_bad_expected, bits(e, 6));
+  EXPECT_EQ(t.first_bad_got, bits(g, 6));
+  EXPECT_EQ(t.max_abs, 1.0);
+  EXPECT_EQ(t.max_rel, 0.125);
+
+  const OutputCheck c = elementwise_check("y", f32, t);
+  const OutputCheck direct = compare_output("y", f32, e.data(), g.data(), 12, tol(0.1, 0.01));
+  for (const OutputCheck* o : {&c, &direct}) {
+    EXPECT_EQ(o->comparison.tensor, "y");
+    EXPECT_EQ(o->comparison.elements, 12u);
+    EXPECT_EQ(o->comparison.mismatches, 4u);
+    EXPECT_EQ(o->comparison.first_bad_index, 6);
+    EXPECT_EQ(o->comparison.expected, 7.0);
+    EXPECT_EQ(o->comparison.got, 7.5);
+    EXPECT_EQ(o->comparison.max_abs_error, 1.0);
+    EXPECT_EQ(o->comparison.max_rel_error, 0.125);
+    EXPECT_EQ(o->comparison.matched_ratio, 1.0 - 7.0 / 12.0);  // 4 mismatches, 2 unwritten, 1 NaN
+    EXPECT_EQ(o->poison_left, 2u);
+    EXPECT_EQ(o->first_poison, 3);
+    EXPECT_EQ(o->nonfinite, 1u);
+    EXPECT_EQ(o->first_nonfinite, 4);
+    EXPECT_EQ(o->nonfinite_expected, 5.0);
+    EXPECT_TRUE(std::isnan(o->nonfinite_got));
+    EXPECT_EQ(o->reference_unwritten, 2u);
+  }
+  // Nothing found: no first indices, the values there 0, a matched ratio of 1 (also for no
+  // elements at all).
+  const OutputCheck none = elementwise_check("y", f32, ElementwiseTotals{});
+  EXPECT_EQ(none.comparison.first_bad_index, -1);
+  EXPECT_EQ(none.comparison.expected, 0.0);
+  EXPECT_EQ(none.first_nonfinite, -1);
+  EXPECT_EQ(none.comparison.matched_ratio, 1.0);
+}
+
+// element_value is compare_output's decoding of an element: to_double for every bit pattern but
+// the NaNs of bfloat16, which keep their sign as a float's would ("-nan" in a message).
+TEST(ElementwiseTotals, ElementValueDecodesAsTheComparisonDoes) {
+  auto same = [](double a, double b) {
+    std::uint64_t x = 0, y = 0;
+    std::memcpy(&x, &a, sizeof a);
+    std::memcpy(&y, &b, sizeof b);
+    return (std::isnan(a) && std::isnan(b)) || x == y;
+  };
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2,
+                      DType::kInt16, DType::kInt8, DType::kUInt8, DType::kBool}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::uint64_t patterns = dtype_size(dtype) == 1 ? 256 : 65536;
+    for (std::uint64_t b = 0; b < patterns; ++b) {
+      std::uint8_t bytes[8] = {};
+      std::memcpy(bytes, &b, dtype_size(dtype));
+      ASSERT_TRUE(same(element_value(dtype, b), to_double(dtype, bytes))) << b;
+    }
+  }
+  EXPECT_TRUE(std::signbit(element_value(DType::kBFloat16, 0xFFC0)));  // -NaN
+  EXPECT_FALSE(std::signbit(element_value(DType::kFloat16, 0xFE00)));  // to_double's NaN
+  EXPECT_TRUE(std::signbit(element_value(DType::kFloat32, 0xFFC00000u)));
+  EXPECT_EQ(element_value(DType::kFloat32, 0x00000001u), std::ldexp(1.0, -149));  // denormal
+  EXPECT_EQ(element_value(DType::kInt32, 0xFFFFFFFFu), -1.0);
+  EXPECT_EQ(element_value(DType::kInt64, 0x8000000000000000ull), -std::ldexp(1.0, 63));
+  EXPECT_EQ(element_value(DType::kInt64, 0x7FFFFFFFFFFFFFFFull), std::ldexp(1.0, 63));  // rounded
 }
 
 TEST(Verdict, JsonRoundTripKeepsWorkloadsTrialsAndNonFiniteNumbers) {

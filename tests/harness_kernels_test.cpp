@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "compile/compile_cache.hpp"
 #include "kharness/error.hpp"
@@ -112,6 +114,53 @@ TEST(HarnessKernels, ValidatesGenerators) {
   InputGenerator c = gen("constant");
   c.extra["value"] = "one";
   expect_refused(c, DType::kFloat32, "expected a number");
+}
+
+// The record of a device comparison (compare_sealed): what the host writes for a record under a
+// key, open_compare_record reads back field for field; a byte changed anywhere, or another key,
+// and it does not open. (The GPU test holds the device's records to the same encoding.)
+TEST(HarnessKernels, CompareRecordsOpenOnlyUntouchedAndUnderTheirKey) {
+  verify::CompareRecord r;
+  r.totals.elements = 1000003;
+  r.totals.mismatches = 17;
+  r.totals.first_bad = 12345;
+  r.totals.first_bad_expected = 0x3F80;
+  r.totals.first_bad_got = 0xBF80;
+  r.totals.max_abs = 0.1;
+  r.totals.max_rel = 3e200;
+  r.totals.poison = 2;
+  r.totals.first_poison = 999999;
+  r.totals.nonfinite = 0;
+  r.totals.first_nonfinite = -1;
+  r.totals.reference_poison = 0;
+  r.differing = 40;
+  r.stream = 7;
+  r.nonce = 123;
+  const std::uint64_t key = 0x0123456789ABCDEFull;
+  const std::vector<std::uint8_t> bytes = HarnessKernels::compare_record_bytes(r, key);
+  ASSERT_EQ(bytes.size(), verify::kCompareRecordBytes);
+  const auto back = HarnessKernels::open_compare_record(bytes.data(), key);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->totals.elements, r.totals.elements);
+  EXPECT_EQ(back->totals.mismatches, 17u);
+  EXPECT_EQ(back->totals.first_bad, 12345);
+  EXPECT_EQ(back->totals.first_bad_expected, 0x3F80u);
+  EXPECT_EQ(back->totals.first_bad_got, 0xBF80u);
+  EXPECT_EQ(back->totals.max_abs, 0.1);
+  EXPECT_EQ(back->totals.max_rel, 3e200);
+  EXPECT_EQ(back->totals.poison, 2u);
+  EXPECT_EQ(back->totals.first_poison, 999999);
+  EXPECT_EQ(back->totals.first_nonfinite, -1);  // none: ~0 on the device
+  EXPECT_EQ(back->differing, 40u);
+  EXPECT_EQ(back->stream, 7u);
+  EXPECT_EQ(back->nonce, 123u);
+  EXPECT_EQ(HarnessKernels::compare_record_bytes(*back, key), bytes);
+  EXPECT_FALSE(HarnessKernels::open_compare_record(bytes.data(), key ^ 1).has_value());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<std::uint8_t> bad = bytes;
+    bad[i] ^= 0x01;
+    EXPECT_FALSE(HarnessKernels::open_compare_record(bad.data(), key).has_value()) << "byte " << i;
+  }
 }
 
 }  // namespace

@@ -16,19 +16,6 @@
 namespace kharness::verify {
 namespace {
 
-struct Partial {
-  std::uint64_t mismatches = 0;
-  std::int64_t first_bad = -1;
-  double first_expected = 0, first_got = 0;
-  double max_abs = 0, max_rel = 0;
-  std::uint64_t poison = 0;
-  std::int64_t first_poison = -1;
-  std::uint64_t nonfinite = 0;
-  std::int64_t first_nonfinite = -1;
-  double nf_expected = 0, nf_got = 0;
-  std::uint64_t reference_poison = 0;
-};
-
 // Element access by dtype, inlined into the comparison loop: raw bits for the poison test, a
 // double for the arithmetic. Common float types get fast paths; the rest go through to_double.
 template <DType D>
@@ -78,11 +65,18 @@ struct Generic {
   std::vector<std::uint8_t> poison;
   bool is_poison(const std::uint8_t* p) const { return std::memcmp(p, poison.data(), size) == 0; }
   double value(const std::uint8_t* p) const { return to_double(dtype, p); }
+  std::uint64_t bits(const std::uint8_t* p) const {
+    std::uint64_t b = 0;
+    std::memcpy(&b, p, size);  // little-endian: zero-extended
+    return b;
+  }
 };
 
-// One element pair; returns nothing, updates `p`.
+// One element pair that is not identical-and-written: `eb`, `gb` its bits (zero-extended), `e`,
+// `g` their values. Updates `p`.
 inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e, double g,
-                        const Tolerance& tol, Partial& p) {
+                        std::uint64_t eb, std::uint64_t gb, const Tolerance& tol,
+                        ElementwiseTotals& p) {
   if (e_poison) {
     ++p.reference_poison;
     return;
@@ -99,8 +93,8 @@ inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e,
       ++p.mismatches;
       if (p.first_bad < 0) {
         p.first_bad = static_cast<std::int64_t>(i);
-        p.first_expected = e;
-        p.first_got = g;
+        p.first_bad_expected = eb;
+        p.first_bad_got = gb;
       }
     }
     return;
@@ -108,8 +102,8 @@ inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e,
   if (!std::isfinite(g)) {
     if (p.first_nonfinite < 0) {
       p.first_nonfinite = static_cast<std::int64_t>(i);
-      p.nf_expected = e;
-      p.nf_got = g;
+      p.nonfinite_expected = eb;
+      p.nonfinite_got = gb;
     }
     ++p.nonfinite;
     return;
@@ -123,15 +117,15 @@ inline void compare_one(std::uint64_t i, bool e_poison, bool g_poison, double e,
     ++p.mismatches;
     if (p.first_bad < 0) {
       p.first_bad = static_cast<std::int64_t>(i);
-      p.first_expected = e;
-      p.first_got = g;
+      p.first_bad_expected = eb;
+      p.first_bad_got = gb;
     }
   }
 }
 
 template <DType D>
 void compare_typed(const std::uint8_t* expected, const std::uint8_t* got, std::uint64_t begin,
-                   std::uint64_t end, const Tolerance& tol, Partial& p) {
+                   std::uint64_t end, const Tolerance& tol, ElementwiseTotals& p) {
   using Bits = typename Elem<D>::Bits;
   Bits poison;
   std::memcpy(&poison, poison_element(D).data(), sizeof(Bits));
@@ -140,12 +134,14 @@ void compare_typed(const std::uint8_t* expected, const std::uint8_t* got, std::u
     std::memcpy(&eb, expected + i * sizeof(Bits), sizeof(Bits));
     std::memcpy(&gb, got + i * sizeof(Bits), sizeof(Bits));
     if (eb == gb && eb != poison) continue;  // identical and written: nothing to count
-    compare_one(i, eb == poison, gb == poison, Elem<D>::value(eb), Elem<D>::value(gb), tol, p);
+    compare_one(i, eb == poison, gb == poison, Elem<D>::value(eb), Elem<D>::value(gb), eb, gb, tol,
+                p);
   }
 }
 
 void compare_range(DType dtype, const std::uint8_t* expected, const std::uint8_t* got,
-                   std::uint64_t begin, std::uint64_t end, const Tolerance& tol, Partial& p) {
+                   std::uint64_t begin, std::uint64_t end, const Tolerance& tol,
+                   ElementwiseTotals& p) {
   switch (dtype) {
     case DType::kFloat32:
       return compare_typed<DType::kFloat32>(expected, got, begin, end, tol, p);
@@ -161,21 +157,22 @@ void compare_range(DType dtype, const std::uint8_t* expected, const std::uint8_t
     const std::uint8_t* e = expected + i * gen.size;
     const std::uint8_t* g = got + i * gen.size;
     if (std::memcmp(e, g, gen.size) == 0 && !gen.is_poison(e)) continue;
-    compare_one(i, gen.is_poison(e), gen.is_poison(g), gen.value(e), gen.value(g), tol, p);
+    compare_one(i, gen.is_poison(e), gen.is_poison(g), gen.value(e), gen.value(g), gen.bits(e),
+                gen.bits(g), tol, p);
   }
 }
 
 }  // namespace
 
-OutputCheck compare_output(const std::string& tensor, DType dtype, const std::uint8_t* expected,
-                           const std::uint8_t* got, std::uint64_t count, const Tolerance& tolerance,
-                           unsigned threads) {
+ElementwiseTotals elementwise_totals(DType dtype, const std::uint8_t* expected,
+                                     const std::uint8_t* got, std::uint64_t count,
+                                     const Tolerance& tolerance, unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   // Small tensors are not worth a thread each.
   const std::uint64_t min_chunk = 1 << 18;
   threads = static_cast<unsigned>(
       std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, count / min_chunk)));
-  std::vector<Partial> parts(threads);
+  std::vector<ElementwiseTotals> parts(threads);
   std::vector<std::thread> pool;
   const std::uint64_t chunk = (count + threads - 1) / threads;
   for (unsigned t = 0; t < threads; ++t) {
@@ -190,33 +187,81 @@ OutputCheck compare_output(const std::string& tensor, DType dtype, const std::ui
   }
   for (auto& th : pool) th.join();
   // Chunks are in index order, so the first chunk with a hit has the first index.
+  ElementwiseTotals out;
+  out.elements = count;
+  for (const auto& p : parts) {
+    out.mismatches += p.mismatches;
+    out.max_abs = std::max(out.max_abs, p.max_abs);
+    out.max_rel = std::max(out.max_rel, p.max_rel);
+    if (out.first_bad < 0 && p.first_bad >= 0) {
+      out.first_bad = p.first_bad;
+      out.first_bad_expected = p.first_bad_expected;
+      out.first_bad_got = p.first_bad_got;
+    }
+    out.poison += p.poison;
+    if (out.first_poison < 0) out.first_poison = p.first_poison;
+    out.nonfinite += p.nonfinite;
+    out.reference_poison += p.reference_poison;
+    if (out.first_nonfinite < 0 && p.first_nonfinite >= 0) {
+      out.first_nonfinite = p.first_nonfinite;
+      out.nonfinite_expected = p.nonfinite_expected;
+      out.nonfinite_got = p.nonfinite_got;
+    }
+  }
+  return out;
+}
+
+double element_value(DType dtype, std::uint64_t bits) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return Elem<DType::kFloat32>::value(static_cast<std::uint32_t>(bits));
+    case DType::kBFloat16:
+      return Elem<DType::kBFloat16>::value(static_cast<std::uint16_t>(bits));
+    case DType::kFloat16:
+      return Elem<DType::kFloat16>::value(static_cast<std::uint16_t>(bits));
+    default:
+      break;
+  }
+  std::uint8_t bytes[8];
+  std::memcpy(bytes, &bits, sizeof bytes);  // little-endian: the element's bytes first
+  return to_double(dtype, bytes);
+}
+
+OutputCheck elementwise_check(const std::string& tensor, DType dtype,
+                              const ElementwiseTotals& totals) {
   OutputCheck out;
   Comparison& c = out.comparison;
   c.tensor = tensor;
-  c.elements = count;
-  for (const auto& p : parts) {
-    c.mismatches += p.mismatches;
-    c.max_abs_error = std::max(c.max_abs_error, p.max_abs);
-    c.max_rel_error = std::max(c.max_rel_error, p.max_rel);
-    if (c.first_bad_index < 0 && p.first_bad >= 0) {
-      c.first_bad_index = p.first_bad;
-      c.expected = p.first_expected;
-      c.got = p.first_got;
-    }
-    out.poison_left += p.poison;
-    if (out.first_poison < 0) out.first_poison = p.first_poison;
-    out.nonfinite += p.nonfinite;
-    out.reference_unwritten += p.reference_poison;
-    if (out.first_nonfinite < 0 && p.first_nonfinite >= 0) {
-      out.first_nonfinite = p.first_nonfinite;
-      out.nonfinite_expected = p.nf_expected;
-      out.nonfinite_got = p.nf_got;
-    }
+  c.elements = totals.elements;
+  c.mismatches = totals.mismatches;
+  c.max_abs_error = totals.max_abs;
+  c.max_rel_error = totals.max_rel;
+  if (totals.first_bad >= 0) {
+    c.first_bad_index = totals.first_bad;
+    c.expected = element_value(dtype, totals.first_bad_expected);
+    c.got = element_value(dtype, totals.first_bad_got);
+  }
+  out.poison_left = totals.poison;
+  out.first_poison = totals.first_poison;
+  out.nonfinite = totals.nonfinite;
+  out.reference_unwritten = totals.reference_poison;
+  if (totals.first_nonfinite >= 0) {
+    out.first_nonfinite = totals.first_nonfinite;
+    out.nonfinite_expected = element_value(dtype, totals.nonfinite_expected);
+    out.nonfinite_got = element_value(dtype, totals.nonfinite_got);
   }
   // Unwritten and non-finite elements count against the matched ratio too.
+  const std::uint64_t count = totals.elements;
   const std::uint64_t bad = c.mismatches + out.poison_left + out.nonfinite;
   c.matched_ratio = count == 0 ? 1.0 : 1.0 - static_cast<double>(bad) / static_cast<double>(count);
   return out;
+}
+
+OutputCheck compare_output(const std::string& tensor, DType dtype, const std::uint8_t* expected,
+                           const std::uint8_t* got, std::uint64_t count, const Tolerance& tolerance,
+                           unsigned threads) {
+  return elementwise_check(tensor, dtype,
+                           elementwise_totals(dtype, expected, got, count, tolerance, threads));
 }
 
 std::optional<Failure> output_failure(const OutputCheck& check, const Tolerance& tolerance) {

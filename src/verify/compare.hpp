@@ -33,9 +33,55 @@ struct OutputCheck {
 };
 
 // `expected` and `got` hold `count` elements of `dtype`. Uses up to `threads` threads (0: all).
+// The same as elementwise_check(tensor, dtype, elementwise_totals(...)).
 OutputCheck compare_output(const std::string& tensor, DType dtype, const std::uint8_t* expected,
                            const std::uint8_t* got, std::uint64_t count, const Tolerance& tolerance,
                            unsigned threads = 0);
+
+// What compare_output reduces a pair of tensors to, before it builds its OutputCheck: counts,
+// first indices (-1: none; the lowest index of each kind), the largest errors, and the bits
+// (zero-extended little-endian element bytes) of the expected and got elements at first_bad and
+// at first_nonfinite. The correctness trials compute the same totals on the device
+// (HarnessKernels::compare_sealed), bit for bit, and finish them with elementwise_check, so an
+// output checked there has the OutputCheck the host would give it.
+//
+// Per element i, in this order (poison = poison_element(dtype), compared as bits):
+//   expected and got bits equal and not poison      nothing
+//   expected is poison                               reference_poison
+//   got is poison                                    poison (first_poison)
+//   expected NaN/Inf: got not the same kind (NaN for NaN, the same infinity)
+//                                                    mismatches (first_bad)
+//   got NaN/Inf                                      nonfinite (first_nonfinite)
+//   abs = |g - e|, rel = abs / |e| (+inf where e == 0), in double: where abs > 0, max_abs and
+//   (where rel is finite) max_rel; abs > atol and rel > rtol   mismatches (first_bad)
+struct ElementwiseTotals {
+  std::uint64_t elements = 0;
+  std::uint64_t mismatches = 0;
+  std::int64_t first_bad = -1;
+  std::uint64_t first_bad_expected = 0;  // bits
+  std::uint64_t first_bad_got = 0;
+  double max_abs = 0.0;
+  double max_rel = 0.0;
+  std::uint64_t poison = 0;  // got still holds the poison
+  std::int64_t first_poison = -1;
+  std::uint64_t nonfinite = 0;
+  std::int64_t first_nonfinite = -1;
+  std::uint64_t nonfinite_expected = 0;  // bits
+  std::uint64_t nonfinite_got = 0;
+  std::uint64_t reference_poison = 0;  // expected holds the poison
+};
+ElementwiseTotals elementwise_totals(DType dtype, const std::uint8_t* expected,
+                                     const std::uint8_t* got, std::uint64_t count,
+                                     const Tolerance& tolerance, unsigned threads = 0);
+// The OutputCheck of `totals`: the expected and got values decoded from their bits as
+// compare_output decodes elements (element_value), the matched ratio
+// 1 - (mismatches + poison + nonfinite) / elements (1 for no elements).
+OutputCheck elementwise_check(const std::string& tensor, DType dtype,
+                              const ElementwiseTotals& totals);
+// The value compare_output reads from an element's bits (little-endian, zero-extended): to_double
+// (kharness/numeric.hpp), except that a bfloat16 NaN keeps its sign and payload as a float's
+// would (fmt prints the sign: "-nan").
+double element_value(DType dtype, std::uint64_t bits);
 
 // The failure an output check shows, if any, in the order a person should fix them:
 // output_not_written, nan_or_inf, tolerance.

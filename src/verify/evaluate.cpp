@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -160,6 +161,14 @@ InputGenerator generator_for(const Definition& d, const TensorSpec& t) {
   return g;
 }
 
+// KHARNESS_HOST_COMPARE=1: elementwise outputs are downloaded and compared on the host (the
+// path of the other comparators) instead of on the device. The verdicts are the same; the tests
+// hold the two paths together with it (tests/gpu/check_test.cpp).
+bool host_compare_forced() {
+  const char* v = std::getenv("KHARNESS_HOST_COMPARE");
+  return v != nullptr && std::string(v) == "1";
+}
+
 Failure launch_failure(const LaunchOutcome& o, const std::string& role) {
   std::string kind =
       o.error_name == "PLAN_ERROR" ? "launch_failed" : device::failure_kind_of(o.error_name);
@@ -195,6 +204,8 @@ class Evaluator {
         tolerance_(effective_tolerance(op.definition, options)),
         comparator_(find_comparator(op.definition.kharness.comparator)),
         sampling_(op.definition.kharness.comparator == "sampling"),
+        device_compare_(op.definition.kharness.comparator == "elementwise" &&
+                        !host_compare_forced()),
         kernels_() {
     if (!comparator_) {
       throw input_error(
@@ -546,6 +557,237 @@ class Evaluator {
     return true;
   }
 
+  // ---- the determinism rerun, both paths --------------------------------------------------------
+
+  // The candidate again on the trial's inputs, its outputs and workspace poisoned again and shared
+  // memory scrubbed; a launch failure.
+  std::optional<Failure> launch_rerun(TrialBuffers& b, PlanLauncher& launcher, std::uint64_t seed,
+                                      CUstream s) {
+    repoison(b, s);
+    kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 1)), s);
+    LaunchOutcome o;
+    {
+      device::ActivityPhase launching("candidate (rerun on the same inputs)");
+      o = launcher.launch(b.env, s, true);
+    }
+    if (!o.ok) {
+      fatal_ = o.sticky;
+      return launch_failure(o, "candidate (rerun)");
+    }
+    return std::nullopt;
+  }
+  static Failure on_rerun(Failure f) {
+    f.evidence["rerun"] = true;
+    f.message = "on a rerun with the same inputs: " + f.message;
+    return f;
+  }
+  // The rerun's output `t` against the first run's (as expected), within tolerance: `f` is what
+  // output_failure found.
+  static Failure nondeterministic(const TensorSpec& t, const Failure& f) {
+    return Failure{"nondeterministic",
+                   fmt::format("{}: a rerun on the same inputs differs beyond tolerance ({})",
+                               t.name, f.message),
+                   f.evidence};
+  }
+
+  // ---- elementwise outputs, checked on the device ----------------------------------------------
+  // For the elementwise comparator no output leaves the device: the reference's outputs are
+  // sealed (HarnessKernels::seal: XORed with a Philox keystream under key_) into SealedCopy
+  // buffers before its own buffers are scrubbed and freed, the candidate's outputs are compared
+  // against them on the device (HarnessKernels::compare_sealed: compare_output's totals, bit for
+  // bit, finished on the host by elementwise_check), and for the determinism rerun the first run's
+  // outputs are sealed the same way and compared with the rerun's (the same kernel: its count of
+  // differing elements is the bitwise test, its totals the within-tolerance test).
+  //
+  // What a candidate (which runs after the reference, in the same context, and may read and write
+  // any device memory it can find) cannot do to the comparison:
+  // - read the answers from a copy: the copies hold ciphertext; key_ is drawn from the OS per
+  //   process, never derived from the recorded seed, and reaches the device only as a parameter of
+  //   the harness kernels; every seal takes its own keystream (seals_), so two copies XORed
+  //   together reveal nothing either.
+  // - write its own answer into a copy (a plain copy would then compare equal to anything it
+  //   wrote): without the key, whatever it writes decrypts to noise, which does not match; and
+  //   every copy is checksummed after it is sealed and again after the candidate's last run,
+  //   before any comparison counts, under a key too (sum_key_: a write cannot be made to keep
+  //   the checksum), so a write is harness_memory_modified. That also keeps XOR sealing's
+  //   malleability (flipping a ciphertext bit flips the same plaintext bit) out of reach, and
+  //   noise with the poison's bits in it from passing for a reference that left elements
+  //   unwritten (an internal error).
+  // - change or forge a comparison's result: the comparison runs after the candidate's launches
+  //   have finished (the launcher synchronises each one) and nothing of the candidate runs
+  //   until its record is read; every block writes its own partial (nothing left in the scratch
+  //   counts), and the record carries a tag under key_ binding it to its copy's keystream and a
+  //   fresh nonce: a record that does not verify is harness_memory_modified.
+  // tests/fixtures/cheats/overwrites_expected.cu tries the second; tests/gpu/
+  // harness_kernels_test.cpp tampers with copies and records directly.
+  struct SealedCopy {
+    DeviceBuffer buffer;       // reused across trials; grown when a trial needs more
+    std::uint64_t stream = 0;  // its keystream
+    std::uint64_t bytes = 0;   // the sealed bytes (the tensor's), padded to 16 in `buffer`
+    std::uint64_t checksum = 0;
+    std::size_t padded() const { return (bytes + 15) / 16 * 16; }
+  };
+
+  // Seals output `i` (`out`) into copies[i], under a keystream no other seal uses. Asynchronous.
+  void seal_copy(const GuardedBuffer& out, std::vector<SealedCopy>& copies, std::size_t i,
+                 CUstream s) {
+    if (copies.size() <= i) copies.resize(i + 1);
+    SealedCopy& c = copies[i];
+    c.bytes = out.bytes();
+    if (c.buffer.size() < c.padded())
+      c.buffer = DeviceBuffer(std::max<std::size_t>(16, c.padded()));
+    c.stream = ++seals_;
+    kernels_.seal(out.data(), c.buffer.ptr(), out.bytes(), key_, c.stream, s);
+  }
+  // Enqueues the checksums of the copies on reads_; their slots.
+  std::vector<std::size_t> read_sealed(const std::vector<SealedCopy>& copies, CUstream s) {
+    std::vector<std::size_t> slots;
+    for (const SealedCopy& c : copies)
+      slots.push_back(reads_.checksum(c.buffer.ptr(), c.padded(), s, sum_key_));
+    return slots;
+  }
+  // harness_memory_modified when a copy's checksum (from read_sealed, after reads_.wait) is not
+  // the one it had when sealed. `what`: whose outputs the copies hold.
+  std::optional<Failure> sealed_failure(const std::vector<SealedCopy>& copies,
+                                        const std::vector<std::size_t>& slots,
+                                        const char* what) const {
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (reads_.checksum_result(slots[i]) == copies[i].checksum) continue;
+      const std::string& tensor = def_.outputs[i].name;
+      return Failure{"harness_memory_modified",
+                     fmt::format("a kernel wrote into the harness's sealed copy of {}'s {}: the "
+                                 "comparison cannot be trusted",
+                                 what, tensor),
+                     {{"tensor", tensor}, {"copy", what}}};
+    }
+    return std::nullopt;
+  }
+  // Enqueues the comparison of every output against `copies` on reads_; per output its slot and
+  // nonce.
+  std::vector<std::pair<std::size_t, std::uint64_t>> compare_all(
+      TrialBuffers& b, const std::vector<SealedCopy>& copies, CUstream s) {
+    std::vector<std::pair<std::size_t, std::uint64_t>> out;
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      const TensorSpec& t = def_.outputs[i];
+      const GuardedBuffer& got = *b.outputs.at(t.name);
+      const std::uint64_t nonce = ++nonces_;
+      out.emplace_back(reads_.compare_sealed(got.data(), copies.at(i).buffer.ptr(),
+                                             got.bytes() / dtype_size(t.dtype), t.dtype, key_,
+                                             copies[i].stream, tolerance_, nonce, s),
+                       nonce);
+    }
+    return out;
+  }
+  // Output i's record from compare_all (after reads_.wait): the record, or the
+  // harness_memory_modified failure of one that does not authenticate or is not the one asked for.
+  std::optional<CompareRecord> record_of(std::pair<std::size_t, std::uint64_t> slot,
+                                         const SealedCopy& copy, const TensorSpec& t,
+                                         std::optional<Failure>& failure) const {
+    std::optional<CompareRecord> r = reads_.compare_result(slot.first, key_);
+    if (r && r->stream == copy.stream && r->nonce == slot.second &&
+        r->totals.elements == copy.bytes / dtype_size(t.dtype)) {
+      return r;
+    }
+    failure = Failure{"harness_memory_modified",
+                      fmt::format("the record of the device comparison of {} was overwritten: a "
+                                  "kernel wrote into the harness's memory",
+                                  t.name),
+                      {{"tensor", t.name}}};
+    return std::nullopt;
+  }
+  // check_outputs' loop over the records of compare_all: comparisons into `trial`, a reference
+  // that left elements unwritten is an internal error, the first failure returned.
+  std::optional<Failure> judge(const std::vector<std::pair<std::size_t, std::uint64_t>>& slots,
+                               const std::vector<SealedCopy>& copies, TrialResult& trial) const {
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      const TensorSpec& t = def_.outputs[i];
+      std::optional<Failure> forged;
+      const std::optional<CompareRecord> r = record_of(slots[i], copies[i], t, forged);
+      if (!r) return forged;
+      const OutputCheck check = elementwise_check(t.name, t.dtype, r->totals);
+      trial.comparisons.push_back(check.comparison);
+      if (check.reference_unwritten > 0) {
+        throw Error(ExitCode::kInternal, "reference",
+                    fmt::format("the operator's reference left {} elements of {} unwritten",
+                                check.reference_unwritten, t.name));
+      }
+      if (auto f = output_failure(check, tolerance_)) return f;
+    }
+    return std::nullopt;
+  }
+
+  // The first run's outputs: the memory rules' reads, the sealed references' checksums and every
+  // output's comparison, one wait; then the rules in the host path's order (memory, then each
+  // output's output_failure), the sealed copies' integrity between the two. With `keep_first`
+  // (a rerun follows), the outputs are also sealed into sealed_first_ and checksummed.
+  std::optional<Failure> check_on_device(TrialBuffers& b,
+                                         const std::map<std::string, std::uint64_t>& checksums,
+                                         bool keep_first, TrialResult& trial, CUstream s) {
+    reads_.clear();
+    const MemoryReads memory = read_memory(b, reads_, s);
+    const std::vector<std::size_t> sealed = read_sealed(sealed_expected_, s);
+    const auto records = compare_all(b, sealed_expected_, s);
+    std::vector<std::size_t> first_sums;
+    if (keep_first) {
+      for (std::size_t i = 0; i < def_.outputs.size(); ++i)
+        seal_copy(*b.outputs.at(def_.outputs[i].name), sealed_first_, i, s);
+      first_sums = read_sealed(sealed_first_, s);
+    }
+    reads_.wait(s);
+    if (auto f = memory_failure(memory, reads_, checksums)) return f;
+    if (auto f = sealed_failure(sealed_expected_, sealed, "the reference")) return f;
+    if (auto f = judge(records, sealed_expected_, trial)) return f;
+    for (std::size_t i = 0; i < first_sums.size(); ++i)
+      sealed_first_[i].checksum = reads_.checksum_result(first_sums[i]);
+    return std::nullopt;
+  }
+
+  // The determinism rerun: the memory rules' reads, every sealed copy's checksum and each output's
+  // comparison with the first run's sealed copy, one wait. Outputs that are bitwise equal pass as
+  // on the host path; from the first that differs on, the rerun is held to the reference (another
+  // wait) and each differing output to the first run's within tolerance.
+  std::optional<Failure> rerun_on_device(TrialBuffers& b,
+                                         const std::map<std::string, std::uint64_t>& checksums,
+                                         PlanLauncher& launcher, std::uint64_t seed,
+                                         TrialResult& trial, CUstream s) {
+    if (auto f = launch_rerun(b, launcher, seed, s)) return f;
+    reads_.clear();
+    const MemoryReads memory = read_memory(b, reads_, s);
+    const std::vector<std::size_t> sealed = read_sealed(sealed_expected_, s);
+    const std::vector<std::size_t> first = read_sealed(sealed_first_, s);
+    const auto records = compare_all(b, sealed_first_, s);
+    reads_.wait(s);
+    if (auto f = memory_failure(memory, reads_, checksums)) return on_rerun(*f);
+    if (auto f = sealed_failure(sealed_expected_, sealed, "the reference")) return f;
+    if (auto f = sealed_failure(sealed_first_, first, "the first run")) return f;
+    std::vector<CompareRecord> against_first;
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      std::optional<Failure> forged;
+      auto r = record_of(records[i], sealed_first_[i], def_.outputs[i], forged);
+      if (!r) return forged;
+      against_first.push_back(*r);
+    }
+    bool held_to_reference = false;
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      if (against_first[i].differing == 0) continue;
+      trial.bitwise_deterministic = false;
+      if (!held_to_reference) {
+        // Differs: the rerun must still match the reference (no candidate code has run since the
+        // copies' checksums were read).
+        held_to_reference = true;
+        reads_.clear();
+        const auto again = compare_all(b, sealed_expected_, s);
+        reads_.wait(s);
+        TrialResult rerun;
+        if (auto f = judge(again, sealed_expected_, rerun)) return on_rerun(*f);
+      }
+      const TensorSpec& t = def_.outputs[i];
+      const OutputCheck c = elementwise_check(t.name, t.dtype, against_first[i].totals);
+      if (auto f = output_failure(c, tolerance_)) return nondeterministic(t, *f);
+    }
+    return std::nullopt;
+  }
+
   // `draws`: the workload's pool of sampling draws (sampling only), `sets` the input sets this
   // trial draws on (its own, then sets - 1 more: sample_more).
   TrialResult run_trial(const Workload& w, std::uint64_t seed, bool determinism,
@@ -564,12 +806,30 @@ class Evaluator {
     phases_.add("inputs", t0);
     t0 = std::chrono::steady_clock::now();
     std::vector<HostBytes>& expected = expected_;
-    run_reference(b, s, &expected);
+    if (device_compare_) {
+      // Its outputs stay on the device, sealed (see SealedCopy), and are compared there.
+      run_reference(b, s, nullptr, [&](std::size_t i, const GuardedBuffer& out) {
+        seal_copy(out, sealed_expected_, i, s);
+      });
+    } else {
+      run_reference(b, s, &expected);
+    }
     phases_.add("reference", t0);
     t0 = std::chrono::steady_clock::now();
+    // The inputs' checksums (the memory rules) and the sealed copies', one wait for all of them.
     std::map<std::string, std::uint64_t> checksums;
-    for (auto& [name, buf] : b.inputs)
-      checksums[name] = kernels_.checksum(buf->data(), buf->bytes(), s);
+    {
+      reads_.clear();
+      std::vector<std::pair<std::string, std::size_t>> input_slots;
+      for (auto& [name, buf] : b.inputs)
+        input_slots.emplace_back(name, reads_.checksum(buf->data(), buf->bytes(), s));
+      const std::vector<std::size_t> sealed_slots =
+          device_compare_ ? read_sealed(sealed_expected_, s) : std::vector<std::size_t>{};
+      reads_.wait(s);
+      for (const auto& [name, slot] : input_slots) checksums[name] = reads_.checksum_result(slot);
+      for (std::size_t i = 0; i < sealed_slots.size(); ++i)
+        sealed_expected_[i].checksum = reads_.checksum_result(sealed_slots[i]);
+    }
     phases_.add("checksums", t0);
 
     auto fail = [&](Failure f) {
@@ -611,6 +871,20 @@ class Evaluator {
       return fail(launch_failure(o, "candidate"));
     }
     t0 = std::chrono::steady_clock::now();
+    if (device_compare_) {
+      auto f = check_on_device(b, checksums, determinism, trial, s);
+      phases_.add("compare", t0);
+      if (f) return fail(*f);
+      if (determinism) {
+        t0 = std::chrono::steady_clock::now();
+        f = rerun_on_device(b, checksums, *launcher, seed, trial, s);
+        phases_.add("determinism", t0);
+        if (f) return fail(*f);
+      }
+      d.check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+      trial.seconds = seconds_since(start);
+      return trial;
+    }
     if (!check_memory(b, checksums, trial, s)) return fail(*trial.failure);
     std::vector<HostBytes>& got = got_;
     download_outputs(b, got);
@@ -625,35 +899,16 @@ class Evaluator {
     if (determinism) {
       // The same inputs again: a correct kernel gives the same answer (within tolerance).
       t0 = std::chrono::steady_clock::now();
-      repoison(b, s);
-      kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 1)), s);
-      {
-        device::ActivityPhase launching("candidate (rerun on the same inputs)");
-        o = launcher->launch(b.env, s, true);
-      }
-      if (!o.ok) {
-        fatal_ = o.sticky;
-        return fail(launch_failure(o, "candidate (rerun)"));
-      }
+      if (auto f = launch_rerun(b, *launcher, seed, s)) return fail(*f);
       TrialResult rerun;
-      if (!check_memory(b, checksums, rerun, s)) {
-        Failure f = *rerun.failure;
-        f.evidence["rerun"] = true;
-        f.message = "on a rerun with the same inputs: " + f.message;
-        return fail(f);
-      }
+      if (!check_memory(b, checksums, rerun, s)) return fail(on_rerun(*rerun.failure));
       std::vector<HostBytes>& again = again_;
       download_outputs(b, again);
       for (std::size_t i = 0; i < got.size(); ++i) {
         if (bitwise_differences(got[i].data(), again[i].data(), got[i].size()) == 0) continue;
         trial.bitwise_deterministic = false;
         // Differs: the rerun must still match the reference, and the first run within tolerance.
-        if (!check_outputs(b, expected, again, rerun)) {
-          Failure f = *rerun.failure;
-          f.evidence["rerun"] = true;
-          f.message = "on a rerun with the same inputs: " + f.message;
-          return fail(f);
-        }
+        if (!check_outputs(b, expected, again, rerun)) return fail(on_rerun(*rerun.failure));
         const TensorSpec& t = def_.outputs[i];
         std::map<std::string, HostBytes> inputs;
         CompareContext context = compare_context(b, inputs);
@@ -661,13 +916,7 @@ class Evaluator {
         context.sampling_draws = &support_only;
         OutputCheck c = comparator_(t.name, t.dtype, got[i].data(), again[i].data(),
                                     got[i].size() / dtype_size(t.dtype), tolerance_, 0, context);
-        if (auto f = output_failure(c, tolerance_)) {
-          Failure nd{"nondeterministic",
-                     fmt::format("{}: a rerun on the same inputs differs beyond tolerance ({})",
-                                 t.name, f->message),
-                     f->evidence};
-          return fail(nd);
-        }
+        if (auto f = output_failure(c, tolerance_)) return fail(nondeterministic(t, *f));
       }
       phases_.add("determinism", t0);
     }
@@ -752,12 +1001,18 @@ class Evaluator {
   Tolerance tolerance_;
   Comparator comparator_;
   bool sampling_;           // the sampling comparator: draws pooled per workload (run_workload)
+  bool device_compare_;     // the elementwise comparator: outputs compared on the device
   HarnessKernels kernels_;  // harness-internal kernels, loaded in the current context
   HarnessKernels::ReadBatch reads_{kernels_};  // check_memory's and integrity()'s device reads
   std::map<std::string, std::unique_ptr<SafetensorsFile>> safetensors_;
   bool fatal_ = false;
   PhaseClock phases_;
-  std::vector<HostBytes> expected_, got_, again_;     // pinned host copies, reused across trials
+  std::vector<HostBytes> expected_, got_, again_;  // pinned host copies, reused across trials
+  const std::uint64_t key_ = secret_key();         // seals the copies; never leaves the process
+  const std::uint64_t sum_key_ = splitmix(key_ ^ 0x73756d6b6579ull);  // their checksums' key
+  std::uint64_t seals_ = 0;                                 // keystreams used so far (one per seal)
+  std::uint64_t nonces_ = 0;                                // comparisons enqueued so far
+  std::vector<SealedCopy> sealed_expected_, sealed_first_;  // per output
   std::map<std::string, HostBytes> sampling_inputs_;  // the sampling input sets' inputs, likewise
 
  public:

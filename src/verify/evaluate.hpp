@@ -1,8 +1,11 @@
 // The correctness stage, GPU side: runs inside the worker process (never in the harness itself).
 // For each workload and trial: fresh inputs from a recorded seed, the reference first (its outputs
-// leave the device, its buffers are scrubbed and freed), then the candidate from a freshly loaded
-// module with poisoned, guard-fenced outputs and checksummed inputs, then a rerun on the same
-// inputs for determinism. DESIGN §5.
+// leave the device, or for the elementwise comparator stay there only sealed under a per-process
+// key and checksummed; its buffers are scrubbed and freed), then the candidate from a freshly
+// loaded module with poisoned, guard-fenced outputs and checksummed inputs, then a rerun on the
+// same inputs for determinism. Elementwise outputs are compared on the device (compare_output's
+// totals, bit for bit: HarnessKernels::compare_sealed), so a passing trial downloads none of its
+// outputs; the other comparators compare on the host. DESIGN §5.
 #pragma once
 
 #include <cstdint>

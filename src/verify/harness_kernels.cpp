@@ -392,9 +392,11 @@ __device__ __forceinline__ u64 term(u64 index, u64 word) {
   return fmix64(word ^ fmix64(index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull));
 }
 
-// *out += sum over the region's 8-byte words (the last one zero-padded) of term(i, word).
+// *out += sum over the region's 8-byte words (the last one zero-padded) of term(i ^ key, word):
+// key 0 for the memory rules' checksums; a secret key makes the per-index bijections unknown to
+// a kernel without it, which then cannot change the region and keep the sum (sealed copies).
 extern "C" __global__ void __launch_bounds__(KH_THREADS)
-kh_checksum(const u8* p, u64 bytes, u64* out) {
+kh_checksum(const u8* p, u64 bytes, u64 key, u64* out) {
   const u64 words = bytes / 8;
   const u64 t = global_thread();
   const u64 step = grid_threads();
@@ -404,26 +406,26 @@ kh_checksum(const u8* p, u64 bytes, u64* out) {
     const u64 pairs = words / 2;
     for (u64 i = t; i < pairs; i += step) {
       const uint4 x = v[i];
-      sum += term(2 * i, ((u64)x.y << 32) | x.x) + term(2 * i + 1, ((u64)x.w << 32) | x.z);
+      sum += term((2 * i) ^ key, ((u64)x.y << 32) | x.x) + term((2 * i + 1) ^ key, ((u64)x.w << 32) | x.z);
     }
     if (t == 0 && (words & 1)) {
-      sum += term(words - 1, reinterpret_cast<const u64*>(p)[words - 1]);
+      sum += term((words - 1) ^ key, reinterpret_cast<const u64*>(p)[words - 1]);
     }
   } else if (((u64)p & 7) == 0) {
     const u64* w = reinterpret_cast<const u64*>(p);
-    for (u64 i = t; i < words; i += step) sum += term(i, w[i]);
+    for (u64 i = t; i < words; i += step) sum += term(i ^ key, w[i]);
   } else {  // unaligned: assemble words from bytes
     for (u64 i = t; i < words; i += step) {
       u64 w = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) w |= (u64)p[8 * i + j] << (8 * j);
-      sum += term(i, w);
+      sum += term(i ^ key, w);
     }
   }
   if (t == 0 && (bytes & 7) != 0) {
     u64 w = 0;
     for (u64 j = 8 * words; j < bytes; ++j) w |= (u64)p[j] << (8 * (j - 8 * words));
-    sum += term(words, w);
+    sum += term(words ^ key, w);
   }
   sum = warp_sum(sum);
   if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(out, sum);
@@ -632,6 +634,186 @@ extern "C" __global__ void kh_seal_record(const KhPartial* partials, int parts, 
   for (int k = 0; k < KH_RECORD_WORDS; ++k) record[k] = w[k];
 }
 
+// ---- the correctness trials' comparison (DESIGN §5), on the device ------------------------------
+// compare_output's totals (verify/compare.hpp, ElementwiseTotals) of a candidate's output against a
+// sealed expected copy (the reference's outputs, or the first run's outputs for the determinism
+// rerun), bit for bit: the same per-element rules in the same order, the same double arithmetic
+// (one subtraction and one division, rounded to nearest: __dsub_rn, __ddiv_rn; nothing for the
+// compiler to contract into an FMA), the lowest index of each kind (min over the partials), the
+// largest errors (fmax of non-negative, non-NaN doubles: exact) and the bits at the first indices
+// read after the reduction. Only a record of a few words leaves the device.
+
+struct KhTotals {
+  u64 mismatches, first_bad, poison, first_poison, nonfinite, first_nonfinite, reference_poison,
+      differing;
+  double max_abs, max_rel;
+};
+
+__device__ __forceinline__ KhTotals kh_totals_zero() {
+  KhTotals t = {0, ~0ull, 0, ~0ull, 0, ~0ull, 0, 0, 0.0, 0.0};
+  return t;
+}
+
+__device__ __forceinline__ void kh_totals_add(KhTotals& a, const KhTotals& b) {
+  a.mismatches += b.mismatches;
+  a.first_bad = min(a.first_bad, b.first_bad);
+  a.poison += b.poison;
+  a.first_poison = min(a.first_poison, b.first_poison);
+  a.nonfinite += b.nonfinite;
+  a.first_nonfinite = min(a.first_nonfinite, b.first_nonfinite);
+  a.reference_poison += b.reference_poison;
+  a.differing += b.differing;
+  a.max_abs = fmax(a.max_abs, b.max_abs);
+  a.max_rel = fmax(a.max_rel, b.max_rel);
+}
+
+// One element, by compare_one's rules (verify/compare.cpp); `poison` is poison_element(dtype)'s
+// bits, for expected and got alike.
+__device__ __forceinline__ void kh_compare_element(int dtype, u64 eb, u64 gb, u64 poison, u64 i,
+                                                   double atol, double rtol, KhTotals& t) {
+  if (eb != gb) {
+    ++t.differing;
+  } else if (eb != poison) {
+    return;  // identical and written
+  }
+  if (eb == poison) {
+    ++t.reference_poison;
+    return;
+  }
+  if (gb == poison) {
+    ++t.poison;
+    t.first_poison = min(t.first_poison, i);
+    return;
+  }
+  const double e = kh_value(dtype, eb);
+  const double g = kh_value(dtype, gb);
+  if (!isfinite(e)) {  // integers are always finite
+    const bool same = (isnan(e) && isnan(g)) || (isinf(e) && g == e);
+    if (!same) {
+      ++t.mismatches;
+      t.first_bad = min(t.first_bad, i);
+    }
+    return;
+  }
+  if (!isfinite(g)) {
+    ++t.nonfinite;
+    t.first_nonfinite = min(t.first_nonfinite, i);
+    return;
+  }
+  const double abs_err = fabs(__dsub_rn(g, e));
+  if (abs_err == 0.0) return;
+  const double rel_err =
+      e == 0.0 ? __longlong_as_double(0x7FF0000000000000LL) : __ddiv_rn(abs_err, fabs(e));
+  t.max_abs = fmax(t.max_abs, abs_err);
+  if (isfinite(rel_err)) t.max_rel = fmax(t.max_rel, rel_err);
+  if (abs_err > atol && rel_err > rtol) {
+    ++t.mismatches;
+    t.first_bad = min(t.first_bad, i);
+  }
+}
+
+// The unsealed 16-byte chunk `c` of a sealed copy.
+__device__ __forceinline__ uint4 kh_unseal(const uint4* sealed, u64 c, u64 stream, u64 key) {
+  const uint4 k = kh_keystream(c, stream, key);
+  const uint4 s = sealed[c];
+  return make_uint4(s.x ^ k.x, s.y ^ k.y, s.z ^ k.z, s.w ^ k.w);
+}
+
+// Every block writes its partial totals (so nothing left in `partials` survives into the result).
+// Both buffers are 16-byte aligned and readable up to the next 16-byte boundary.
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_compare_sealed(const uint4* got, const uint4* sealed, u64 count, int dtype, int size,
+                  u64 stream, u64 key, u64 poison, double atol, double rtol, KhTotals* partials) {
+  KhTotals t = kh_totals_zero();
+  const u64 per = 16 / size;
+  const u64 chunks = (count + per - 1) / per;
+  for (u64 c = global_thread(); c < chunks; c += grid_threads()) {
+    const uint4 ev = kh_unseal(sealed, c, stream, key);
+    const uint4 gv = got[c];
+    const bool same = ev.x == gv.x && ev.y == gv.y && ev.z == gv.z && ev.w == gv.w;
+    for (int j = 0; j < (int)per; ++j) {
+      const u64 i = c * per + j;
+      if (i >= count) break;
+      const u64 gb = kh_bits_at(gv, size, j);
+      if (same && gb != poison) continue;  // identical and written
+      kh_compare_element(dtype, kh_bits_at(ev, size, j), gb, poison, i, atol, rtol, t);
+    }
+  }
+  __shared__ KhTotals s[KH_THREADS];
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int o = KH_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) kh_totals_add(s[threadIdx.x], s[threadIdx.x + o]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = s[0];
+}
+
+// The compare record (CompareRecord on the host side): KH_CMP_WORDS words, the last a tag.
+#define KH_CMP_WORDS 18
+#define KH_CMP_TAG 17
+
+// A Philox-based MAC of the first n words under the key, domain-separated from the keystream and
+// from the timed checks' tags (kh_tag) by the counter's high word.
+__device__ __forceinline__ u64 kh_tag_words(const u64* w, int n, u64 key) {
+  u64 h = 0x6A09E667F3BCC908ull;
+  for (int k = 0; k < n; ++k) {
+    const uint4 r = philox(w[k] ^ h, 0x4B48434D50000000ull | (u64)k, key);
+    h = ((u64)r.y << 32) | r.x;
+  }
+  return h;
+}
+
+__device__ __forceinline__ u64 kh_bits_of(const uint4* got, const uint4* sealed, u64 index,
+                                          int size, u64 stream, u64 key, u64* expected) {
+  const u64 per = 16 / size;
+  const u64 c = index / per;
+  const int j = (int)(index % per);
+  *expected = kh_bits_at(kh_unseal(sealed, c, stream, key), size, j);
+  return kh_bits_at(got[c], size, j);
+}
+
+// One block: folds the partials of kh_compare_sealed, reads the elements at the first mismatch and
+// the first non-finite element, and writes the tagged record.
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_compare_record(const KhTotals* partials, int parts, const uint4* got, const uint4* sealed,
+                  u64 count, int size, u64 stream, u64 key, u64 nonce, u64* record) {
+  KhTotals t = kh_totals_zero();
+  for (int b = threadIdx.x; b < parts; b += KH_THREADS) kh_totals_add(t, partials[b]);
+  __shared__ KhTotals s[KH_THREADS];
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int o = KH_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) kh_totals_add(s[threadIdx.x], s[threadIdx.x + o]);
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  const KhTotals a = s[0];
+  u64 w[KH_CMP_WORDS];
+  w[0] = count;
+  w[1] = a.mismatches;
+  w[2] = a.first_bad;
+  w[3] = (u64)__double_as_longlong(a.max_abs);
+  w[4] = (u64)__double_as_longlong(a.max_rel);
+  w[5] = a.poison;
+  w[6] = a.first_poison;
+  w[7] = a.nonfinite;
+  w[8] = a.first_nonfinite;
+  w[9] = a.reference_poison;
+  w[10] = a.differing;
+  w[11] = 0;  // expected and got bits at first_bad
+  w[12] = 0;
+  if (a.first_bad < count) w[12] = kh_bits_of(got, sealed, a.first_bad, size, stream, key, &w[11]);
+  w[13] = 0;  // at first_nonfinite
+  w[14] = 0;
+  if (a.first_nonfinite < count)
+    w[14] = kh_bits_of(got, sealed, a.first_nonfinite, size, stream, key, &w[13]);
+  w[15] = stream;
+  w[16] = nonce;
+  w[KH_CMP_TAG] = kh_tag_words(w, KH_CMP_TAG, key);
+  for (int k = 0; k < KH_CMP_WORDS; ++k) record[k] = w[k];
+}
+
 // Overwrites every byte of shared memory on every SM (one block of `bytes` dynamic shared
 // memory per SM, at least), so nothing a kernel leaves in shared memory reaches the next one.
 extern "C" __global__ void __launch_bounds__(KH_THREADS) kh_scrub_shared(u64 bytes, u32 value) {
@@ -816,6 +998,40 @@ std::uint64_t record_tag(const std::uint64_t* w, std::uint64_t key) {
 }
 
 constexpr std::size_t kPartialBytes = 64;  // sizeof(KhPartial)
+constexpr std::size_t kTotalsBytes = 80;   // sizeof(KhTotals)
+
+// The compare record's words (KH_CMP_WORDS) and its tag (kh_tag_words() of the source above).
+constexpr std::size_t kCompareWords = kCompareRecordBytes / 8;
+constexpr std::size_t kCompareTag = kCompareWords - 1;
+static_assert(kCompareWords == 18, "KH_CMP_WORDS");
+
+std::uint64_t compare_tag(const std::uint64_t* w, std::uint64_t key) {
+  std::uint64_t h = 0x6A09E667F3BCC908ull;
+  for (std::size_t k = 0; k < kCompareTag; ++k) {
+    auto r = philox(w[k] ^ h, 0x4B48434D50000000ull | k, key);
+    h = (static_cast<std::uint64_t>(r[1]) << 32) | r[0];
+  }
+  return h;
+}
+
+// A device index (~0: none) as ElementwiseTotals keeps it (-1: none).
+std::int64_t index_from_device(std::uint64_t i) {
+  return i == ~0ull ? -1 : static_cast<std::int64_t>(i);
+}
+std::uint64_t index_to_device(std::int64_t i) {
+  return i < 0 ? ~0ull : static_cast<std::uint64_t>(i);
+}
+
+std::uint64_t double_bits(double d) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &d, 8);
+  return b;
+}
+double bits_double(std::uint64_t b) {
+  double d = 0;
+  std::memcpy(&d, &b, 8);
+  return d;
+}
 
 NvrtcOutput run_nvrtc(const std::string& arch, const std::vector<std::string>& options) {
   NvrtcOutput out = nvrtc_compile(kSource, "kharness_harness_kernels.cu",
@@ -943,6 +1159,8 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   check_sealed_ = module_->function("kh_check_sealed");
   seal_record_ = module_->function("kh_seal_record");
   scrub_shared_ = module_->function("kh_scrub_shared");
+  compare_sealed_ = module_->function("kh_compare_sealed");
+  compare_record_ = module_->function("kh_compare_record");
   probability_rows_ = module_->function("kh_probability_rows");
   KHARNESS_CU(cu, cuDeviceGetAttribute, &shared_optin_,
               CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
@@ -956,6 +1174,7 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   scratch_ = device::DeviceBuffer(16);
   sink_ = device::DeviceBuffer(16);
   partials_ = device::DeviceBuffer(kPartialBytes * sm_count_ * kBlocksPerSm);
+  compare_partials_ = device::DeviceBuffer(kTotalsBytes * sm_count_ * kBlocksPerSm);
 }
 
 void HarnessKernels::launch(CUfunction f, const char* name, std::uint64_t work_items,
@@ -1106,7 +1325,8 @@ void HarnessKernels::read_through(CUdeviceptr p, std::size_t bytes, CUstream str
   if (bytes == 0) return;
   CUdeviceptr out = sink_.ptr();
   std::uint64_t n = bytes;
-  void* params[] = {&p, &n, &out};
+  std::uint64_t key = 0;
+  void* params[] = {&p, &n, &key, &out};
   launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
 }
 
@@ -1120,12 +1340,12 @@ void L2Flush::operator()(const HarnessKernels& kernels, CUstream stream) {
 }
 
 void HarnessKernels::enqueue_checksum(CUdeviceptr p, std::size_t bytes, CUdeviceptr out,
-                                      CUstream stream) const {
+                                      CUstream stream, std::uint64_t key) const {
   const auto& cu = device::Driver::instance();
   KHARNESS_CU(cu, cuMemsetD8Async, out, 0, 8, stream);
   if (bytes == 0) return;
   std::uint64_t n = bytes;
-  void* params[] = {&p, &n, &out};
+  void* params[] = {&p, &n, &key, &out};
   launch(checksum_, "cuLaunchKernelEx(kh_checksum)", n / 16, stream, params);
 }
 
@@ -1134,11 +1354,12 @@ std::uint64_t HarnessKernels::finish_checksum(std::uint64_t sum, std::size_t byt
   return fmix64(sum ^ fmix64(bytes + 0x2545F4914F6CDD1Dull));
 }
 
-std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const {
+std::uint64_t HarnessKernels::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream,
+                                       std::uint64_t key) const {
   const auto& cu = device::Driver::instance();
   std::uint64_t sum = 0;
   if (bytes != 0) {
-    enqueue_checksum(p, bytes, scratch_.ptr(), stream);
+    enqueue_checksum(p, bytes, scratch_.ptr(), stream, key);
     KHARNESS_CU(cu, cuMemcpyDtoHAsync, &sum, scratch_.ptr(), 8, stream);
   }
   KHARNESS_CU(cu, cuStreamSynchronize, stream);
@@ -1181,11 +1402,11 @@ PatternCheck HarnessKernels::check_pattern(CUdeviceptr p, std::size_t bytes,
   return finish_pattern(host);
 }
 
-std::size_t HarnessKernels::ReadBatch::slot(CUstream stream) {
-  if (used_ * 16 >= slots_.size()) {
+std::size_t HarnessKernels::ReadBatch::slot(CUstream stream, std::size_t n) {
+  if ((used_ + n) * 16 > slots_.size()) {
     // Grown (doubled) before any read of this batch is enqueued into it: the reads enqueued so
     // far wrote into the old slots, so wait for them and carry their results over.
-    const std::size_t grown = std::max<std::size_t>(64, used_ * 2);
+    const std::size_t grown = std::max<std::size_t>(64, (used_ + n) * 2);
     device::DeviceBuffer bigger(grown * 16);
     if (used_ > 0) {
       const auto& cu = device::Driver::instance();
@@ -1194,14 +1415,17 @@ std::size_t HarnessKernels::ReadBatch::slot(CUstream stream) {
     }
     slots_ = std::move(bigger);
   }
-  bytes_.push_back(0);
-  return used_++;
+  bytes_.resize(used_ + n, 0);
+  const std::size_t first = used_;
+  used_ += n;
+  return first;
 }
 
-std::size_t HarnessKernels::ReadBatch::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) {
+std::size_t HarnessKernels::ReadBatch::checksum(CUdeviceptr p, std::size_t bytes, CUstream stream,
+                                                std::uint64_t key) {
   const std::size_t i = slot(stream);
   bytes_[i] = bytes;
-  kernels_->enqueue_checksum(p, bytes, slots_.ptr() + i * 16, stream);
+  kernels_->enqueue_checksum(p, bytes, slots_.ptr() + i * 16, stream, key);
   return i;
 }
 
@@ -1211,6 +1435,26 @@ std::size_t HarnessKernels::ReadBatch::check_pattern(
   const std::size_t i = slot(stream);
   kernels_->enqueue_check_pattern(p, bytes, element_pattern, slots_.ptr() + i * 16, stream);
   return i;
+}
+
+std::size_t HarnessKernels::ReadBatch::compare_sealed(CUdeviceptr got, CUdeviceptr sealed,
+                                                      std::uint64_t count, DType dtype,
+                                                      std::uint64_t key, std::uint64_t stream_id,
+                                                      const Tolerance& tolerance,
+                                                      std::uint64_t nonce, CUstream stream) {
+  static_assert(kCompareRecordBytes % 16 == 0, "a record fills whole slots");
+  const std::size_t i = slot(stream, kCompareRecordBytes / 16);
+  kernels_->compare_sealed(got, sealed, count, dtype, key, stream_id, tolerance, nonce,
+                           slots_.ptr() + i * 16, stream);
+  return i;
+}
+
+std::optional<CompareRecord> HarnessKernels::ReadBatch::compare_result(std::size_t slot,
+                                                                       std::uint64_t key) const {
+  if (2 * slot + kCompareWords > host_.size()) {
+    throw Error(ExitCode::kInternal, "compare_result", "no such record in the batch");
+  }
+  return open_compare_record(reinterpret_cast<const std::uint8_t*>(&host_[2 * slot]), key);
 }
 
 void HarnessKernels::ReadBatch::wait(CUstream stream) {
@@ -1302,6 +1546,97 @@ std::optional<CheckRecord> HarnessKernels::open_record(const std::uint8_t* bytes
   r.got_bits = w[13];
   r.stream = w[14];
   return r;
+}
+
+void HarnessKernels::compare_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count,
+                                    DType dtype, std::uint64_t key, std::uint64_t stream_id,
+                                    const Tolerance& tolerance, std::uint64_t nonce,
+                                    CUdeviceptr record, CUstream stream) const {
+  if (got % 16 != 0 || sealed % 16 != 0 || record % 8 != 0) {
+    throw Error(ExitCode::kInternal, "compare_sealed",
+                "got and sealed must be 16-byte aligned, the record 8-byte aligned");
+  }
+  int kdtype = kernel_dtype(dtype);
+  int size = static_cast<int>(dtype_size(dtype));
+  std::vector<std::uint8_t> poison_bytes = poison_element(dtype);
+  std::uint64_t poison = 0;
+  std::memcpy(&poison, poison_bytes.data(), poison_bytes.size());
+  double atol = tolerance.atol;
+  double rtol = tolerance.rtol;
+  const std::uint64_t chunks = (count * static_cast<std::uint64_t>(size) + 15) / 16;
+  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
+  int parts =
+      static_cast<int>(std::clamp<std::uint64_t>((chunks + kThreads - 1) / kThreads, 1, cap));
+  CUdeviceptr partials = compare_partials_.ptr();
+  device::LaunchConfig config;
+  config.grid = {static_cast<unsigned>(parts), 1, 1};
+  config.block = {kThreads, 1, 1};
+  config.stream = stream;
+  {
+    void* params[] = {&got, &sealed, &count, &kdtype, &size,    &stream_id,
+                      &key, &poison, &atol,  &rtol,   &partials};
+    device::Driver::instance().check(device::launch_kernel(compare_sealed_, config, params),
+                                     "cuLaunchKernelEx(kh_compare_sealed)");
+  }
+  void* params[] = {&partials, &parts,     &got, &sealed, &count,
+                    &size,     &stream_id, &key, &nonce,  &record};
+  config.grid = {1, 1, 1};
+  device::Driver::instance().check(device::launch_kernel(compare_record_, config, params),
+                                   "cuLaunchKernelEx(kh_compare_record)");
+}
+
+std::optional<CompareRecord> HarnessKernels::open_compare_record(const std::uint8_t* bytes,
+                                                                 std::uint64_t key) {
+  std::uint64_t w[kCompareWords];
+  std::memcpy(w, bytes, sizeof w);
+  if (compare_tag(w, key) != w[kCompareTag]) return std::nullopt;
+  CompareRecord r;
+  ElementwiseTotals& t = r.totals;
+  t.elements = w[0];
+  t.mismatches = w[1];
+  t.first_bad = index_from_device(w[2]);
+  t.max_abs = bits_double(w[3]);
+  t.max_rel = bits_double(w[4]);
+  t.poison = w[5];
+  t.first_poison = index_from_device(w[6]);
+  t.nonfinite = w[7];
+  t.first_nonfinite = index_from_device(w[8]);
+  t.reference_poison = w[9];
+  r.differing = w[10];
+  t.first_bad_expected = w[11];
+  t.first_bad_got = w[12];
+  t.nonfinite_expected = w[13];
+  t.nonfinite_got = w[14];
+  r.stream = w[15];
+  r.nonce = w[16];
+  return r;
+}
+
+std::vector<std::uint8_t> HarnessKernels::compare_record_bytes(const CompareRecord& r,
+                                                               std::uint64_t key) {
+  const ElementwiseTotals& t = r.totals;
+  std::uint64_t w[kCompareWords] = {t.elements,
+                                    t.mismatches,
+                                    index_to_device(t.first_bad),
+                                    double_bits(t.max_abs),
+                                    double_bits(t.max_rel),
+                                    t.poison,
+                                    index_to_device(t.first_poison),
+                                    t.nonfinite,
+                                    index_to_device(t.first_nonfinite),
+                                    t.reference_poison,
+                                    r.differing,
+                                    t.first_bad_expected,
+                                    t.first_bad_got,
+                                    t.nonfinite_expected,
+                                    t.nonfinite_got,
+                                    r.stream,
+                                    r.nonce,
+                                    0};
+  w[kCompareTag] = compare_tag(w, key);
+  std::vector<std::uint8_t> bytes(kCompareRecordBytes);
+  std::memcpy(bytes.data(), w, sizeof w);
+  return bytes;
 }
 
 void HarnessKernels::scrub_shared(std::uint32_t value, CUstream stream) const {

@@ -1,4 +1,5 @@
-// Harness-internal device kernels: random inputs, poison and guard patterns, checksums.
+// Harness-internal device kernels: random inputs, poison and guard patterns, checksums, sealed
+// reference copies and the comparisons against them.
 //
 // One CUDA C++ source (source()) compiled with NVRTC for the device's arch and loaded as a module
 // in the current context. The cubin is cached in the compile cache folder under a key over the
@@ -48,6 +49,7 @@
 #include "kharness/compile.hpp"
 #include "kharness/definition.hpp"
 #include "kharness/dtype.hpp"
+#include "verify/compare.hpp"
 
 namespace kharness::verify {
 
@@ -79,6 +81,18 @@ struct CheckRecord {
   std::uint64_t stream = 0;  // the keystream the reference was sealed with
 };
 inline constexpr std::size_t kCheckRecordBytes = 128;
+
+// One comparison of a correctness trial's output on the device (compare_sealed), as read back and
+// authenticated: the totals compare_output reduces the same two tensors to (verify/compare.hpp),
+// bit for bit, the number of elements whose bits differ (the determinism rerun's bitwise test),
+// and what the record is bound to.
+struct CompareRecord {
+  ElementwiseTotals totals;
+  std::uint64_t differing = 0;
+  std::uint64_t stream = 0;  // the keystream the expected copy was sealed with
+  std::uint64_t nonce = 0;   // the caller's number for this comparison
+};
+inline constexpr std::size_t kCompareRecordBytes = 144;
 
 struct HarnessKernelsOptions {
   std::string arch;                                       // empty: the current context's device
@@ -134,7 +148,11 @@ class HarnessKernels {
   // The timing stage runs it after its L2-flush write so that L2 holds clean lines: dirty ones
   // would be written back during the next timed kernel and slow it down.
   void read_through(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
-  std::uint64_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream) const;
+  // With a nonzero `key` the per-index bijections depend on it (index XOR key): a kernel that does
+  // not know the key cannot change the region and keep its checksum, as it can the unkeyed one
+  // (key 0, the memory rules' checksums) by adjusting a second word. The sealed copies' checksum.
+  std::uint64_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream,
+                         std::uint64_t key = 0) const;
 
   // Compares `bytes` bytes at `p` against `element_pattern` repeated (as fill_pattern writes
   // it). Synchronises `stream`.
@@ -151,18 +169,25 @@ class HarnessKernels {
    public:
     explicit ReadBatch(const HarnessKernels& kernels) : kernels_(&kernels) {}
     // Enqueue a read; returns its slot. Asynchronous.
-    std::size_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream);
+    std::size_t checksum(CUdeviceptr p, std::size_t bytes, CUstream stream, std::uint64_t key = 0);
     std::size_t check_pattern(CUdeviceptr p, std::size_t bytes,
                               const std::vector<std::uint8_t>& element_pattern, CUstream stream);
     // Copies every slot back and waits for `stream`; the results below are valid until clear().
     void wait(CUstream stream);
+    // compare_sealed() below into the batch's memory (kCompareRecordBytes / 16 slots).
+    std::size_t compare_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count,
+                               DType dtype, std::uint64_t key, std::uint64_t stream_id,
+                               const Tolerance& tolerance, std::uint64_t nonce, CUstream stream);
     std::uint64_t checksum_result(std::size_t slot) const;
     PatternCheck pattern_result(std::size_t slot) const;
+    // open_compare_record() of the record in `slot`.
+    std::optional<CompareRecord> compare_result(std::size_t slot, std::uint64_t key) const;
     // Forgets the reads (their device slots are reused by the next ones).
     void clear();
 
    private:
-    std::size_t slot(CUstream stream);
+    // The first of `n` consecutive slots.
+    std::size_t slot(CUstream stream, std::size_t n = 1);
     const HarnessKernels* kernels_;
     device::DeviceBuffer slots_;
     std::size_t used_ = 0;
@@ -191,6 +216,26 @@ class HarnessKernels {
   // record some kernel overwrote, forged or erased).
   static std::optional<CheckRecord> open_record(const std::uint8_t* bytes, std::uint64_t key);
 
+  // The correctness trials' comparison (DESIGN §5), on the device: enqueues the comparison of
+  // `count` elements of `dtype` at `got` against the expected copy sealed at `sealed` (seal() with
+  // the same key and stream_id), by compare_output's rules (verify/compare.hpp, ElementwiseTotals)
+  // with poison_element(dtype) marking unwritten elements on both sides, and writes a
+  // kCompareRecordBytes record tagged under `key` (its totals, the count of elements whose bits
+  // differ, stream_id and `nonce`) to `record` (device memory, 8-byte aligned). `got` and `sealed`
+  // are 16-byte aligned and readable up to the next 16-byte boundary (elements past `count` are
+  // not compared). Asynchronous; calls on one HarnessKernels share its scratch, so keep them on
+  // one stream.
+  void compare_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count, DType dtype,
+                      std::uint64_t key, std::uint64_t stream_id, const Tolerance& tolerance,
+                      std::uint64_t nonce, CUdeviceptr record, CUstream stream) const;
+  // A compare record read back from the device; nullopt when its tag does not verify under `key`.
+  static std::optional<CompareRecord> open_compare_record(const std::uint8_t* bytes,
+                                                          std::uint64_t key);
+  // The kCompareRecordBytes bytes the device writes for `record` under `key`: the host's twin of
+  // the kernel's encoding and tag (open_compare_record's inverse; the tests hold the two together).
+  static std::vector<std::uint8_t> compare_record_bytes(const CompareRecord& record,
+                                                        std::uint64_t key);
+
   // Writes `value` over all the shared memory of every SM (one block of the largest opt-in size
   // per SM). Asynchronous.
   void scrub_shared(std::uint32_t value, CUstream stream) const;
@@ -210,7 +255,8 @@ class HarnessKernels {
   void launch(CUfunction f, const char* name, std::uint64_t work_items, CUstream stream,
               void** params) const;
   // The checksum and pattern-check kernels writing their result to the 16 bytes at `out`.
-  void enqueue_checksum(CUdeviceptr p, std::size_t bytes, CUdeviceptr out, CUstream stream) const;
+  void enqueue_checksum(CUdeviceptr p, std::size_t bytes, CUdeviceptr out, CUstream stream,
+                        std::uint64_t key = 0) const;
   void enqueue_check_pattern(CUdeviceptr p, std::size_t bytes,
                              const std::vector<std::uint8_t>& element_pattern, CUdeviceptr out,
                              CUstream stream) const;
@@ -235,6 +281,9 @@ class HarnessKernels {
   mutable std::map<double, device::DeviceBuffer> probability_tables_;  // by std
   int shared_optin_ = 0;           // bytes of dynamic shared memory a block may opt into
   device::DeviceBuffer partials_;  // check_sealed's per-block partial results
+  CUfunction compare_sealed_ = nullptr;
+  CUfunction compare_record_ = nullptr;
+  device::DeviceBuffer compare_partials_;  // compare_sealed's per-block partial totals
 };
 
 // The L2 flush before every timed iteration (bench) and every profiled pass (profile), outside

@@ -534,5 +534,99 @@ TEST(CheckSeeds, SameSeedReplaysDifferentSeedDiffers) {
   EXPECT_EQ(f1.at("failure").at("evidence"), f2.at("failure").at("evidence"));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Issue 19: elementwise outputs are compared on the device (no download of a passing trial's
+// outputs); KHARNESS_HOST_COMPARE=1 downloads them and compares on the host, as before. Both must
+// give the same verdict, bit for bit in everything but times: status, failure (kind, message,
+// evidence) and, per trial, its seed, status, failure, bitwise_deterministic and comparisons (max
+// errors, matched ratio, first bad index, expected, got). Passing and failing rmsnorm fixtures
+// (tolerance, nan_or_inf, output_not_written, a failure on the determinism rerun), and operator
+// seeds with float32 outputs and with two outputs. Prints each run's phases, where the gain shows
+// ("reference" without its download, "compare" for "download" + "compare", "determinism").
+
+// The verdict without what differs from run to run (times, the environment, worker output).
+json verdict_content(const json& v) {
+  json out = {{"status", v.value("status", "")},
+              {"failure", v.value("failure", json(nullptr))},
+              {"suspect", v.value("suspect", json(nullptr))},
+              {"seed", v.value("seed", 0ull)}};
+  json workloads = json::array();
+  for (const auto& w : v.value("workloads", json::array())) {
+    json trials = json::array();
+    for (json t : w.value("trials", json::array())) {
+      t.erase("seconds");
+      trials.push_back(t);
+    }
+    workloads.push_back({{"uuid", w.value("uuid", "")},
+                         {"status", w.value("status", "")},
+                         {"failure", w.value("failure", json(nullptr))},
+                         {"trials", trials}});
+  }
+  out["workloads"] = workloads;
+  return out;
+}
+
+// The first `n` workload uuids of an operator, comma-separated.
+std::string first_workloads(const std::string& op, std::size_t n) {
+  std::ifstream in(testing::source_dir() / "operators" / op / "workloads.jsonl");
+  std::string line, out;
+  for (std::size_t i = 0; i < n && std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    out += (out.empty() ? "" : ",") + json::parse(line).at("uuid").get<std::string>();
+    ++i;
+  }
+  return out;
+}
+
+TEST(CheckDeviceCompare, VerdictsEqualTheHostComparisonsBitForBit) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    std::string file, op, workloads, status;
+  };
+  const std::string rmsnorm =
+      uuid_for_batch(1) + "," + uuid_for_batch(7) + "," + uuid_for_batch(1531);
+  auto seed = [](const std::string& op) {
+    return (testing::source_dir() / "operators" / op / "seed.cu").string();
+  };
+  const std::vector<Case> cases = {
+      {check_fixture("good_simple.cu"), kOperator, rmsnorm, "PASSED"},
+      {check_fixture("forgets_weight.cu"), kOperator, rmsnorm, "INCORRECT_NUMERICAL"},
+      {check_fixture("one_nan.cu"), kOperator, rmsnorm, "INCORRECT_NUMERICAL"},
+      {check_fixture("half_rows.cu"), kOperator, rmsnorm, "INCORRECT_NUMERICAL"},
+      {check_fixture("first_launch_only.cu"), kOperator, rmsnorm, "INCORRECT_NUMERICAL"},
+      {seed("copy_f32"), "copy_f32", first_workloads("copy_f32", 2), "PASSED"},
+      {seed("gdn_decode_qk4_v8_d128_k_last"), "gdn_decode_qk4_v8_d128_k_last",
+       first_workloads("gdn_decode_qk4_v8_d128_k_last", 2), "PASSED"},
+      {seed("rope_with_cos_sin_cache_neox_style_d128_rd64"),
+       "rope_with_cos_sin_cache_neox_style_d128_rd64",
+       first_workloads("rope_with_cos_sin_cache_neox_style_d128_rd64", 2), "PASSED"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file + " on " + c.op);
+    json verdicts[2];
+    for (int host = 0; host < 2; ++host) {
+      TempDir tmp;
+      const std::string command = std::string(host ? "KHARNESS_HOST_COMPARE=1 " : "") + "'" +
+                                  KHARNESS_BINARY + "' check '" + c.file + "' --operator " + c.op +
+                                  " --workloads " + c.workloads +
+                                  " --trials 2 --seed 11 --timeout 60 --no-cache --json 2>'" +
+                                  (tmp.path() / "err").string() + "'";
+      const testing::CommandResult r = testing::run_command(command);
+      verdicts[host] = json::parse(r.out, nullptr, false);
+      ASSERT_TRUE(verdicts[host].is_object()) << command << "\n" << r.out.substr(0, 3000);
+      EXPECT_EQ(verdicts[host].value("status", ""), c.status)
+          << (host ? "host" : "device") << " comparison: " << failure_text(verdicts[host]);
+      std::cout << c.op << " " << std::filesystem::path(c.file).filename().string() << " ("
+                << (host ? "host" : "device") << "): " << verdicts[host].value("status", "")
+                << ", phases " << verdicts[host].value("phases", json::object()).dump() << "\n";
+    }
+    const json device = verdict_content(verdicts[0]);
+    const json host = verdict_content(verdicts[1]);
+    EXPECT_EQ(device, host) << "device:\n"
+                            << device.dump(1).substr(0, 6000) << "\nhost:\n"
+                            << host.dump(1).substr(0, 6000);
+  }
+}
+
 }  // namespace
 }  // namespace kharness

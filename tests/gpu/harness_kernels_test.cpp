@@ -1,7 +1,8 @@
 // The harness kernels on a real GPU: random fills (statistics, determinism, independence of the
-// launch geometry, agreement with the host conversions), patterns, checksums, 64-bit sizes and a
-// 1 GiB timing. Every test skips without a GPU (except the host Philox reference's known
-// answers).
+// launch geometry, agreement with the host conversions), patterns, checksums, 64-bit sizes, a
+// 1 GiB timing, and the correctness trials' device comparison (CompareSealedGpuTest: the host
+// comparator's totals bit for bit, for every dtype, and what writes into a sealed copy do).
+// Every test skips without a GPU (except the host Philox reference's known answers).
 #include "verify/harness_kernels.hpp"
 
 #include <gtest/gtest.h>
@@ -12,10 +13,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -565,6 +569,578 @@ TEST_F(HarnessKernelsGpuTest, SealedCheckAgreesWithTheHostComparator) {
     r = HarnessKernels::open_record(raw.data(), key);
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(r->unwritten + r->nonfinite + r->mismatches, 0u);
+  }
+}
+
+// ---- the correctness trials' comparison on the device (compare_sealed) -------------------------
+// compare_sealed must give, for any pair of tensors, the totals the host's compare_output reduces
+// them to (ElementwiseTotals, verify/compare.hpp) bit for bit: the correctness trials' verdicts
+// and evidence come from it. The cases below are random data and adversarial bit patterns for
+// every dtype; a failure names the case, the dtype, the tolerance and the field.
+
+std::uint64_t bits_at(const std::vector<std::uint8_t>& v, std::size_t size, std::size_t i) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &v[i * size], size);
+  return b;
+}
+
+void set_bits(std::vector<std::uint8_t>& v, std::size_t size, std::size_t i, std::uint64_t b) {
+  std::memcpy(&v[i * size], &b, size);
+}
+
+bool same_bits(double a, double b) {
+  std::uint64_t x = 0, y = 0;
+  std::memcpy(&x, &a, sizeof a);
+  std::memcpy(&y, &b, sizeof b);
+  return x == y;
+}
+
+std::string describe(double d) {
+  std::ostringstream o;
+  std::uint64_t b = 0;
+  std::memcpy(&b, &d, 8);
+  o << std::hexfloat << d << " (bits 0x" << std::hex << b << ")";
+  return o.str();
+}
+
+struct ComparisonCase {
+  std::string name;
+  DType dtype;
+  std::vector<std::uint8_t> expected, got;
+};
+
+// Tolerances every case runs under: none (any difference in value is a mismatch), the common
+// 1e-2 / 1e-2, powers of two that the tolerance-edge values below sit exactly on (with a 0.99
+// matched ratio), an rtol only infinity exceeds, and an atol nothing finite exceeds.
+std::vector<Tolerance> comparison_tolerances() {
+  return {Tolerance{0.0, 0.0, 1.0}, Tolerance{1e-2, 1e-2, 1.0},
+          Tolerance{0.0078125, 0.0078125, 0.99}, Tolerance{1e-3, 1e30, 1.0},
+          Tolerance{1e300, 0.0, 1.0}};
+}
+
+// Values worth meeting on either side, as bits: zeros of both signs, the smallest and largest
+// subnormals, the smallest normal, 1 and its neighbours, the tolerance edges 1 +- 2^-7 and
+// 1.01, the fp8 maxima, the largest finite values, infinities, NaNs of both signs and several
+// payloads, and the poison.
+std::vector<std::uint64_t> special_bits(DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  std::vector<std::uint64_t> out;
+  auto add_value = [&](double v) {
+    std::uint8_t b[8] = {};
+    from_double(dtype, v, b);
+    std::uint64_t x = 0;
+    std::memcpy(&x, b, size);
+    out.push_back(x);
+  };
+  const double kInf = std::numeric_limits<double>::infinity();
+  for (double v :
+       {0.0,    -0.0,  1.0,          -1.0,          1.0078125, 0.9921875, 1.01,  2.0,
+        3.0,    448.0, 57344.0,      65504.0,       1e-3,      1e30,      -1e30, 1e300,
+        kInf,   -kInf, std::nan(""), -std::nan(""), 127.0,     -128.0,    255.0, 9007199254740993.0,
+        -9.2e18})
+    add_value(v);
+  std::uint64_t poison = 0;
+  std::memcpy(&poison, poison_element(dtype).data(), size);
+  out.push_back(poison);
+  switch (dtype) {
+    case DType::kFloat32:
+      for (std::uint64_t b : {0x00000001ull, 0x80000001ull, 0x007FFFFFull, 0x00800000ull,
+                              0x7F7FFFFFull, 0xFF7FFFFFull, 0x3F800001ull, 0x7FC00000ull,
+                              0xFFC00000ull, 0x7F800001ull, 0xFFFFFFFFull, 0x7FA5A5A4ull})
+        out.push_back(b);
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      for (std::uint64_t b :
+           {0x0001ull, 0x8001ull, 0x03FFull, 0x0400ull, 0x007Full, 0x0080ull, 0x7BFFull, 0x7F7Full,
+            0x7C01ull, 0x7E00ull, 0xFE00ull, 0x7FC0ull, 0xFFC0ull, 0xFFFFull, 0x7DA4ull, 0x7FA4ull})
+        out.push_back(b);
+      break;
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+      for (std::uint64_t b : {0x01ull, 0x81ull, 0x07ull, 0x08ull, 0x03ull, 0x04ull, 0x7Eull,
+                              0xFEull, 0x7Full, 0xFFull, 0x7Cull, 0xFCull, 0x7Dull, 0x7Bull})
+        out.push_back(b);
+      break;
+    default:  // integers and bool: the extremes and bytes that are neither 0 nor 1
+      for (std::uint64_t b : {0ull, 1ull, 2ull, 0x80ull, 0x7Full, 0xFFull, 0x7FFFull, 0x8000ull,
+                              0x7FFFFFFFull, 0x80000000ull, 0x7FFFFFFFFFFFFFFFull,
+                              0x8000000000000000ull, 0xFFFFFFFFFFFFFFFFull, 0x20000000000001ull})
+        out.push_back(size == 8 ? b : b & ((1ull << (8 * size)) - 1));
+      break;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Random values of the dtype's usual range (normal(0, 1) for floats, integers in [-100, 100] or
+// bytes for bool), with one element in 50 damaged by the candidate in one of a dozen ways and
+// one in 2000 unwritten by the reference.
+ComparisonCase random_case(DType dtype, std::uint64_t count, std::uint64_t seed) {
+  const std::size_t size = dtype_size(dtype);
+  ComparisonCase c{
+      "random " + std::to_string(count), dtype, std::vector<std::uint8_t>(count * size), {}};
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> small(-100, 100);
+  const bool floats = is_floating(dtype);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const double v = dtype == DType::kBool ? (rng() & 1) : floats ? normal(rng) : small(rng);
+    from_double(dtype, v, &c.expected[i * size]);
+  }
+  c.got = c.expected;
+  std::uint64_t poison = 0;
+  std::memcpy(&poison, poison_element(dtype).data(), size);
+  const double tiny = std::ldexp(1.0, -140);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const double e = to_double(dtype, &c.expected[i * size]);
+    std::uint8_t* g = &c.got[i * size];
+    const std::uint64_t r = rng();
+    if (r % 2000 == 0) set_bits(c.expected, size, i, poison);
+    switch (r % 50) {
+      case 0:
+        from_double(dtype, e * (1 + 0.004), g);
+        break;  // within 1e-2, beyond 0
+      case 1:
+        from_double(dtype, e * 3 + 1, g);
+        break;  // beyond every tolerance
+      case 2:
+        from_double(dtype, std::nan(""), g);
+        break;
+      case 3:
+        from_double(dtype, INFINITY, g);
+        break;
+      case 4:
+        from_double(dtype, -INFINITY, g);
+        break;
+      case 5:
+        set_bits(c.got, size, i, poison);
+        break;
+      case 6:  // +0 expected, -0 got
+        from_double(dtype, 0.0, &c.expected[i * size]);
+        from_double(dtype, -0.0, g);
+        break;
+      case 7:  // subnormals (float32, bfloat16) or zeros
+        from_double(dtype, tiny * 3, &c.expected[i * size]);
+        from_double(dtype, tiny, g);
+        break;
+      case 8:  // the largest finite value against its negation
+        from_double(dtype, 1e300, &c.expected[i * size]);
+        from_double(dtype, -1e300, g);
+        break;
+      case 9:
+        set_bits(c.got, size, i, rng());
+        break;  // any bits at all
+      case 10:
+        from_double(dtype, e + 0.0078125, g);
+        break;  // on the atol edge
+      case 11:
+        from_double(dtype, e * (1 + 0.0078125), g);
+        break;  // near the rtol edge
+      default:
+        break;
+    }
+  }
+  return c;
+}
+
+class CompareSealedGpuTest : public HarnessKernelsGpuTest {
+ protected:
+  // compare_sealed on `c` under `tol` against the host's comparator on the same bytes: every
+  // total (doubles by their bits), the count of differing elements, the record's binding and
+  // encoding (the device's bytes are compare_record_bytes' for the same record and key), and
+  // the OutputCheck and the failure (kind, message, evidence) that each side's totals make.
+  void expect_device_equals_host(const ComparisonCase& c, const Tolerance& tol) {
+    std::ostringstream what;
+    what << c.name << ", " << dtype_name(c.dtype) << ", atol " << tol.atol << " rtol " << tol.rtol
+         << " ratio " << tol.required_matched_ratio;
+    SCOPED_TRACE(what.str());
+    const std::size_t size = dtype_size(c.dtype);
+    const std::uint64_t count = c.expected.size() / size;
+    const std::size_t bytes = count * size;
+    const std::size_t padded = (bytes + 15) / 16 * 16;
+    // Readable up to the next 16-byte boundary, as the kernels require (guard zones in a trial).
+    device::DeviceBuffer e(padded + 16), g(padded + 16), sealed(std::max<std::size_t>(16, padded)),
+        record(verify::kCompareRecordBytes);
+    if (bytes != 0) {
+      upload(e.ptr(), c.expected.data(), bytes);
+      upload(g.ptr(), c.got.data(), bytes);
+    }
+    const std::uint64_t key = 0x5EA1ED00C0FFEE11ull ^ (count * 0x9E3779B97F4A7C15ull);
+    const std::uint64_t stream_id = 1000 + count;
+    const std::uint64_t nonce = 4242 + count;
+    k().seal(e.ptr(), sealed.ptr(), bytes, key, stream_id, stream());
+    k().compare_sealed(g.ptr(), sealed.ptr(), count, c.dtype, key, stream_id, tol, nonce,
+                       record.ptr(), stream());
+    const std::vector<std::uint8_t> raw = download(record.ptr(), verify::kCompareRecordBytes);
+    const std::optional<verify::CompareRecord> r =
+        HarnessKernels::open_compare_record(raw.data(), key);
+    ASSERT_TRUE(r.has_value()) << "the device's record does not authenticate under its key";
+    EXPECT_EQ(HarnessKernels::compare_record_bytes(*r, key), raw)
+        << "the device encodes or tags the record differently from the host";
+    EXPECT_EQ(r->stream, stream_id);
+    EXPECT_EQ(r->nonce, nonce);
+
+    const std::uint8_t* eh = c.expected.data();
+    const std::uint8_t* gh = c.got.data();
+    const verify::ElementwiseTotals host = verify::elementwise_totals(c.dtype, eh, gh, count, tol);
+    const verify::ElementwiseTotals serial =
+        verify::elementwise_totals(c.dtype, eh, gh, count, tol, 1);
+    const verify::ElementwiseTotals& dev = r->totals;
+    for (const verify::ElementwiseTotals* h : {&host, &serial}) {
+      EXPECT_EQ(dev.elements, h->elements);
+      EXPECT_EQ(dev.mismatches, h->mismatches);
+      EXPECT_EQ(dev.first_bad, h->first_bad);
+      EXPECT_EQ(dev.first_bad_expected, h->first_bad_expected) << "bits at first_bad";
+      EXPECT_EQ(dev.first_bad_got, h->first_bad_got) << "bits at first_bad";
+      EXPECT_TRUE(same_bits(dev.max_abs, h->max_abs))
+          << "max_abs: device " << describe(dev.max_abs) << ", host " << describe(h->max_abs);
+      EXPECT_TRUE(same_bits(dev.max_rel, h->max_rel))
+          << "max_rel: device " << describe(dev.max_rel) << ", host " << describe(h->max_rel);
+      EXPECT_EQ(dev.poison, h->poison);
+      EXPECT_EQ(dev.first_poison, h->first_poison);
+      EXPECT_EQ(dev.nonfinite, h->nonfinite);
+      EXPECT_EQ(dev.first_nonfinite, h->first_nonfinite);
+      EXPECT_EQ(dev.nonfinite_expected, h->nonfinite_expected) << "bits at first_nonfinite";
+      EXPECT_EQ(dev.nonfinite_got, h->nonfinite_got) << "bits at first_nonfinite";
+      EXPECT_EQ(dev.reference_poison, h->reference_poison);
+    }
+    std::uint64_t differing = 0;
+    for (std::uint64_t i = 0; i < count; ++i)
+      differing += std::memcmp(eh + i * size, gh + i * size, size) != 0;
+    EXPECT_EQ(r->differing, differing) << "elements whose bits differ (the determinism test)";
+
+    const verify::OutputCheck d = verify::elementwise_check("t", c.dtype, dev);
+    const verify::OutputCheck h = verify::compare_output("t", c.dtype, eh, gh, count, tol);
+    EXPECT_EQ(d.comparison.mismatches, h.comparison.mismatches);
+    EXPECT_EQ(d.comparison.first_bad_index, h.comparison.first_bad_index);
+    EXPECT_TRUE(same_bits(d.comparison.expected, h.comparison.expected));
+    EXPECT_TRUE(same_bits(d.comparison.got, h.comparison.got));
+    EXPECT_TRUE(same_bits(d.comparison.matched_ratio, h.comparison.matched_ratio));
+    EXPECT_TRUE(same_bits(d.nonfinite_expected, h.nonfinite_expected));
+    EXPECT_TRUE(same_bits(d.nonfinite_got, h.nonfinite_got));
+    const auto df = verify::output_failure(d, tol);
+    const auto hf = verify::output_failure(h, tol);
+    ASSERT_EQ(df.has_value(), hf.has_value());
+    if (df) {
+      EXPECT_EQ(df->kind, hf->kind);
+      EXPECT_EQ(df->message, hf->message);
+      EXPECT_EQ(df->evidence.dump(), hf->evidence.dump());
+    }
+  }
+
+  void expect_device_equals_host(const ComparisonCase& c) {
+    for (const Tolerance& tol : comparison_tolerances()) expect_device_equals_host(c, tol);
+  }
+};
+
+const std::vector<DType>& every_dtype() {
+  static const std::vector<DType> all = {DType::kFloat32,    DType::kFloat16,    DType::kBFloat16,
+                                         DType::kFloat8E4M3, DType::kFloat8E5M2, DType::kInt64,
+                                         DType::kInt32,      DType::kInt16,      DType::kInt8,
+                                         DType::kUInt8,      DType::kBool};
+  return all;
+}
+
+// Random tensors with every kind of damage, of sizes around the kernel's 16-byte chunks and
+// blocks: none, one element, one short of a chunk, a chunk and one, a prime, and (bf16) 3M
+// elements, more than one pass of the capped grid.
+TEST_F(CompareSealedGpuTest, RandomDataEqualsTheHostComparatorBitForBit) {
+  std::uint64_t seed = 1;
+  for (DType dtype : every_dtype()) {
+    for (std::uint64_t count : {0ull, 1ull, 15ull, 17ull, 4099ull, 100003ull})
+      expect_device_equals_host(random_case(dtype, count, seed++));
+  }
+  expect_device_equals_host(random_case(DType::kBFloat16, 3000001, seed++),
+                            Tolerance{1e-2, 1e-2, 1.0});
+}
+
+// Every pair of the special values above, for every dtype.
+TEST_F(CompareSealedGpuTest, SpecialValuesInEveryPairEqualTheHostComparator) {
+  for (DType dtype : every_dtype()) {
+    const std::size_t size = dtype_size(dtype);
+    const std::vector<std::uint64_t> specials = special_bits(dtype);
+    ComparisonCase c{"special pairs", dtype, {}, {}};
+    c.expected.resize(specials.size() * specials.size() * size);
+    c.got.resize(c.expected.size());
+    std::size_t i = 0;
+    for (std::uint64_t a : specials) {
+      for (std::uint64_t b : specials) {
+        set_bits(c.expected, size, i, a);
+        set_bits(c.got, size, i, b);
+        ++i;
+      }
+    }
+    expect_device_equals_host(c);
+  }
+}
+
+// Bit patterns: every (expected, got) pair of a 1-byte dtype; for 2-byte dtypes every pattern
+// against itself, its last bit flipped, its sign flipped, a permutation and random bits; for
+// wider ones random bits.
+TEST_F(CompareSealedGpuTest, BitPatternsEqualTheHostComparator) {
+  std::mt19937_64 rng(99);
+  for (DType dtype : every_dtype()) {
+    const std::size_t size = dtype_size(dtype);
+    if (size == 1) {
+      ComparisonCase c{"every pair of bytes", dtype, std::vector<std::uint8_t>(65536), {}};
+      c.got.resize(65536);
+      for (std::size_t i = 0; i < 65536; ++i) {
+        c.expected[i] = static_cast<std::uint8_t>(i >> 8);
+        c.got[i] = static_cast<std::uint8_t>(i);
+      }
+      expect_device_equals_host(c);
+    } else if (size == 2) {
+      std::vector<std::uint64_t> perm(65536);
+      for (std::size_t i = 0; i < 65536; ++i) perm[i] = i;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const std::vector<std::pair<std::string, std::function<std::uint64_t(std::uint64_t)>>> ways =
+          {{"itself", [](std::uint64_t b) { return b; }},
+           {"last bit flipped", [](std::uint64_t b) { return b ^ 1; }},
+           {"sign flipped", [](std::uint64_t b) { return b ^ 0x8000; }},
+           {"a permutation", [&](std::uint64_t b) { return perm[b]; }},
+           {"random bits", [&](std::uint64_t) { return rng() & 0xFFFF; }}};
+      for (const auto& [name, way] : ways) {
+        ComparisonCase c{
+            "every pattern against " + name, dtype, std::vector<std::uint8_t>(2 * 65536), {}};
+        c.got.resize(c.expected.size());
+        for (std::uint64_t b = 0; b < 65536; ++b) {
+          set_bits(c.expected, 2, b, b);
+          set_bits(c.got, 2, b, way(b));
+        }
+        expect_device_equals_host(c);
+      }
+    } else {
+      ComparisonCase c{"random bits", dtype, std::vector<std::uint8_t>(size * 100003), {}};
+      c.got.resize(c.expected.size());
+      for (std::size_t i = 0; i < 100003; ++i) {
+        set_bits(c.expected, size, i, rng());
+        set_bits(c.got, size, i,
+                 i % 3 == 0 ? bits_at(c.expected, size, i) ^ (rng() & 0xFF) : rng());
+      }
+      expect_device_equals_host(c);
+    }
+  }
+}
+
+// Every element a mismatch; a single mismatch at the last element (of a count that leaves the
+// last chunk partial); a NaN first at the last element; every element unwritten.
+TEST_F(CompareSealedGpuTest, AllOrOnlyTheLastElementWrongEqualsTheHostComparator) {
+  std::uint64_t seed = 500;
+  for (DType dtype : every_dtype()) {
+    const std::size_t size = dtype_size(dtype);
+    ComparisonCase all = random_case(dtype, 4099, seed++);
+    all.name = "all mismatches";
+    all.got = all.expected;
+    for (std::size_t i = 0; i < 4099; ++i) {
+      const double e = to_double(dtype, &all.expected[i * size]);
+      from_double(dtype, dtype == DType::kBool ? (e == 0 ? 1 : 0) : e * 4 + 3, &all.got[i * size]);
+    }
+    expect_device_equals_host(all);
+
+    ComparisonCase last{"only the last element wrong", dtype, {}, {}};
+    last.expected = random_case(dtype, 100003, seed++).expected;
+    last.got = last.expected;
+    const std::size_t n = 100002;
+    std::uint64_t poison = 0;
+    std::memcpy(&poison, poison_element(dtype).data(), size);
+    for (std::size_t i = 0; i <= n; ++i) {
+      if (bits_at(last.expected, size, i) == poison)
+        from_double(dtype, 1.0, &last.expected[i * size]);
+    }
+    last.got = last.expected;
+    const double e = to_double(dtype, &last.expected[n * size]);
+    from_double(dtype, dtype == DType::kBool ? (e == 0 ? 1 : 0) : e * 2 + 1, &last.got[n * size]);
+    expect_device_equals_host(last);
+    if (is_floating(dtype) && dtype != DType::kFloat8E4M3) {  // (e4m3's NaN is the poison)
+      from_double(dtype, std::nan(""), &last.got[n * size]);
+      last.name = "only the last element NaN";
+      expect_device_equals_host(last);
+    }
+    ComparisonCase unwritten = last;
+    unwritten.name = "every element unwritten";
+    for (std::size_t i = 0; i <= n; ++i) set_bits(unwritten.got, size, i, poison);
+    expect_device_equals_host(unwritten);
+  }
+}
+
+// What a candidate that finds the sealed copy of the reference's outputs (it runs after the
+// reference, in the same context) can do to it. A plain copy overwritten with the candidate's
+// own answer would compare equal to that answer; the sealed copy decrypts to noise and every
+// element is a mismatch. Flipping chosen bits of the ciphertext flips the same bits of the
+// plaintext (XOR sealing is malleable: here the signs, so a candidate that writes -reference
+// matches), which is why the correctness trial also checksums every copy after sealing it and
+// again after the candidate's last run, before any comparison counts, under a key: each write
+// below changes the checksum (harness_memory_modified in a trial).
+TEST_F(CompareSealedGpuTest, ACandidateWritingIntoTheSealedCopyCannotMakeItsAnswerMatch) {
+  const DType bf16 = DType::kBFloat16;
+  const std::uint64_t count = 7 * 4096;  // rmsnorm_h4096, batch 7
+  const std::size_t bytes = 2 * count;
+  device::DeviceBuffer expected(bytes + 16), got(bytes + 16), sealed(bytes),
+      record(verify::kCompareRecordBytes);
+  k().fill_random(expected.ptr(), count, bf16, normal(0, 1), 5, 0, stream());
+  const std::vector<std::uint8_t> e = download(expected.ptr(), bytes);
+  std::vector<std::uint8_t> answer(bytes);  // its answer: 1.0 everywhere
+  for (std::size_t i = 0; i < count; ++i) from_double(bf16, 1.0, &answer[2 * i]);
+  upload(got.ptr(), answer.data(), bytes);
+  const std::uint64_t key = 0xA11CE5EC12E7ull, stream_id = 3, sum_key = 0x5EC2E7ull;
+  const Tolerance tol{1e-2, 1e-2, 1.0};
+  k().seal(expected.ptr(), sealed.ptr(), bytes, key, stream_id, stream());
+  const std::uint64_t sealed_sum = k().checksum(sealed.ptr(), bytes, stream(), sum_key);
+  auto compare = [&]() {
+    k().compare_sealed(got.ptr(), sealed.ptr(), count, bf16, key, stream_id, tol, 1, record.ptr(),
+                       stream());
+    const auto raw = download(record.ptr(), verify::kCompareRecordBytes);
+    auto r = HarnessKernels::open_compare_record(raw.data(), key);
+    EXPECT_TRUE(r.has_value());
+    return verify::elementwise_check("output", bf16, r ? r->totals : verify::ElementwiseTotals{});
+  };
+  // Untouched: the wrong answer is a wrong answer.
+  EXPECT_TRUE(verify::output_failure(compare(), tol).has_value());
+  // The control: against a plain copy holding its own answer, it would pass.
+  EXPECT_FALSE(verify::output_failure(
+      verify::compare_output("output", bf16, answer.data(), answer.data(), count, tol), tol));
+
+  // 1. Its answer written over the sealed copy: decrypts to noise.
+  upload(sealed.ptr(), answer.data(), bytes);
+  const verify::OutputCheck overwritten = compare();
+  const auto f = verify::output_failure(overwritten, tol);
+  ASSERT_TRUE(f.has_value()) << "an answer written into the sealed copy matched it";
+  EXPECT_GT(overwritten.comparison.mismatches + overwritten.nonfinite, count * 9 / 10)
+      << f->message;
+  EXPECT_NE(k().checksum(sealed.ptr(), bytes, stream(), sum_key), sealed_sum);
+
+  // 2. The sign bits of the ciphertext flipped, and -reference as the answer: the comparison
+  // alone passes (malleability); the checksum does not.
+  k().seal(expected.ptr(), sealed.ptr(), bytes, key, stream_id, stream());
+  ASSERT_EQ(k().checksum(sealed.ptr(), bytes, stream(), sum_key), sealed_sum);
+  std::vector<std::uint8_t> flipped = download(sealed.ptr(), bytes);
+  std::vector<std::uint8_t> negated = e;
+  for (std::size_t i = 0; i < count; ++i) {
+    flipped[2 * i + 1] ^= 0x80;
+    negated[2 * i + 1] ^= 0x80;
+  }
+  upload(sealed.ptr(), flipped.data(), bytes);
+  upload(got.ptr(), negated.data(), bytes);
+  EXPECT_FALSE(verify::output_failure(compare(), tol).has_value())
+      << "XOR sealing is malleable; if this changed, update the comment above";
+  EXPECT_NE(k().checksum(sealed.ptr(), bytes, stream(), sum_key), sealed_sum);
+
+  // 3. Two seals of the same outputs under two keystreams share no 16-byte chunk: one copy's
+  // ciphertext tells nothing about another's.
+  device::DeviceBuffer other(bytes);
+  k().seal(expected.ptr(), sealed.ptr(), bytes, key, stream_id, stream());
+  k().seal(expected.ptr(), other.ptr(), bytes, key, stream_id + 1, stream());
+  const std::vector<std::uint8_t> a = download(sealed.ptr(), bytes);
+  const std::vector<std::uint8_t> b = download(other.ptr(), bytes);
+  std::size_t equal_chunks = 0;
+  for (std::size_t c = 0; c < bytes / 16; ++c)
+    equal_chunks += std::memcmp(&a[16 * c], &b[16 * c], 16) == 0;
+  EXPECT_EQ(equal_chunks, 0u);
+  EXPECT_NE(a, e) << "the sealed copy holds the reference in plain";
+}
+
+// The checksum's terms as the kernel computes them (term() of the source), and the inverse of its
+// mixer: what a candidate that has read src/ can compute.
+std::uint64_t fmix64(std::uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xFF51AFD7ED558CCDull;
+  k ^= k >> 33;
+  k *= 0xC4CEB9FE1A85EC53ull;
+  k ^= k >> 33;
+  return k;
+}
+std::uint64_t inverse_odd(std::uint64_t a) {  // a^-1 mod 2^64 (Newton)
+  std::uint64_t x = a;
+  for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+  return x;
+}
+std::uint64_t unmix64(std::uint64_t k) {
+  k ^= k >> 33;  // self-inverse: the shift is more than half the width
+  k *= inverse_odd(0xC4CEB9FE1A85EC53ull);
+  k ^= k >> 33;
+  k *= inverse_odd(0xFF51AFD7ED558CCDull);
+  k ^= k >> 33;
+  return k;
+}
+std::uint64_t mask_of(std::uint64_t index) {
+  return fmix64(index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+}
+std::uint64_t term_of(std::uint64_t index, std::uint64_t word) {
+  return fmix64(word ^ mask_of(index));
+}
+
+// The checksum that guards a sealed copy is keyed. Unkeyed (the memory rules' checksums), a
+// candidate can change a word and keep the sum by changing a second word to compensate: it knows
+// every term. Under a key it cannot: the same two writes leave the unkeyed checksum as it was and
+// change the keyed one.
+TEST_F(CompareSealedGpuTest, ACompensatingWriteKeepsTheUnkeyedChecksumButNotTheKeyedOne) {
+  constexpr std::size_t kWords = 512;
+  std::mt19937_64 rng(17);
+  std::vector<std::uint64_t> words(kWords);
+  for (auto& w : words) w = rng();
+  device::DeviceBuffer region(8 * kWords);
+  upload(region.ptr(), words.data(), 8 * kWords);
+  const std::uint64_t key = 0x0123456789ABCDEFull;
+  const std::uint64_t unkeyed = k().checksum(region.ptr(), 8 * kWords, stream());
+  const std::uint64_t keyed = k().checksum(region.ptr(), 8 * kWords, stream(), key);
+  EXPECT_NE(unkeyed, keyed);
+  ASSERT_EQ(unmix64(fmix64(0x1234567890ull)), 0x1234567890ull);
+  // Word 3 changes; word 100 takes the value whose term makes up the difference.
+  const std::size_t i = 3, j = 100;
+  const std::uint64_t delta = term_of(i, words[i] ^ 1) - term_of(i, words[i]);
+  words[i] ^= 1;
+  words[j] = unmix64(term_of(j, words[j]) - delta) ^ mask_of(j);
+  upload(region.ptr(), words.data(), 8 * kWords);
+  EXPECT_EQ(k().checksum(region.ptr(), 8 * kWords, stream()), unkeyed)
+      << "the compensating write did not keep the unkeyed checksum: the test's model of the "
+         "kernel's terms is wrong";
+  EXPECT_NE(k().checksum(region.ptr(), 8 * kWords, stream(), key), keyed);
+}
+
+// The correctness trial enqueues its comparisons on a ReadBatch beside the memory rules'
+// checksums and waits once: twelve comparisons (108 slots, so the batch grows past its first 64
+// in the middle) give the records direct calls give, and the checksums are checksum()'s.
+TEST_F(CompareSealedGpuTest, AReadBatchCarriesComparisonsBesideChecksums) {
+  const DType f32 = DType::kFloat32;
+  const Tolerance tol{1e-3, 1e-3, 1.0};
+  const std::uint64_t key = 0x0DDBA11ull;
+  std::vector<ComparisonCase> cases;
+  std::vector<device::DeviceBuffer> buffers;  // per case: expected, got, sealed
+  HarnessKernels::ReadBatch batch(k());
+  std::vector<std::pair<std::size_t, std::size_t>> slots;  // comparison, checksum
+  for (int n = 0; n < 12; ++n) {
+    cases.push_back(random_case(f32, 1000 + 97 * n, 700 + n));
+    const std::size_t bytes = cases.back().expected.size();
+    buffers.emplace_back(bytes + 16);
+    buffers.emplace_back(bytes + 16);
+    buffers.emplace_back((bytes + 15) / 16 * 16);
+    device::DeviceBuffer& e = buffers[buffers.size() - 3];
+    device::DeviceBuffer& g = buffers[buffers.size() - 2];
+    device::DeviceBuffer& s = buffers.back();
+    upload(e.ptr(), cases.back().expected.data(), bytes);
+    upload(g.ptr(), cases.back().got.data(), bytes);
+    k().seal(e.ptr(), s.ptr(), bytes, key, n, stream());
+    const std::size_t compare =
+        batch.compare_sealed(g.ptr(), s.ptr(), bytes / 4, f32, key, n, tol, 100 + n, stream());
+    slots.emplace_back(compare, batch.checksum(g.ptr(), bytes, stream()));
+  }
+  batch.wait(stream());
+  for (int n = 0; n < 12; ++n) {
+    SCOPED_TRACE(n);
+    const std::size_t bytes = cases[n].expected.size();
+    const auto r = batch.compare_result(slots[n].first, key);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->nonce, 100u + n);
+    EXPECT_EQ(r->stream, static_cast<std::uint64_t>(n));
+    device::DeviceBuffer record(verify::kCompareRecordBytes);
+    k().compare_sealed(buffers[3 * n + 1].ptr(), buffers[3 * n + 2].ptr(), bytes / 4, f32, key, n,
+                       tol, 100 + n, record.ptr(), stream());
+    EXPECT_EQ(HarnessKernels::compare_record_bytes(*r, key),
+              download(record.ptr(), verify::kCompareRecordBytes));
+    EXPECT_EQ(batch.checksum_result(slots[n].second),
+              k().checksum(buffers[3 * n + 1].ptr(), bytes, stream()));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "../test_util.hpp"
@@ -133,6 +134,39 @@ TEST(IntegrityGpu, HonestDeviceGlobalsStillPass) {
   EXPECT_EQ(i["module_globals"], 2) << i.dump();
   EXPECT_EQ(i["state_reset"], "globals restored") << i.dump();
   EXPECT_GT(i["checked_iterations"].get<int>(), 10) << i.dump();
+}
+
+// Issue 19: the correctness trials compare outputs on the device, so the expected outputs are in
+// device memory while the candidate runs. overwrites_expected.cu writes a wrong answer (1.0
+// everywhere) to its output and the same over the memory just past its output's guard zone,
+// where a copy allocated after the reference's output buffer would lie (the candidate's output
+// most likely took the freed reference buffer's place). A plain copy there would then equal its
+// output; kharness's copies are sealed and checksummed, so it never passes. Which failure it gets
+// depends on where the driver put the buffers: harness_memory_modified (the writes landed on the
+// sealed copy and the checksum caught them before any comparison counted), tolerance (they
+// missed it and the wrong answer is compared as it is) or illegal_address (that memory is not
+// mapped). The host comparison (KHARNESS_HOST_COMPARE=1) holds its copy on the host: tolerance or
+// illegal_address. Each run prints which.
+TEST(IntegrityGpu, WritingItsAnswerWhereTheReferenceCopyLiesNeverPasses) {
+  SKIP_WITHOUT_GPU();
+  const std::set<std::string> kinds = {"harness_memory_modified", "tolerance", "illegal_address"};
+  for (const std::string env : {"", "KHARNESS_HOST_COMPARE=1 "}) {
+    auto r = testing::run_command(env + "'" + KHARNESS_BINARY + "' check " +
+                                  cheat("overwrites_expected.cu") +
+                                  " --operator rmsnorm_h4096 --workloads 99179b18,5024178e,"
+                                  "e2c76f8d --trials 1 --seed 3 --no-cache --json 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 1) << env << r.out.substr(0, 3000);
+    json v = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << r.out.substr(0, 3000);
+    EXPECT_NE(v["status"], "PASSED") << env << v.dump(2).substr(0, 3000);
+    ASSERT_TRUE(v["failure"].is_object()) << v.dump(2).substr(0, 3000);
+    const std::string kind = v["failure"].value("kind", "");
+    EXPECT_TRUE(kinds.count(kind)) << env << "kind " << kind << ": " << v["failure"].dump(2);
+    if (!env.empty()) EXPECT_NE(kind, "harness_memory_modified") << v["failure"].dump(2);
+    std::printf("overwrites_expected.cu (%s comparison): %s / %s: %s\n",
+                env.empty() ? "device" : "host", v["status"].get<std::string>().c_str(),
+                kind.c_str(), v["failure"].value("message", "").c_str());
+  }
 }
 
 // What a PASSED timed verdict rests on is in the verdict: every timed iteration checked on the
