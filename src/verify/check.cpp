@@ -112,7 +112,20 @@ Verdict check_solution(const CheckRequest& request) {
   return verify::check_loaded(request, loaded);
 }
 
-Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) {
+GpuInfo verify::evaluation_gpu(const CheckRequest& request, const EnvironmentReport& env) {
+  // The probe's record where it lists the request's GPU; the pool's record where it does not.
+  GpuInfo gpu = env.gpus.at(0);
+  if (request.gpu) {
+    gpu = *request.gpu;
+    for (const auto& g : env.gpus) {
+      if (!request.gpu->uuid.empty() && g.uuid == request.gpu->uuid) gpu = g;
+    }
+  }
+  read_clocks(gpu);  // fresh: the clocks at the start of this evaluation
+  return gpu;
+}
+
+Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded, Prepared prepared) {
   Verdict verdict;
   verdict.solution = loaded.candidate.name;
   verdict.source = request.solution.string();
@@ -137,22 +150,16 @@ Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) 
   }
   if (request.mode == Mode::kCompile) return verdict;  // --compile-only: what needs no GPU
   // Only now is a GPU needed.
-  EnvironmentReport env = probe_environment();
+  const EnvironmentReport env =
+      prepared.environment ? std::move(*prepared.environment) : probe_environment();
   if (!env.gpu_ready()) {
     throw environment_error(
         fmt::format("{}; `kharness compile` checks a solution without one",
                     env.driver.available ? "no CUDA device visible" : env.driver.reason));
   }
-  // The GPU of this evaluation, as probed now (fresh clocks); the pool's record where the probe
-  // does not find it again.
-  const GpuInfo* gpu = &env.gpus[0];
-  if (request.gpu) {
-    gpu = &*request.gpu;
-    for (const auto& g : env.gpus) {
-      if (!request.gpu->uuid.empty() && g.uuid == request.gpu->uuid) gpu = &g;
-    }
-  }
-  verdict.environment = gpu_record(*gpu);
+  // The GPU of this evaluation with its clocks at the start of the evaluation.
+  const GpuInfo gpu = prepared.gpu ? *prepared.gpu : evaluation_gpu(request, env);
+  verdict.environment = gpu_record(gpu);
   verdict.environment.update(json{{"driver", env.driver.nvidia_version},
                                   {"cuda", cuda_version_string(env.driver.cuda_version)},
                                   {"nvrtc", env.nvrtc_version},
