@@ -1,15 +1,22 @@
 // The evaluation pipeline (src/pipeline/evaluation.hpp) on the CPU, in --compile-only mode: one
 // load and one compile per evaluation, the verdict cache, the private compile cache of --no-cache,
 // and a malformed solution turned into its REJECTED verdict once. Then the overlap (issue 19): the
-// reference and the candidate compiled at once with the outcome of one after the other.
+// reference and the candidate compiled at once with the outcome of one after the other, and the
+// worker (the built kharness's `__worker`) started before its request and closed without one.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "kharness/device.hpp"
+#include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
 #include "pipeline/evaluation.hpp"
 #include "test_util.hpp"
@@ -226,6 +233,76 @@ TEST_F(PipelineTest, NoCacheKeysAlongsideTheCompileWithTheSameKey) {
   EXPECT_TRUE(e.cached_from.empty());
   EXPECT_EQ(e.compiles, 1);
   EXPECT_GT(e.verdict.phases.count("parent_compile"), 0u);
+}
+
+// ---- the worker started before its request ----
+
+// True when nobody holds `file` (flock): a worker's GPU lock was released with it.
+bool lock_free(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return true;  // never made: never held
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);
+  return free;
+}
+
+SubprocessOptions worker_options(const fs::path& lock_dir) {
+  SubprocessOptions o;
+  o.argv = {KHARNESS_BINARY, "__worker"};
+  o.env = {{"KHARNESS_LOCK_DIR", lock_dir.string()}};
+  o.timeout_seconds = 60;
+  return o;
+}
+
+// What the pipeline does when the candidate does not compile: the early worker's stdin is closed
+// empty. It ends at once, status 0, writing nothing (no error line), whatever its GPU set-up was
+// doing (with a driver: cuInit, the lock, a context), and leaves no lock held and no zombie.
+TEST(EarlyWorker, ClosedWithoutARequestItExitsQuietly) {
+  testing::TempDir locks;
+  for (double head_start : {0.0, 0.5}) {
+    Subprocess worker(worker_options(locks.path()));
+    ASSERT_TRUE(worker.started());
+    const pid_t pid = worker.pid();
+    std::this_thread::sleep_for(std::chrono::duration<double>(head_start));
+    auto t0 = std::chrono::steady_clock::now();
+    SubprocessResult r = worker.close(10);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.stderr_data;
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.stdout_data, "");
+    EXPECT_EQ(r.stderr_data, "");
+    EXPECT_LT(wall, 5.0);
+    int status;
+    EXPECT_EQ(::waitpid(pid, &status, WNOHANG), -1);  // reaped
+    for (const auto& entry : fs::directory_iterator(locks.path()))
+      EXPECT_TRUE(lock_free(entry.path())) << entry.path();
+  }
+}
+
+// Given its request, the worker answers as before: on this machine, after loading (and here
+// compiling) the solution, the error of its GPU set-up (no driver: exit 3), as one error line.
+// Its GPU lock was taken in the folder its environment names (the lock comes before the request,
+// so the request no longer carries it), and is released.
+TEST(EarlyWorker, GivenItsRequestItTakesTheLockFromItsEnvironment) {
+  SKIP_WITH_A_GPU();
+  testing::TempDir locks;
+  Subprocess worker(worker_options(locks.path()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the parent's compile
+  nlohmann::json request = {{"solution", testing::fixture("good/rmsnorm_simple.cu").string()},
+                            {"operator", "rmsnorm_h4096"},
+                            {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                            {"arch", "sm_90a"},
+                            {"use_cache", false},
+                            {"mode", "check"}};
+  SubprocessResult r = worker.finish(request.dump());
+  EXPECT_EQ(r.exit_code, 3) << r.describe() << "\n" << r.stderr_data;
+  EXPECT_GE(r.input_seconds, 0.2);
+  nlohmann::json line = nlohmann::json::parse(r.stdout_data, nullptr, false);
+  ASSERT_TRUE(line.is_object()) << r.stdout_data;
+  EXPECT_EQ(line["event"], "error");
+  EXPECT_EQ(line["code"], 3);
+  EXPECT_TRUE(fs::exists(locks.path() / "device-0.lock"));
+  EXPECT_TRUE(lock_free(locks.path() / "device-0.lock"));
 }
 
 }  // namespace

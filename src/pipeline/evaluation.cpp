@@ -169,10 +169,13 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
 
   // A miss: compiled once, here; the worker's compiles of the same sources are hits of the
   // compile cache this compile stored into. What does not need the compile happens during it: the
-  // environment and the GPU's clocks are read alongside.
+  // worker starts first (its exec, driver, GPU lock and context overlap the compile; closed
+  // without a request when the candidate does not compile), and the environment and the GPU's
+  // clocks are read alongside.
   try {
     verify::Prepared prepared;
     const bool gpu_work = request.mode != Mode::kCompile;
+    if (gpu_work && gpu_available()) prepared.worker = verify::start_worker(request);
     const auto compile_start = std::chrono::steady_clock::now();
     verify::compile(*loaded, verify::compile_options(request), [&] {
       if (archive_ && !options_.use_cache) key = cache_key(request, *loaded);
@@ -183,9 +186,10 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
     });
     const double compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
-    spdlog::debug("{}: compiled in {:.3f} s (reference {:.3f} s and candidate {:.3f} s at once)",
+    spdlog::debug("{}: compiled in {:.3f} s (reference {:.3f} s and candidate {:.3f} s at once){}",
                   path, compile_seconds, loaded->reference_compiled.seconds,
-                  loaded->candidate_compiled.seconds);
+                  loaded->candidate_compiled.seconds,
+                  prepared.worker ? "; the worker started before it" : "");
     result.cache_key = key;
     if (!loaded->candidate_compiled.cache_hit) ++result.compiles;
     result.verdict = verify::check_loaded(request, *loaded, std::move(prepared));

@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "device/driver.hpp"
-#include "device/gpu_lock.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -43,8 +42,7 @@ json request_json(const CheckRequest& r) {
           {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"mode", std::string(name_of(r.mode))},
           {"bench", r.bench.to_json()},
-          {"extra_workloads", r.extra_workloads},
-          {"gpu_lock_dir", device::gpu_lock_dir().string()}};
+          {"extra_workloads", r.extra_workloads}};
 }
 
 // The verdict's record of the GPU the worker runs on (DESIGN §4, §9): name, UUID, PCI bus id,
@@ -112,6 +110,11 @@ Verdict check_solution(const CheckRequest& request) {
   return verify::check_loaded(request, loaded);
 }
 
+std::unique_ptr<verify::WorkerProcess> verify::start_worker(const CheckRequest& request) {
+  return std::make_unique<WorkerProcess>(
+      WorkerCall{"__worker", "worker", json(), request.timeout_seconds, request.gpu});
+}
+
 GpuInfo verify::evaluation_gpu(const CheckRequest& request, const EnvironmentReport& env) {
   // The probe's record where it lists the request's GPU; the pool's record where it does not.
   GpuInfo gpu = env.gpus.at(0);
@@ -165,9 +168,10 @@ Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded, 
                                   {"nvrtc", env.nvrtc_version},
                                   {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
 
-  verify::WorkerCall call{"__worker", "worker", request_json(request), request.timeout_seconds,
-                          request.gpu};
-  return verify::verdict_from_worker(request, std::move(verdict), verify::call_worker(call));
+  std::unique_ptr<WorkerProcess> worker =
+      prepared.worker ? std::move(prepared.worker) : start_worker(request);
+  return verify::verdict_from_worker(request, std::move(verdict),
+                                     worker->send(request_json(request)));
 }
 
 }  // namespace kharness
