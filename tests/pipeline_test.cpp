@@ -1,12 +1,23 @@
 // The evaluation pipeline (src/pipeline/evaluation.hpp) on the CPU, in --compile-only mode: one
 // load and one compile per evaluation, the verdict cache, the private compile cache of --no-cache,
-// and a malformed solution turned into its REJECTED verdict once.
+// and a malformed solution turned into its REJECTED verdict once. Then the overlap (issue 19): the
+// reference and the candidate compiled at once with the outcome of one after the other, and the
+// worker (the built kharness's `__worker`) started before its request and closed without one.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
+#include "kharness/device.hpp"
+#include "kharness/subprocess.hpp"
+#include "kharness/text.hpp"
 #include "pipeline/evaluation.hpp"
 #include "test_util.hpp"
 
@@ -121,6 +132,177 @@ TEST_F(PipelineTest, AnUnknownOperatorIsBadInputNamingIt) {
   EXPECT_TRUE(e.bad_input);
   EXPECT_NE(e.verdict.failure->message.find("no_such_operator"), std::string::npos)
       << e.verdict.failure->message;
+}
+
+// ---- the parent's compile: the reference and the candidate at once ----
+
+// In-process evaluations that need a GPU would start this test binary as their worker: on a
+// machine with a GPU these tests leave the pipeline's GPU path to the GPU tests (the CLI's).
+#define SKIP_WITH_A_GPU() \
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present: the worker would be this test binary"
+
+// A candidate that does not compile is that candidate's COMPILE_ERROR verdict, whichever of the
+// two concurrent compiles ends first, with or without the caches, and with no GPU: nothing after
+// the compile is reached (no `no GPU` error), and the parent's compile is a phase of the verdict.
+TEST_F(PipelineTest, ACompileErrorIsTheVerdictWithTheReferenceCompiledAlongside) {
+  SKIP_WITH_A_GPU();
+  options_.mode = Mode::kCheck;
+  for (bool cache : {true, false}) {
+    options_.use_cache = cache;
+    pipeline::Evaluator evaluator(options_);
+    pipeline::Evaluation e =
+        evaluator.evaluate(testing::fixture("bad/syntax_error_line37.cu").string());
+    EXPECT_FALSE(e.bad_input);
+    EXPECT_EQ(e.verdict.status, Status::kCompileError) << to_json(e.verdict).dump(2);
+    ASSERT_TRUE(e.verdict.failure.has_value());
+    EXPECT_EQ(e.verdict.failure->kind, "compile_error");
+    EXPECT_EQ(e.verdict.failure->evidence.value("line", 0), 37);
+    EXPECT_EQ(e.compiles, 1);
+    EXPECT_GT(e.verdict.phases.count("parent_compile"), 0u);
+    evaluator.finish();
+  }
+}
+
+// A candidate that compiles needs a GPU after its compile: the same environment error (exit 3)
+// as before the overlap, from the check, not from the compile running alongside.
+TEST_F(PipelineTest, WithoutAGpuACandidateThatCompilesIsAnEnvironmentError) {
+  SKIP_WITH_A_GPU();
+  options_.mode = Mode::kValidate;
+  for (bool cache : {true, false}) {
+    options_.use_cache = cache;
+    pipeline::Evaluator evaluator(options_);
+    try {
+      evaluator.evaluate(testing::fixture("good/rmsnorm_simple.cu").string());
+      ADD_FAILURE() << "no error without a GPU";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kEnvironment) << e.message();
+      EXPECT_NE(e.message().find("`kharness compile`"), std::string::npos) << e.message();
+    }
+  }
+}
+
+// An operator whose reference does not compile: its own folder, shadowing the shipped one.
+fs::path operator_with_broken_reference(const fs::path& dir) {
+  const fs::path op = dir / "rmsnorm_h4096";
+  fs::create_directories(op);
+  const fs::path shipped = testing::source_dir() / "operators" / "rmsnorm_h4096";
+  auto definition =
+      nlohmann::ordered_json::parse(read_file((shipped / "definition.json").string()));
+  definition["kharness"].erase("baseline");  // no baseline folder here
+  write_file_atomic((op / "definition.json").string(), definition.dump(2));
+  fs::copy_file(shipped / "workloads.jsonl", op / "workloads.jsonl");
+  std::string reference = read_file(testing::fixture("bad/syntax_error_line37.cu").string());
+  write_file_atomic((op / "reference.cu").string(), reference);
+  return dir;
+}
+
+// The reference's failure is a kharness failure (exit 4) and wins over anything the candidate's
+// compile, run at the same time, says: a candidate rejected by the rules before NVRTC (done long
+// before the reference), one that does not compile, and one that does.
+TEST_F(PipelineTest, AReferenceThatDoesNotCompileWinsWhicheverCompileEndsFirst) {
+  options_.operators_dirs = {operator_with_broken_reference(dir_.path() / "operators")};
+  for (const char* candidate :
+       {"bad/host_code.cu", "bad/syntax_error_line37.cu", "good/rmsnorm_simple.cu"}) {
+    for (bool cache : {true, false}) {
+      options_.use_cache = cache;
+      pipeline::Evaluator evaluator(options_);
+      try {
+        pipeline::Evaluation e = evaluator.evaluate(testing::fixture(candidate).string());
+        ADD_FAILURE() << candidate << ": no error: " << to_json(e.verdict).dump(2);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ExitCode::kInternal) << candidate << ": " << e.message();
+        EXPECT_NE(e.message().find("reference does not compile"), std::string::npos)
+            << candidate << ": " << e.message();
+        EXPECT_NE(e.where().find("reference.cu"), std::string::npos) << e.where();
+      }
+    }
+  }
+}
+
+// Under --no-cache the key (the archive's record of the evaluation) is made alongside the compile:
+// the same key as the one the verdict cache looks up first.
+TEST_F(PipelineTest, NoCacheKeysAlongsideTheCompileWithTheSameKey) {
+  const std::string good = testing::fixture("good/rmsnorm_simple.cu").string();
+  pipeline::Evaluator cached(options_);
+  const std::string key = cached.evaluate(good).cache_key;
+  options_.use_cache = false;
+  pipeline::Evaluator uncached(options_);
+  pipeline::Evaluation e = uncached.evaluate(good);
+  EXPECT_FALSE(key.empty());
+  EXPECT_EQ(e.cache_key, key);
+  EXPECT_TRUE(e.cached_from.empty());
+  EXPECT_EQ(e.compiles, 1);
+  EXPECT_GT(e.verdict.phases.count("parent_compile"), 0u);
+}
+
+// ---- the worker started before its request ----
+
+// True when nobody holds `file` (flock): a worker's GPU lock was released with it.
+bool lock_free(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return true;  // never made: never held
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);
+  return free;
+}
+
+SubprocessOptions worker_options(const fs::path& lock_dir) {
+  SubprocessOptions o;
+  o.argv = {KHARNESS_BINARY, "__worker"};
+  o.env = {{"KHARNESS_LOCK_DIR", lock_dir.string()}};
+  o.timeout_seconds = 60;
+  return o;
+}
+
+// What the pipeline does when the candidate does not compile: the early worker's stdin is closed
+// empty. It ends at once, status 0, writing nothing (no error line), whatever its GPU set-up was
+// doing (with a driver: cuInit, the lock, a context), and leaves no lock held and no zombie.
+TEST(EarlyWorker, ClosedWithoutARequestItExitsQuietly) {
+  testing::TempDir locks;
+  for (double head_start : {0.0, 0.5}) {
+    Subprocess worker(worker_options(locks.path()));
+    ASSERT_TRUE(worker.started());
+    const pid_t pid = worker.pid();
+    std::this_thread::sleep_for(std::chrono::duration<double>(head_start));
+    auto t0 = std::chrono::steady_clock::now();
+    SubprocessResult r = worker.close(10);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.stderr_data;
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.stdout_data, "");
+    EXPECT_EQ(r.stderr_data, "");
+    EXPECT_LT(wall, 5.0);
+    int status;
+    EXPECT_EQ(::waitpid(pid, &status, WNOHANG), -1);  // reaped
+    for (const auto& entry : fs::directory_iterator(locks.path()))
+      EXPECT_TRUE(lock_free(entry.path())) << entry.path();
+  }
+}
+
+// Given its request, the worker answers as before: on this machine, after loading (and here
+// compiling) the solution, the error of its GPU set-up (no driver: exit 3), as one error line.
+// Its GPU lock was taken in the folder its environment names (the lock comes before the request,
+// so the request no longer carries it), and is released.
+TEST(EarlyWorker, GivenItsRequestItTakesTheLockFromItsEnvironment) {
+  SKIP_WITH_A_GPU();
+  testing::TempDir locks;
+  Subprocess worker(worker_options(locks.path()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the parent's compile
+  nlohmann::json request = {{"solution", testing::fixture("good/rmsnorm_simple.cu").string()},
+                            {"operator", "rmsnorm_h4096"},
+                            {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                            {"arch", "sm_90a"},
+                            {"use_cache", false},
+                            {"mode", "check"}};
+  SubprocessResult r = worker.finish(request.dump());
+  EXPECT_EQ(r.exit_code, 3) << r.describe() << "\n" << r.stderr_data;
+  EXPECT_GE(r.input_seconds, 0.2);
+  nlohmann::json line = nlohmann::json::parse(r.stdout_data, nullptr, false);
+  ASSERT_TRUE(line.is_object()) << r.stdout_data;
+  EXPECT_EQ(line["event"], "error");
+  EXPECT_EQ(line["code"], 3);
+  EXPECT_TRUE(fs::exists(locks.path() / "device-0.lock"));
+  EXPECT_TRUE(lock_free(locks.path() / "device-0.lock"));
 }
 
 }  // namespace

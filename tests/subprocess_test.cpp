@@ -4,11 +4,13 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -358,6 +360,169 @@ TEST(Subprocess, SelfExecutableIsThisBinary) {
   std::string self = self_executable();
   EXPECT_EQ(self.front(), '/');
   EXPECT_NE(self.find("kharness_tests"), std::string::npos);
+}
+
+// ---- Subprocess: started before its input is ready ----
+
+SubprocessOptions shell(const std::string& script) {
+  SubprocessOptions o;
+  o.argv = {"/bin/sh", "-c", script};
+  o.timeout_seconds = 20;
+  return o;
+}
+
+void sleep_seconds(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+// True once `pid` has been reaped: no process and no zombie of that id is ours any more.
+bool reaped(pid_t pid) {
+  int status;
+  return ::waitpid(pid, &status, WNOHANG) == -1 && errno == ECHILD;
+}
+
+// The child runs from the constructor on (its output before the input is kept); the input given
+// late reaches it whole, and the result says how long it waited for it.
+TEST(StartedSubprocess, InputGivenLateReachesTheRunningChild) {
+  Subprocess p(shell("echo started; read line; echo \"got $line\""));
+  ASSERT_TRUE(p.started());
+  EXPECT_GT(p.pid(), 0);
+  sleep_seconds(0.3);
+  SubprocessResult r = p.finish("late input\n");
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.stdout_data, "started\ngot late input\n");
+  EXPECT_GE(r.input_seconds, 0.3);
+  EXPECT_GE(r.seconds, r.input_seconds);
+  EXPECT_EQ(p.pid(), -1);  // reaped
+  EXPECT_THROW(p.finish("again"), std::logic_error);
+  EXPECT_THROW(p.close(1), std::logic_error);
+}
+
+// A large input given late: the same writer as run_subprocess (partial writes, poll).
+TEST(StartedSubprocess, FiveMiBGivenLateRoundTrip) {
+  Subprocess p(child({"echo"}));
+  sleep_seconds(0.1);
+  std::string data(5 << 20, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7919u >> 5);
+  SubprocessResult r = p.finish(data);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_TRUE(r.stdout_data == data);
+}
+
+// The wall-clock limit counts from the input, not from the spawn: a child waiting for its input
+// is not late; one that hangs after it is stopped at its limit.
+TEST(StartedSubprocess, TheLimitCountsFromTheInput) {
+  auto waiting = shell("read line; echo \"$line\"");
+  waiting.timeout_seconds = 0.5;
+  Subprocess patient(waiting);
+  sleep_seconds(1.0);  // twice the limit before the input
+  SubprocessResult r = patient.finish("x\n");
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data, "x\n");
+
+  auto hanging = child({"hang"});
+  hanging.timeout_seconds = 0.5;
+  hanging.kill_grace_seconds = 0.2;
+  Subprocess late(hanging);
+  sleep_seconds(0.3);
+  r = late.finish("");
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGKILL);  // it ignores SIGTERM
+  EXPECT_GE(r.seconds - r.input_seconds, 0.5 + 0.2 - 0.05);
+  EXPECT_LT(r.seconds - r.input_seconds, 3.0);
+  EXPECT_EQ(r.describe(), "timed out after 0.5 s");
+}
+
+// close(): stdin ends with nothing written; a child that exits on end-of-file ends at once and
+// is reaped, with its output and exit status.
+TEST(StartedSubprocess, ClosedWithoutInputTheChildReadsEndOfFile) {
+  Subprocess p(shell("if read line; then echo \"got $line\"; exit 1; else echo eof; fi"));
+  sleep_seconds(0.1);
+  const pid_t pid = p.pid();
+  auto t0 = std::chrono::steady_clock::now();
+  SubprocessResult r = p.close(5);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.stdout_data, "eof\n");
+  EXPECT_LT(wall, 2.0);
+  EXPECT_TRUE(reaped(pid));
+}
+
+// A child that does not end when its stdin closes is killed after the grace, and reaped.
+TEST(StartedSubprocess, CloseKillsAChildThatDoesNotEnd) {
+  Subprocess p(child({"hang"}));
+  const pid_t pid = p.pid();
+  auto t0 = std::chrono::steady_clock::now();
+  SubprocessResult r = p.close(0.3);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGKILL);  // SIGTERM is ignored; no further grace
+  EXPECT_GE(wall, 0.25);
+  EXPECT_LT(wall, 2.0);
+  EXPECT_TRUE(reaped(pid));
+}
+
+// Destroyed with neither finish() nor close(): the group is killed and the child reaped; no
+// descriptor is left open. A moved-from object owns nothing.
+TEST(StartedSubprocess, DestroyedUnfinishedKillsAndReapsWithoutLeaks) {
+  std::size_t fds_before = count_fds();
+  pid_t pid = -1, moved_pid = -1;
+  {
+    Subprocess p(child({"hang"}));
+    pid = p.pid();
+    ASSERT_GT(pid, 0);
+    Subprocess a(child({"echo"}));
+    Subprocess b(std::move(a));
+    moved_pid = b.pid();
+    EXPECT_FALSE(a.started());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    EXPECT_EQ(a.pid(), -1);     // NOLINT(bugprone-use-after-move)
+  }
+  EXPECT_TRUE(reaped(pid));
+  EXPECT_TRUE(reaped(moved_pid));
+  EXPECT_EQ(count_fds(), fds_before);
+}
+
+// One that cannot start says why, from finish() as from run_subprocess.
+TEST(StartedSubprocess, StartErrorIsTheResult) {
+  SubprocessOptions o;
+  o.argv = {"/nonexistent/kharness-worker"};
+  Subprocess p(o);
+  EXPECT_FALSE(p.started());
+  SubprocessResult r = p.finish("input");
+  EXPECT_FALSE(r.started);
+  EXPECT_NE(r.start_error.find("No such file"), std::string::npos) << r.start_error;
+  Subprocess q(o);
+  EXPECT_FALSE(q.close(1).started);
+}
+
+// Children started early in several threads while others run to completion: each gets its own
+// input (no pipe end leaks into a sibling, which would hold a stdin open), nothing is left.
+TEST(StartedSubprocess, EarlyChildrenAlongsideOtherRunsInThreads) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> outputs(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &outputs] {
+      Subprocess p(child({"echo"}));
+      auto other = child({"echo"});
+      other.stdin_data = "other";
+      EXPECT_EQ(run_subprocess(other).stdout_data, "other");
+      if (t % 2 == 0) {
+        outputs[t] = p.finish("thread " + std::to_string(t)).stdout_data;
+      } else {
+        SubprocessResult r = p.close(5);
+        EXPECT_FALSE(r.timed_out) << t;  // end-of-file reached it: no sibling held its stdin
+        outputs[t] = r.stdout_data;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(outputs[0], "thread 0");
+  EXPECT_EQ(outputs[1], "");
+  EXPECT_EQ(outputs[2], "thread 2");
+  EXPECT_EQ(outputs[3], "");
+  int status;
+  EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 }  // namespace

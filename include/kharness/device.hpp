@@ -77,6 +77,11 @@ struct EnvironmentReport {
 // Loads the driver (cuInit) but creates no context and changes no GPU setting.
 EnvironmentReport probe_environment();
 
+// Reads `gpu`'s clocks now (NVML, as probe_environment() does), for a verdict that records the
+// clocks at the start of its evaluation without probing everything again. Leaves them as they
+// are where NVML is missing or does not know the GPU. Never throws.
+void read_clocks(GpuInfo& gpu);
+
 // True when the driver loads and at least one CUDA device is visible.
 bool gpu_available();
 

@@ -16,12 +16,20 @@
 //   dispositions for the standard signals.
 // - Thread-safe: concurrent calls from different threads share nothing. Callers must not set
 //   SIGCHLD to SIG_IGN nor reap children with waitpid(-1) elsewhere in the process.
+// - Started early: a Subprocess is spawned before its input is known, so that its start-up (exec,
+//   the CUDA driver, a context) overlaps what the caller does meanwhile (the parent's compile); its
+//   input comes later (finish) or never (close). Until then nothing reads its pipes: a child that
+//   writes more than a pipe holds (64 KiB) before its input comes waits for finish() to drain it.
 // Library code never prints; a spdlog::debug line records each run.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -63,7 +71,10 @@ struct SubprocessResult {
   std::size_t stderr_bytes = 0;   // total bytes the child wrote to stderr
   bool stderr_truncated = false;  // stderr_bytes > stderr_limit: the middle was dropped
   double seconds = 0;             // wall clock from spawn to reaping
-  double timeout_seconds = 0;     // the limit that applied (for describe())
+  // Wall clock from spawn to the input's handover (Subprocess::finish or close): how long the
+  // child ran before it had its input. 0 for run_subprocess.
+  double input_seconds = 0;
+  double timeout_seconds = 0;  // the limit that applied (for describe())
 
   // "exited 0", "killed by SIGSEGV (signal 11)", "timed out after 60.0 s",
   // "stdout over its limit; killed by SIGKILL (signal 9)", "failed to start: <why>".
@@ -73,6 +84,38 @@ struct SubprocessResult {
 // Runs argv to completion (or to its limit). Never throws for anything the child does; a child
 // that cannot be started gives started = false and start_error.
 SubprocessResult run_subprocess(const SubprocessOptions& options);
+
+// A child spawned by the constructor and given its input later: finish(input) writes it, closes
+// stdin and runs the child to its end as run_subprocess does (run_subprocess is a Subprocess
+// finished at once); close() ends it with no input. Exactly one of the two, once; an object
+// destroyed without either SIGKILLs the child's group and reaps it, so that no child and no zombie
+// outlives it. options.stdin_data is not used: the input is finish()'s. One thread at a time.
+class Subprocess {
+ public:
+  explicit Subprocess(const SubprocessOptions& options);
+  ~Subprocess();
+  Subprocess(Subprocess&&) noexcept;
+  Subprocess& operator=(Subprocess&&) noexcept;
+  Subprocess(const Subprocess&) = delete;  // owns the child and its pipes
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  bool started() const;
+  pid_t pid() const;  // -1 when not started, or reaped
+
+  // Writes `input`, closes stdin and waits for the end under the options' limits; the wall-clock
+  // limit counts from this call, not from the spawn (a child waiting for its input is not late).
+  SubprocessResult finish(std::string_view input);
+  // Closes stdin with nothing written (the child reads end-of-file) and waits for the end, at most
+  // `grace_seconds`; then the group is killed (SIGTERM and SIGKILL at once; the result says
+  // timed_out). The cancel flag of the options still applies.
+  SubprocessResult close(double grace_seconds);
+
+ private:
+  friend SubprocessResult run_subprocess(const SubprocessOptions& options);
+  SubprocessResult finish(std::string_view input, bool at_spawn);
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The path of the running executable (/proc/self/exe), to re-execute kharness as a worker.
 std::string self_executable();

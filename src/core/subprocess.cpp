@@ -1,6 +1,7 @@
 // Child processes for workers: posix_spawn into a new process group, a poll() loop over the
 // child's stdin/stdout/stderr and its exit, a wall-clock limit with SIGTERM-then-SIGKILL of the
-// group, bounded capture. The decisions are described in include/kharness/subprocess.hpp.
+// group, bounded capture. The spawn and the loop are two steps (Subprocess), so that a child can
+// start before its input is ready. The decisions are described in include/kharness/subprocess.hpp.
 #include "kharness/subprocess.hpp"
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <climits>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 
@@ -210,26 +212,6 @@ bool reap(pid_t pid, int& status) {
   }
 }
 
-// Owns a spawned child until it is reaped: on an early exit (an exception) kills its group and
-// reaps it, so that no child and no zombie outlives the call.
-class ChildGuard {
- public:
-  explicit ChildGuard(pid_t pid) : pid_(pid) {}
-  ~ChildGuard() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      int status;
-      reap(pid_, status);
-    }
-  }
-  ChildGuard(const ChildGuard&) = delete;
-  ChildGuard& operator=(const ChildGuard&) = delete;
-  void reaped() { pid_ = -1; }
-
- private:
-  pid_t pid_;
-};
-
 int poll_timeout_ms(Clock::time_point now, Clock::time_point until) {
   if (until <= now) return 0;
   auto ms = std::chrono::duration_cast<std::chrono::microseconds>(until - now).count();
@@ -302,20 +284,48 @@ std::vector<std::string> worker_argv(const std::string& subcommand) {
   return argv;
 }
 
-SubprocessResult run_subprocess(const SubprocessOptions& options) {
-  SubprocessResult result;
-  result.timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 0;
+// Everything a started child needs until it is reaped: its pipes, its pid and the limits that
+// apply once its input is given.
+struct Subprocess::State {
+  std::string exe;  // argv[0], for the debug line
+  double timeout_seconds = 0;
+  std::size_t stdout_limit = 0;
+  std::size_t stderr_limit = 0;
+  double kill_grace_seconds = 0;
+  const std::atomic<bool>* cancel = nullptr;
+
+  SubprocessResult result;  // started / start_error so far
+  pid_t pid = -1;           // > 0 while not reaped
+  bool used = false;        // finish() or close() was called
+  Fd in_w, out_r, err_r, pidfd;
+  Clock::time_point start;
+
+  // Kills the group and reaps the child, if it is still ours.
+  void kill_and_reap() {
+    if (pid <= 0) return;
+    ::kill(-pid, SIGKILL);
+    int status;
+    reap(pid, status);
+    pid = -1;
+  }
+
+  void spawn(const SubprocessOptions& options);
+  SubprocessResult run(std::string_view input, Clock::time_point deadline, double kill_grace);
+};
+
+// Spawns options.argv (pipes, new process group, empty signal mask, default dispositions). On
+// failure, `result` says why and `pid` stays -1.
+void Subprocess::State::spawn(const SubprocessOptions& options) {
   if (options.argv.empty() || options.argv[0].empty()) {
     result.start_error = "no executable given";
-    return result;
+    return;
   }
-  const std::string& exe = options.argv[0];
-
-  Fd in_r, in_w, out_r, out_w, err_r, err_w;
+  // The child's ends here, ours in the members (closed with the State on a failure).
+  Fd in_r, out_w, err_w;
   if (!make_pipe(in_r, in_w, 1, result.start_error) ||
       !make_pipe(out_r, out_w, 0, result.start_error) ||
       !make_pipe(err_r, err_w, 0, result.start_error)) {
-    return result;
+    return;
   }
 
   std::vector<std::string> env_strings =
@@ -351,43 +361,42 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
   }
   posix_spawnattr_setsigdefault(&attr, &default_signals);
 
-  // Blocked from before the spawn, so that nothing of ours can die of SIGPIPE.
-  SigpipeGuard sigpipe;
-  Clock::time_point start = Clock::now();
-  pid_t pid = -1;
+  start = Clock::now();
+  pid_t child = -1;
   bool has_slash = exe.find('/') != std::string::npos;
-  int rc = has_slash ? posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data())
-                     : posix_spawnp(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
+  int rc = has_slash ? posix_spawn(&child, exe.c_str(), &actions, &attr, argv.data(), envp.data())
+                     : posix_spawnp(&child, exe.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     result.start_error = exe + ": " + errno_text(rc);
     spdlog::debug("subprocess: {}", result.describe());
-    return result;
+    return;
   }
   result.started = true;
-  ChildGuard guard(pid);
-  in_r.reset();
-  out_w.reset();
-  err_w.reset();
-  if (options.stdin_data.empty()) in_w.reset();
-
+  pid = child;
   // Exit notification: a pidfd where the kernel has one (5.3+), else a short polling tick.
-  Fd pidfd;
 #ifdef SYS_pidfd_open
-  pidfd = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  pidfd = Fd(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
 #endif
+}
 
-  const Clock::time_point deadline = options.timeout_seconds > 0
-                                         ? after(start, options.timeout_seconds)
-                                         : Clock::time_point::max();
+// The poll loop: writes `input` (then closes stdin), reads stdout and stderr, stops the group at
+// `deadline` (SIGTERM, then SIGKILL after `kill_grace`) or when cancelled, reaps the child and
+// drains the pipes.
+SubprocessResult Subprocess::State::run(std::string_view input, Clock::time_point deadline,
+                                        double kill_grace) {
+  // SIGPIPE blocked while this thread writes the child's stdin (subprocess.hpp).
+  SigpipeGuard sigpipe;
+  if (input.empty()) in_w.reset();
+
   bool exited = false;
   int status = 0;
   bool status_known = false;
   bool term_sent = false, kill_sent = false;
   Clock::time_point kill_at{}, drain_until{};
   std::size_t in_offset = 0;
-  BoundedCapture err(options.stderr_limit);
+  BoundedCapture err(stderr_limit);
   std::vector<char> buffer(kChunk);
 
   auto kill_group = [&](int sig) {
@@ -403,7 +412,7 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
       if ((r == 0 && info.si_pid == pid) || (r < 0 && errno == ECHILD)) {
         kill_group(SIGKILL);  // grandchildren left in the group
         status_known = reap(pid, status);
-        guard.reaped();
+        pid = -1;
         exited = true;
         in_w.reset();
         pidfd.reset();
@@ -412,17 +421,17 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
     }
     if (exited && ((!out_r.open() && !err_r.open()) || now >= drain_until)) break;
     if (!exited) {
-      if (!term_sent && !kill_sent && options.cancel && options.cancel->load()) {
+      if (!term_sent && !kill_sent && cancel && cancel->load()) {
         result.cancelled = true;
         term_sent = true;
         kill_group(SIGTERM);
-        kill_at = after(now, std::max(0.0, options.kill_grace_seconds));
+        kill_at = after(now, std::max(0.0, kill_grace));
       }
       if (!term_sent && !kill_sent && now >= deadline) {
         result.timed_out = true;
         term_sent = true;
         kill_group(SIGTERM);
-        kill_at = after(now, std::max(0.0, options.kill_grace_seconds));
+        kill_at = after(now, std::max(0.0, kill_grace));
       }
       if (term_sent && !kill_sent && now >= kill_at) {
         kill_group(SIGKILL);
@@ -452,7 +461,7 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
       wake = drain_until;
     } else {
       if (!term_sent) wake = deadline;
-      if (!term_sent && options.cancel) wake = std::min(wake, after(now, 0.1));
+      if (!term_sent && cancel) wake = std::min(wake, after(now, 0.1));
       if (term_sent && !kill_sent) wake = kill_at;
       if (!pidfd.open()) wake = std::min(wake, after(now, nfds == 0 ? 0.002 : 0.02));
     }
@@ -469,11 +478,11 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
     if (ready == 0) continue;
 
     if (in_idx >= 0 && fds[in_idx].revents != 0) {
-      std::size_t left = options.stdin_data.size() - in_offset;
-      ssize_t n = ::write(in_w.get(), options.stdin_data.data() + in_offset, left);
+      std::size_t left = input.size() - in_offset;
+      ssize_t n = ::write(in_w.get(), input.data() + in_offset, left);
       if (n > 0) {
         in_offset += static_cast<std::size_t>(n);
-        if (in_offset == options.stdin_data.size()) in_w.reset();
+        if (in_offset == input.size()) in_w.reset();
       } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
         if (errno == EPIPE) sigpipe.raised();  // the child stopped reading: not an error
         in_w.reset();
@@ -482,7 +491,7 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
     if (out_idx >= 0 && fds[out_idx].revents != 0) {
       ssize_t n = ::read(out_r.get(), buffer.data(), buffer.size());
       if (n > 0) {
-        std::size_t room = options.stdout_limit - result.stdout_data.size();
+        std::size_t room = stdout_limit - result.stdout_data.size();
         std::size_t keep = std::min(room, static_cast<std::size_t>(n));
         result.stdout_data.append(buffer.data(), keep);
         if (keep < static_cast<std::size_t>(n)) {
@@ -504,6 +513,8 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
       }
     }
   }
+  out_r.reset();
+  err_r.reset();
 
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (status_known) {
@@ -513,9 +524,75 @@ SubprocessResult run_subprocess(const SubprocessOptions& options) {
   result.stderr_data = err.finish();
   result.stderr_bytes = err.total();
   result.stderr_truncated = err.truncated();
-  spdlog::debug("subprocess {}: {} in {:.3f} s ({} bytes out, {} bytes err)", exe,
-                result.describe(), result.seconds, result.stdout_data.size(), result.stderr_bytes);
-  return result;
+  spdlog::debug(
+      "subprocess {}: {} in {:.3f} s{} ({} bytes out, {} bytes err)", exe, result.describe(),
+      result.seconds,
+      result.input_seconds > 0
+          ? fmt::format(" (its input given {:.3f} s after its start)", result.input_seconds)
+          : std::string(),
+      result.stdout_data.size(), result.stderr_bytes);
+  return std::move(result);
+}
+
+Subprocess::Subprocess(const SubprocessOptions& options) : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.exe = options.argv.empty() ? std::string() : options.argv[0];
+  st.timeout_seconds = options.timeout_seconds;
+  st.stdout_limit = options.stdout_limit;
+  st.stderr_limit = options.stderr_limit;
+  st.kill_grace_seconds = options.kill_grace_seconds;
+  st.cancel = options.cancel;
+  st.result.timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 0;
+  st.spawn(options);
+}
+
+Subprocess::~Subprocess() {
+  if (state_) state_->kill_and_reap();
+}
+
+Subprocess::Subprocess(Subprocess&&) noexcept = default;
+
+Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
+  if (this != &other) {
+    if (state_) state_->kill_and_reap();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+bool Subprocess::started() const { return state_ && state_->result.started; }
+
+pid_t Subprocess::pid() const { return state_ ? state_->pid : -1; }
+
+SubprocessResult Subprocess::finish(std::string_view input) { return finish(input, false); }
+
+// `at_spawn`: run_subprocess, whose input is given with the spawn (input_seconds stays 0).
+SubprocessResult Subprocess::finish(std::string_view input, bool at_spawn) {
+  if (!state_ || state_->used) throw std::logic_error("Subprocess: finished or closed already");
+  State& st = *state_;
+  st.used = true;
+  if (!st.result.started) return std::move(st.result);
+  const Clock::time_point now = Clock::now();
+  if (!at_spawn) st.result.input_seconds = std::chrono::duration<double>(now - st.start).count();
+  const Clock::time_point deadline =
+      st.timeout_seconds > 0 ? after(now, st.timeout_seconds) : Clock::time_point::max();
+  return st.run(input, deadline, st.kill_grace_seconds);
+}
+
+SubprocessResult Subprocess::close(double grace_seconds) {
+  if (!state_ || state_->used) throw std::logic_error("Subprocess: finished or closed already");
+  State& st = *state_;
+  st.used = true;
+  if (!st.result.started) return std::move(st.result);
+  const Clock::time_point now = Clock::now();
+  st.result.input_seconds = std::chrono::duration<double>(now - st.start).count();
+  st.result.timeout_seconds = std::max(0.0, grace_seconds);
+  return st.run({}, after(now, std::max(0.0, grace_seconds)), 0);
+}
+
+SubprocessResult run_subprocess(const SubprocessOptions& options) {
+  Subprocess child(options);
+  return child.finish(options.stdin_data, true);
 }
 
 }  // namespace kharness

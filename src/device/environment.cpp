@@ -171,6 +171,18 @@ std::string default_arch_for(int cc_major, int cc_minor) {
   return "sm_" + std::to_string(cc) + (has_a ? "a" : "");
 }
 
+void read_clocks(GpuInfo& gpu) {
+  if (!device::Driver::instance().available()) return;  // as probe_environment: no NVML then
+  const device::Nvml& nvml = device::Nvml::instance();
+  if (!nvml.available()) return;
+  if (auto c = nvml.clocks(gpu.uuid, gpu.pci_bus_id)) {
+    gpu.sm_clock_mhz = c->sm_mhz;
+    gpu.memory_clock_mhz = c->memory_mhz;
+    gpu.max_sm_clock_mhz = c->max_sm_mhz;
+    gpu.max_memory_clock_mhz = c->max_memory_mhz;
+  }
+}
+
 bool gpu_available() {
   const auto& cu = device::Driver::instance();
   return cu.available() && cu.device_count() > 0;

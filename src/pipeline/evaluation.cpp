@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <system_error>
 #include <utility>
@@ -137,8 +138,11 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
     return bad_input(std::move(result), path, op_name, e, extra);
   }
 
+  // Keyed first where the verdict cache is read: a hit compiles nothing and starts no worker.
+  // Under --no-cache the key is only the archive's record of the evaluation: made alongside the
+  // compile.
   std::string key;
-  if (archive_) key = cache_key(request, *loaded);
+  if (archive_ && options_.use_cache) key = cache_key(request, *loaded);
   result.cache_key = key;
   if (!key.empty() && options_.use_cache) {
     if (auto stored = cached(key, path)) {
@@ -164,13 +168,35 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   }
 
   // A miss: compiled once, here; the worker's compiles of the same sources are hits of the
-  // compile cache this compile stored into.
+  // compile cache this compile stored into. What does not need the compile happens during it: the
+  // worker starts first (its exec, driver, GPU lock and context overlap the compile; closed
+  // without a request when the candidate does not compile), and the environment and the GPU's
+  // clocks are read alongside.
   try {
-    verify::compile(*loaded, verify::compile_options(request));
+    verify::Prepared prepared;
+    const bool gpu_work = request.mode != Mode::kCompile;
+    if (gpu_work && gpu_available()) prepared.worker = verify::start_worker(request);
+    const auto compile_start = std::chrono::steady_clock::now();
+    verify::compile(*loaded, verify::compile_options(request), [&] {
+      if (archive_ && !options_.use_cache) key = cache_key(request, *loaded);
+      if (!gpu_work) return;
+      prepared.environment = environment();
+      if (prepared.environment->gpu_ready())
+        prepared.gpu = verify::evaluation_gpu(request, *prepared.environment);
+    });
+    const double compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
+    spdlog::debug("{}: compiled in {:.3f} s (reference {:.3f} s and candidate {:.3f} s at once){}",
+                  path, compile_seconds, loaded->reference_compiled.seconds,
+                  loaded->candidate_compiled.seconds,
+                  prepared.worker ? "; the worker started before it" : "");
+    result.cache_key = key;
     if (!loaded->candidate_compiled.cache_hit) ++result.compiles;
-    result.verdict = verify::check_loaded(request, *loaded);
+    result.verdict = verify::check_loaded(request, *loaded, std::move(prepared));
+    result.verdict.phases["parent_compile"] = compile_seconds;
   } catch (const Error& e) {
-    if (e.code() != ExitCode::kUsage) throw;                       // no GPU, or a kharness failure
+    if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness failure
+    result.cache_key = key;
     return bad_input(std::move(result), path, op_name, e, extra);  // e.g. a workload's inputs
   }
   record_holdout(request, op_name, result.verdict);
@@ -368,11 +394,10 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
       for (const auto& f : keyed_sources(load_solution(b))) parts.harness += f.path + f.content;
     }
     if (request.mode != Mode::kCompile) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!env_) env_ = probe_environment();
-      if (!env_->gpu_ready()) return "";  // the check says "no GPU"
-      parts.gpu = request.gpu ? request.gpu->name : env_->gpus[0].name;
-      parts.driver = env_->driver.nvidia_version;
+      const EnvironmentReport env = environment();
+      if (!env.gpu_ready()) return "";  // the check says "no GPU"
+      parts.gpu = request.gpu ? request.gpu->name : env.gpus[0].name;
+      parts.driver = env.driver.nvidia_version;
     }
     parts.kharness_version = fmt::format("{} ({})", kVersion, kGitCommit);
     return archive::verdict_cache_key(parts);
@@ -380,6 +405,15 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     spdlog::debug("no verdict cache key for {}: {}", request.solution.string(), e.message());
     return "";
   }
+}
+
+// Probed once per Evaluator: the cache keys and the verdicts' environment read this one probe,
+// and each evaluation reads only its own GPU's clocks again (verify::evaluation_gpu). The driver
+// (cuInit) loads once per process whoever probes first.
+EnvironmentReport Evaluator::environment() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!env_) env_ = probe_environment();
+  return *env_;
 }
 
 std::string Evaluator::archive(const archive::CandidateRecord& record) {

@@ -122,6 +122,7 @@ class Evaluator {
   CheckRequest make_request(const EvaluationRequest& in, const std::string& op_name) const;
   nlohmann::json cache_options(const CheckRequest& request) const;
   std::string cache_key(const CheckRequest& request, const verify::Loaded& loaded);
+  EnvironmentReport environment();
   std::string archive(const archive::CandidateRecord& record);
   void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra);
 

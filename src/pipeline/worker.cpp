@@ -2,12 +2,23 @@
 // of its own, on the GPU the parent chose (verify/check.cpp spawns it and reads its protocol
 // lines). Verification (verify/) and timing (bench/) are two stages this module runs in order, so
 // neither stage depends on the other.
+//
+// The parent starts the worker before it compiles and sends the request once the compile is done,
+// so the worker's start-up overlaps the compile: the GPU set-up (driver, shared lock, context)
+// begins before the request is read, and goes on while the request's solution and operator load.
+// Phases in the verdict show the overlap: worker_request_wait (from the start to the request: the
+// parent's compile), worker_context (the set-up, on its own thread), worker_load_compile,
+// worker_ready_wait (what of the set-up the load did not hide), worker_teardown and worker_run
+// (from the request to the verdict line).
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "bench/benchmark.hpp"
 #include "device/driver.hpp"
@@ -24,37 +35,100 @@ namespace kharness {
 
 using nlohmann::json;
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The per-GPU lock (device/gpu_lock.hpp) in `mode`, on this process's device 0, in the folder the
+// parent named (KHARNESS_LOCK_DIR: verify/worker_protocol.hpp). Adds its wait to `waited`.
+std::unique_ptr<device::GpuLock> take_gpu_lock(device::GpuLock::Mode mode, double& waited) {
+  auto lock =
+      std::make_unique<device::GpuLock>(device::gpu_lock_dir(), device::gpu_lock_key(), mode);
+  waited += lock->waited_seconds();
+  // A lock folder that cannot be written costs the lock, not the evaluation: the worker's stderr
+  // (kept in the verdict) says so.
+  if (!lock->held()) spdlog::warn("no GPU lock ({}): timing unguarded", lock->problem());
+  return lock;
+}
+
+// What the worker does on the GPU before it needs its request: the driver (cuInit), the shared
+// GPU lock and the primary context, begun on a thread of its own as the process starts, so that
+// it overlaps the parent's compile (the parent starts the worker first) and then this worker's
+// load of the request. The lock rule holds as before: shared from before the context exists. The
+// shared lock is thus held from the worker's start, its parent's compile included: a timing that
+// another process begins on this GPU meanwhile waits for this worker's check, as for any check in
+// flight.
+class GpuSetup {
+ public:
+  GpuSetup() : start_(Clock::now()), thread_([this] { run(); }) {}
+  ~GpuSetup() {
+    if (thread_.joinable()) thread_.join();
+  }
+  GpuSetup(const GpuSetup&) = delete;  // owns a thread that writes its members
+  GpuSetup& operator=(const GpuSetup&) = delete;
+
+  Clock::time_point started() const { return start_; }
+  // Waits for the set-up and makes the context current on the calling thread; throws what the
+  // set-up threw (no GPU: exit 3; a driver failure).
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+    if (error_) std::rethrow_exception(error_);
+    context->make_current();
+  }
+
+  // Declared before the context: whoever takes them keeps the lock until the context is gone.
+  std::unique_ptr<device::GpuLock> lock;
+  std::unique_ptr<device::PrimaryContext> context;
+  double seconds = 0;    // the set-up's own time: cuInit, the lock's wait, the context
+  double lock_wait = 0;  // of that, waiting for the lock
+
+ private:
+  void run() {
+    try {
+      lock = take_gpu_lock(device::GpuLock::Mode::kShared, lock_wait);
+      context = std::make_unique<device::PrimaryContext>(0);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    seconds = since(start_);
+  }
+
+  Clock::time_point start_;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: it starts once the members above exist
+};
+
+}  // namespace
+
 int worker_main() {
-  return verify::serve_worker("worker", [](const json& j, verify::ProtocolStream& protocol) {
+  std::unique_ptr<GpuSetup> setup;  // begun before the request is read
+  auto work = [&](const json& j, verify::ProtocolStream& protocol) {
+    const Clock::time_point request_time = Clock::now();
     auto emit = [&](const json& line) { protocol.emit(line); };
     CheckRequest request = verify::request_from_json(j);
     // A launch that does not finish ends this process in seconds, with a `hang` line.
     std::unique_ptr<device::Watchdog> watchdog =
         protocol.watch_launches(request.launch_timeout_seconds);
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
+    // The candidate and the reference: compile cache hits of the parent's compile, while the GPU
+    // set-up goes on.
     verify::Loaded loaded = verify::load_request(request);
     if (!loaded.candidate_compiled.ok())
       throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
-    auto t1 = std::chrono::steady_clock::now();
-    // The per-GPU lock (device/gpu_lock.hpp): shared from before the context exists, exclusive
-    // from the timing phase on. Declared before the context, it is released after the context is
-    // gone: no use of the GPU by this process (creating or tearing down a context included)
-    // overlaps another process's timing.
-    const std::filesystem::path lock_dir = j.value("gpu_lock_dir", std::string());
-    const std::string lock_key = device::gpu_lock_key();
-    double lock_wait = 0;
-    auto gpu_lock = [&](device::GpuLock::Mode mode) {
-      auto lock = std::make_unique<device::GpuLock>(
-          lock_dir.empty() ? device::gpu_lock_dir() : lock_dir, lock_key, mode);
-      lock_wait += lock->waited_seconds();
-      // A lock folder that cannot be written costs the lock, not the evaluation: the worker's
-      // stderr (kept in the verdict) says so.
-      if (!lock->held()) spdlog::warn("no GPU lock ({}): timing unguarded", lock->problem());
-      return lock;
-    };
-    std::unique_ptr<device::GpuLock> gpu_held = gpu_lock(device::GpuLock::Mode::kShared);
-    device::PrimaryContext context(0);
-    auto t2 = std::chrono::steady_clock::now();
+    auto t1 = Clock::now();
+    setup->wait();
+    auto t2 = Clock::now();
+    // The per-GPU lock (device/gpu_lock.hpp): shared from before the context exists (GpuSetup),
+    // exclusive from the timing phase on. Declared before the context, it is released after the
+    // context is gone: no use of the GPU by this process (creating or tearing down a context
+    // included) overlaps another process's timing.
+    double lock_wait = setup->lock_wait;
+    std::unique_ptr<device::GpuLock> gpu_held = std::move(setup->lock);
+    std::unique_ptr<device::PrimaryContext> context = std::move(setup->context);
     verify::EvaluationSink sink;
     sink.started = [&](const std::string& uuid) {
       emit({{"event", "started"}, {"workload", uuid}});
@@ -101,7 +175,7 @@ int worker_main() {
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
       gpu_held.reset();  // a shared holder waiting to become exclusive would deadlock another
-      gpu_held = gpu_lock(device::GpuLock::Mode::kExclusive);
+      gpu_held = take_gpu_lock(device::GpuLock::Mode::kExclusive, lock_wait);
       device::ActivityPhase phase("timing");
       bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                        {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr,
@@ -109,11 +183,27 @@ int worker_main() {
       v.phases["timing"] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
     }
+    v.phases["worker_request_wait"] =
+        std::chrono::duration<double>(request_time - setup->started()).count();
     v.phases["worker_load_compile"] = std::chrono::duration<double>(t1 - t0).count();
-    v.phases["worker_context"] = std::chrono::duration<double>(t2 - t1).count();
+    v.phases["worker_context"] = setup->seconds;
+    v.phases["worker_ready_wait"] = std::chrono::duration<double>(t2 - t1).count();
     v.phases["gpu_lock_wait"] = lock_wait;
-    emit({{"event", "verdict"}, {"verdict", to_json(v)}});
-  });
+    // The end, in the order the lock rule wants: the context (the last of this process's GPU
+    // state: every module and buffer went with its stage), then the lock, then the verdict line
+    // and _exit. Returning instead would run the exit handlers of the CUDA runtime, the driver and
+    // CUPTI (finalised after timing) and every static destructor, with the lock already released;
+    // they hold nothing the verdict needs, so the process ends without them. stdio is flushed
+    // first: a kernel's printf output (fd 1, sent to stderr) is kept in the verdict.
+    const Clock::time_point teardown = Clock::now();
+    context.reset();
+    gpu_held.reset();
+    v.phases["worker_teardown"] = since(teardown);
+    v.phases["worker_run"] = since(request_time);
+    std::fflush(nullptr);
+    protocol.emit_and_exit({{"event", "verdict"}, {"verdict", to_json(v)}}, 0);
+  };
+  return verify::serve_worker("worker", work, [&] { setup = std::make_unique<GpuSetup>(); });
 }
 
 }  // namespace kharness

@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "device/driver.hpp"
-#include "device/gpu_lock.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -43,8 +42,7 @@ json request_json(const CheckRequest& r) {
           {"launch_timeout_seconds", r.launch_timeout_seconds},
           {"mode", std::string(name_of(r.mode))},
           {"bench", r.bench.to_json()},
-          {"extra_workloads", r.extra_workloads},
-          {"gpu_lock_dir", device::gpu_lock_dir().string()}};
+          {"extra_workloads", r.extra_workloads}};
 }
 
 // The verdict's record of the GPU the worker runs on (DESIGN §4, §9): name, UUID, PCI bus id,
@@ -112,7 +110,25 @@ Verdict check_solution(const CheckRequest& request) {
   return verify::check_loaded(request, loaded);
 }
 
-Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) {
+std::unique_ptr<verify::WorkerProcess> verify::start_worker(const CheckRequest& request) {
+  return std::make_unique<WorkerProcess>(
+      WorkerCall{"__worker", "worker", json(), request.timeout_seconds, request.gpu});
+}
+
+GpuInfo verify::evaluation_gpu(const CheckRequest& request, const EnvironmentReport& env) {
+  // The probe's record where it lists the request's GPU; the pool's record where it does not.
+  GpuInfo gpu = env.gpus.at(0);
+  if (request.gpu) {
+    gpu = *request.gpu;
+    for (const auto& g : env.gpus) {
+      if (!request.gpu->uuid.empty() && g.uuid == request.gpu->uuid) gpu = g;
+    }
+  }
+  read_clocks(gpu);  // fresh: the clocks at the start of this evaluation
+  return gpu;
+}
+
+Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded, Prepared prepared) {
   Verdict verdict;
   verdict.solution = loaded.candidate.name;
   verdict.source = request.solution.string();
@@ -137,30 +153,25 @@ Verdict verify::check_loaded(const CheckRequest& request, const Loaded& loaded) 
   }
   if (request.mode == Mode::kCompile) return verdict;  // --compile-only: what needs no GPU
   // Only now is a GPU needed.
-  EnvironmentReport env = probe_environment();
+  const EnvironmentReport env =
+      prepared.environment ? std::move(*prepared.environment) : probe_environment();
   if (!env.gpu_ready()) {
     throw environment_error(
         fmt::format("{}; `kharness compile` checks a solution without one",
                     env.driver.available ? "no CUDA device visible" : env.driver.reason));
   }
-  // The GPU of this evaluation, as probed now (fresh clocks); the pool's record where the probe
-  // does not find it again.
-  const GpuInfo* gpu = &env.gpus[0];
-  if (request.gpu) {
-    gpu = &*request.gpu;
-    for (const auto& g : env.gpus) {
-      if (!request.gpu->uuid.empty() && g.uuid == request.gpu->uuid) gpu = &g;
-    }
-  }
-  verdict.environment = gpu_record(*gpu);
+  // The GPU of this evaluation with its clocks at the start of the evaluation.
+  const GpuInfo gpu = prepared.gpu ? *prepared.gpu : evaluation_gpu(request, env);
+  verdict.environment = gpu_record(gpu);
   verdict.environment.update(json{{"driver", env.driver.nvidia_version},
                                   {"cuda", cuda_version_string(env.driver.cuda_version)},
                                   {"nvrtc", env.nvrtc_version},
                                   {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
 
-  verify::WorkerCall call{"__worker", "worker", request_json(request), request.timeout_seconds,
-                          request.gpu};
-  return verify::verdict_from_worker(request, std::move(verdict), verify::call_worker(call));
+  std::unique_ptr<WorkerProcess> worker =
+      prepared.worker ? std::move(prepared.worker) : start_worker(request);
+  return verify::verdict_from_worker(request, std::move(verdict),
+                                     worker->send(request_json(request)));
 }
 
 }  // namespace kharness

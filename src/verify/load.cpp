@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+#include <future>
+
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
 #include "verify/compare.hpp"
@@ -37,9 +40,26 @@ Loaded load(Solution candidate, const std::string& operator_name,
                 CompileResult{}};
 }
 
-void compile(Loaded& loaded, const CompileOptions& options) {
+void compile(Loaded& loaded, const CompileOptions& options,
+             const std::function<void()>& alongside) {
   const Operator& op = loaded.op;
-  CompileResult ref = compile_solution(loaded.reference, &op.definition, &op.workloads, options);
+  // std::async: each future's destructor waits, so nothing outlives `loaded` however this exits.
+  auto compile_one = [&](const Solution& solution) {
+    return std::async(std::launch::async, [&op, &options, &solution] {
+      return compile_solution(solution, &op.definition, &op.workloads, options);
+    });
+  };
+  std::future<CompileResult> reference = compile_one(loaded.reference);
+  std::future<CompileResult> candidate = compile_one(loaded.candidate);
+  std::exception_ptr alongside_error;
+  if (alongside) {
+    try {
+      alongside();
+    } catch (...) {
+      alongside_error = std::current_exception();
+    }
+  }
+  CompileResult ref = reference.get();
   if (!ref.ok()) {
     std::string why = !ref.violations.empty()    ? ref.violations[0].message
                       : !ref.diagnostics.empty() ? ref.diagnostics[0].message
@@ -49,8 +69,8 @@ void compile(Loaded& loaded, const CompileOptions& options) {
         fmt::format("the operator's reference does not compile for {}: {}", options.arch, why));
   }
   loaded.reference_compiled = std::move(ref);
-  loaded.candidate_compiled =
-      compile_solution(loaded.candidate, &op.definition, &op.workloads, options);
+  loaded.candidate_compiled = candidate.get();
+  if (alongside_error) std::rethrow_exception(alongside_error);
 }
 
 Loaded load_and_compile(const std::filesystem::path& solution, const std::string& operator_name,

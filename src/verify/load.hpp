@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,17 @@ Loaded load_and_compile(const std::filesystem::path& solution, const std::string
 // The two halves of load_and_compile, for the pipeline (pipeline/evaluation.hpp), which keys the
 // verdict cache on what is loaded and compiles only on a miss: load() takes the candidate as
 // already parsed and compiles nothing (the CompileResults stay empty); compile() compiles the
-// reference (throwing as load_and_compile does when it fails) and then the candidate.
+// reference and the candidate, throwing as load_and_compile does when the reference fails.
+//
+// The two compiles run concurrently (each NVRTC compile is a sandboxed child process of its own;
+// compile cache hits are file reads), and `alongside`, when given, runs on the calling thread
+// meanwhile (the pipeline probes the environment and starts nothing on the GPU there). The outcome
+// is the sequential one, whichever finishes first: the reference's failure or exception first,
+// then what the candidate's compile threw, then what `alongside` threw.
 Loaded load(Solution candidate, const std::string& operator_name,
             const std::vector<std::filesystem::path>& operators_dirs,
             const std::vector<nlohmann::json>& extra_workloads = {});
-void compile(Loaded& loaded, const CompileOptions& options);
+void compile(Loaded& loaded, const CompileOptions& options,
+             const std::function<void()>& alongside = {});
 
 }  // namespace kharness::verify

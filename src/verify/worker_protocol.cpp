@@ -11,9 +11,11 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "core/json_util.hpp"
+#include "device/gpu_lock.hpp"
 #include "kharness/error.hpp"
 #include "kharness/sandbox.hpp"
 
@@ -63,14 +65,22 @@ std::unique_ptr<device::Watchdog> ProtocolStream::watch_launches(double limit_se
   });
 }
 
-int serve_worker(const std::string& name, const WorkerWork& work) {
+int serve_worker(const std::string& name, const WorkerWork& work,
+                 const std::function<void()>& before_request) {
   ProtocolStream protocol;
   auto error_line = [&](int code, const std::string& where, const std::string& message) {
     protocol.emit({{"event", "error"}, {"code", code}, {"where", where}, {"message", message}});
   };
   try {
+    if (before_request) before_request();
     const std::string input((std::istreambuf_iterator<char>(std::cin)),
                             std::istreambuf_iterator<char>());
+    // Closed without a request (WorkerProcess::close): nothing to answer. _exit, not return: a GPU
+    // set-up still in flight on another thread (cuInit, a wait for the GPU lock) is not waited
+    // for. This process has loaded no module and launched nothing; the kernel frees its context,
+    // made or half-made, and its shared GPU lock with the process, as for a worker killed at its
+    // time limit.
+    if (input.empty()) ::_exit(0);
     const json request = json_util::parse_or_discarded(input);
     if (request.is_discarded()) throw Error(ExitCode::kInternal, name, "the request is not JSON");
     if (request.is_object() && request.value("verbose", false))
@@ -124,26 +134,60 @@ Failure hang_failure(const CheckRequest& request, const json& hang, const std::s
   return f;
 }
 
+// How a worker is spawned: under KHARNESS_WORKER_WRAPPER, in the scrubbed environment with the
+// GPU lock folder and, for a pool's worker, its one GPU.
+SubprocessOptions worker_options(const WorkerCall& call) {
+  SubprocessOptions sub;
+  // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
+  sub.argv = worker_argv(call.subcommand);
+  sub.timeout_seconds = call.timeout_seconds;
+  // Only what the driver, the toolkit and kharness's settings need: no API keys.
+  sub.inherit_environment = false;
+  sub.env = sandbox::scrubbed_environment();
+  auto set = [&](const std::string& name, const std::string& value) {
+    sub.env.erase(std::remove_if(sub.env.begin(), sub.env.end(),
+                                 [&](const auto& kv) { return kv.first == name; }),
+                  sub.env.end());
+    sub.env.emplace_back(name, value);
+  };
+  // The parent's lock folder, whatever the worker's own settings would make of it (it takes the
+  // lock before its request comes).
+  set("KHARNESS_LOCK_DIR", device::gpu_lock_dir().string());
+  if (call.gpu) set("CUDA_VISIBLE_DEVICES", visible_devices_for(*call.gpu));
+  return sub;
+}
+
 }  // namespace
 
 bool WorkerReply::finished() const { return !hang && !process.timed_out && process.exit_code == 0; }
 
 WorkerReply call_worker(const WorkerCall& call) {
-  SubprocessOptions sub;
-  // KHARNESS_WORKER_WRAPPER="compute-sanitizer --tool memcheck" runs the worker under a tool.
-  sub.argv = worker_argv(call.subcommand);
-  sub.stdin_data = json_util::dump(call.request);
-  sub.timeout_seconds = call.timeout_seconds;
-  // Only what the driver, the toolkit and kharness's settings need: no API keys.
-  sub.inherit_environment = false;
-  sub.env = sandbox::scrubbed_environment();
-  if (call.gpu) {
-    sub.env.erase(std::remove_if(sub.env.begin(), sub.env.end(),
-                                 [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; }),
-                  sub.env.end());
-    sub.env.emplace_back("CUDA_VISIBLE_DEVICES", visible_devices_for(*call.gpu));
+  WorkerProcess worker(call);
+  return worker.send(call.request);
+}
+
+WorkerProcess::WorkerProcess(const WorkerCall& call)
+    : name_(call.name), process_(worker_options(call)) {}
+
+WorkerProcess::~WorkerProcess() { close(); }
+
+WorkerReply WorkerProcess::send(const nlohmann::json& request) {
+  if (done_) throw std::logic_error("WorkerProcess: sent or closed already");
+  done_ = true;
+  return read_reply(process_.finish(json_util::dump(request)), name_);
+}
+
+void WorkerProcess::close() noexcept {
+  if (done_) return;
+  done_ = true;
+  try {
+    const SubprocessResult r = process_.close(kWorkerCloseSeconds);
+    spdlog::debug("{}: closed without a request after {:.3f} s: {}", name_, r.input_seconds,
+                  r.describe());
+  } catch (const std::exception& e) {
+    // Nothing may leave a destructor; the Subprocess's own destructor still kills and reaps.
+    spdlog::debug("{}: closing: {}", name_, e.what());
   }
-  return read_reply(run_subprocess(sub), call.name);
 }
 
 WorkerReply read_reply(SubprocessResult process, const std::string& name) {
@@ -181,7 +225,10 @@ Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
   const SubprocessResult& r = reply.process;
   verdict.worker_stderr = r.stderr_data;
   verdict.worker_stderr_truncated = r.stderr_truncated;
-  verdict.seconds = r.seconds;
+  // What the evaluation waited for: the worker from its request to its end (a worker started
+  // early ran input_seconds before, overlapping the parent's compile).
+  const double waited = std::max(0.0, r.seconds - r.input_seconds);
+  verdict.seconds = waited;
 
   std::string running;  // the workload in flight when the worker stopped
   std::optional<Verdict> final_verdict;
@@ -202,7 +249,12 @@ Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
     v.environment = verdict.environment;
     v.worker_stderr = verdict.worker_stderr;
     v.worker_stderr_truncated = verdict.worker_stderr_truncated;
-    v.phases["worker_process"] = r.seconds;
+    v.phases["worker_process"] = waited;
+    if (r.input_seconds > 0) v.phases["worker_head_start"] = r.input_seconds;
+    // The worker's time from its request to its verdict line is worker_run; the rest of the wait
+    // is the request's way in and the worker's exit after its verdict line.
+    if (auto run = v.phases.find("worker_run"); run != v.phases.end())
+      v.phases["worker_exit"] = std::max(0.0, waited - run->second);
     v.seconds = verdict.seconds;
     v.source = verdict.source;
     return v;

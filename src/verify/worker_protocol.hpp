@@ -9,11 +9,19 @@
 // and ends the process with device::kHangExitCode when a wait on the GPU outlasts the launch
 // timeout (device/watchdog.hpp).
 //
+// An empty request (stdin closed with nothing written) is no error: the parent started the worker
+// before its request was ready and needs it no more (a candidate that does not compile). The
+// worker ends at once, status 0, no line.
+//
 // Parent end: call_worker() spawns the worker (a fresh exec, scrubbed environment, wall-clock
 // limit, one GPU) and reads its lines back (an `error` line throws its Error); what the lines mean
 // is the caller's: verdict_from_worker turns a `check` worker's reply into the verdict (its final
 // verdict, or TIMEOUT for a `hang` line or the whole-worker limit, or RUNTIME_ERROR for a crash,
-// with the workload that was in flight).
+// with the workload that was in flight). WorkerProcess is call_worker in two steps: the worker
+// starts first, so that its start-up (exec, driver, GPU lock, context) overlaps the parent's
+// compile, and gets its request once the compile is done. The GPU lock folder goes to the worker
+// in its environment (KHARNESS_LOCK_DIR: the parent's gpu_lock_dir()), as it takes the lock
+// before its request comes.
 #pragma once
 
 #include <cstdio>
@@ -65,8 +73,12 @@ using WorkerWork = std::function<void(const nlohmann::json& request, ProtocolStr
 // The main of the worker `name` ("worker", "profile worker"): reads the request from stdin and
 // runs `work`. What `work` throws is written as {"event":"error","code","where","message"} (an
 // Error keeps its code and place; anything else is code 4 at `name`). Returns the process's exit
-// code: 0, the Error's code, or 4.
-int serve_worker(const std::string& name, const WorkerWork& work);
+// code: 0, the Error's code, or 4. `before_request`, when given, runs once the process is set up
+// and before the request is read (the check worker begins its GPU set-up there, overlapping the
+// parent's compile); what it throws is an error line too. An empty request ends the process at
+// once (_exit(0), no line): set-up begun by `before_request` is not waited for.
+int serve_worker(const std::string& name, const WorkerWork& work,
+                 const std::function<void()>& before_request = {});
 
 // ---- parent end ----
 
@@ -94,6 +106,33 @@ struct WorkerReply {
 // Runs the worker under KHARNESS_WORKER_WRAPPER (worker_argv), in the scrubbed environment (no API
 // keys: sandbox::scrubbed_environment), and reads its reply (read_reply).
 WorkerReply call_worker(const WorkerCall& call);
+
+// How long close() waits for a worker that got no request to end by itself (it ends at once when
+// it reads its empty stdin; a wrapper such as compute-sanitizer may take longer) before SIGKILL.
+inline constexpr double kWorkerCloseSeconds = 5;
+
+// A worker started before its request is ready. `call.request` is not used: send() gives the
+// request. Destroyed without send(), it is closed (close()).
+class WorkerProcess {
+ public:
+  explicit WorkerProcess(const WorkerCall& call);  // spawns the worker now
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;  // owns the child process
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Hands `request` over and reads the reply, as call_worker does (throws Error for an `error`
+  // line). The worker's wall-clock limit counts from here. Once.
+  WorkerReply send(const nlohmann::json& request);
+  // Ends a worker that gets no request: its stdin is closed empty and it exits at once, quietly;
+  // waits for it (kWorkerCloseSeconds at most, then SIGKILL), so that no zombie is left. Nothing
+  // is thrown and nothing is logged above debug. Idempotent; a no-op after send().
+  void close() noexcept;
+
+ private:
+  std::string name_;
+  Subprocess process_;
+  bool done_ = false;
+};
 
 // The reply in a worker's output. Throws Error for an `error` line (the worker's own failure: bad
 // input, no GPU, internal), with the code and place the line names (else 4 and `name`).
