@@ -13,7 +13,7 @@ namespace kharness::bench {
 struct BenchOptions {
   Protocol protocol = Protocol::kAdaptive;
   Timer timer = Timer::kCupti;
-  int warmup = 10;           // official: per trial; adaptive: once, at most
+  int warmup = 10;  // official: per trial; adaptive: once, at most
   // Adaptive: the warmup ends once this much time has passed (the first round's duration times
   // the rounds so far; at least one round), like nvbench's one warmup launch: ten warmup rounds
   // of a 40 ms kernel are 0.4 s of a run's candidate, and the first 50 ms do the warming.

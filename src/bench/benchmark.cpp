@@ -118,8 +118,8 @@ struct Contender {
   bool reload = false;
   std::vector<double> samples;
   std::vector<std::vector<double>> trial_samples;  // official protocol
-  std::string shapes;       // the kernels' launch shapes of the first timed iteration (CUPTI)
-  std::string cupti_names;  // and their names as CUPTI gave them
+  std::string shapes;         // the kernels' launch shapes of the first timed iteration (CUPTI)
+  std::string cupti_names;    // and their names as CUPTI gave them
   int flagged = 0;            // samples taken while the SM clock was below 80% of its maximum
   std::uint64_t checked = 0;  // iterations whose outputs were checked
   bool done = false;
