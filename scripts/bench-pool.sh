@@ -3,11 +3,18 @@
 # worker) and with --gpus 0,0 (two workers sharing GPU 0). The per-GPU lock lets the second
 # worker check while the first times, but never time alongside it, so the verdicts must be the
 # same and the timed latencies equal within the noise between two runs (target: 2%).
+# On a host with several GPUs (issue 23) the same comparison measures scaling:
+# CONFIGS="0 0,1 all" SCALE=1 scripts/bench-pool.sh gives, per --gpus, the wall time,
+# submissions per GPU-minute, the speed-up over the first configuration and the efficiency
+# (speed-up / GPUs; goal >= 0.9), whether every verdict names the GPU it ran on, and each GPU's
+# latencies against the first configuration's (the spread between the host's GPUs).
 #
 #   scripts/bench-pool.sh [KHARNESS_BINARY]     (default build/kharness; run from anywhere)
 #
 # The folder: the shipped fixtures (tests/fixtures/good and bad) plus the seeds of SEED_OPS
-# (default: rmsnorm_h4096 fused_add_rmsnorm_h4096 silu_and_mul_i14336 copy_f32), 23 submissions.
+# (default: rmsnorm_h4096 fused_add_rmsnorm_h4096 silu_and_mul_i14336 copy_f32), 23 submissions;
+# with SCALE=1 also their baselines and TUNE_CONFIGS (default 6) tune configurations of each of
+# SCALE_TUNE_OPS (default rmsnorm_h4096 gemm_n6144_k4096; `kharness tune-space --sample`): 41.
 # CONFIGS (default "0 0,0") are the --gpus values compared, the first being the reference;
 # SCORE_FLAGS are added to every score (default --seed 1: the same inputs in every run); each run
 # has a private archive and --no-cache, so nothing is reused between them. KEEP=1 keeps the
@@ -29,6 +36,19 @@ mkdir -p "$SUBS/bad"
 cp -r "$ROOT/tests/fixtures/good/." "$SUBS/"
 cp "$ROOT"/tests/fixtures/bad/*.cu "$SUBS/bad/"
 for op in $SEED_OPS; do cp "$ROOT/operators/$op/seed.cu" "$SUBS/seed_$op.cu"; done
+if [[ "${SCALE:-0}" == 1 ]]; then
+  for op in $SEED_OPS; do
+    base="$ROOT/operators/$op/baseline/solution.cu"
+    [[ -f "$base" ]] && cp "$base" "$SUBS/baseline_$op.cu"
+  done
+  for op in ${SCALE_TUNE_OPS:-rmsnorm_h4096 gemm_n6144_k4096}; do
+    mkdir -p "$SUBS/tune_$op"
+    "$KHARNESS" tune-space "$op" --sample "${TUNE_CONFIGS:-6}" --out "$SUBS/tune_$op" \
+      > /dev/null 2> "$TMP/tune_$op.err" ||
+      { echo "bench-pool: tune-space $op failed"; tail -c 1000 "$TMP/tune_$op.err"; exit 1; }
+  done
+fi
+
 echo "bench-pool: scoring $SUBS with --gpus ${CONFIGS[*]}"
 
 for cfg in "${CONFIGS[@]}"; do
@@ -63,16 +83,33 @@ def latencies(v):
             out[w["uuid"]] = lat
     return out
 
+def gpu_of(v):
+    env = v.get("environment") or {}
+    return env.get("gpu_uuid") or (str(env["gpu_index"]) if "gpu_index" in env else None)
+
+def ran_on_gpu(v):  # a verdict that reached a worker (not a compile failure or a bad input)
+    return bool(v.get("environment"))
+
 print(f"{len(runs[ref])} submissions")
 print()
-print("| --gpus | workers | wall time | exit | passed | GPU lock wait (sum) |")
-print("|---|---|---|---|---|---|")
+print("| --gpus | workers | GPUs | wall time | exit | passed | submissions / GPU-minute | "
+      "speed-up | efficiency | verdicts naming their GPU | GPU lock wait (sum) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+ref_wall = walls[ref][1]
+ref_gpus = max(1, len({gpu_of(v) for v in runs[ref] if gpu_of(v)}))
 for cfg in configs:
     vs = runs[cfg]
     waited = sum(v.get("phases", {}).get("gpu_lock_wait", 0) for v in vs)
     passed = sum(1 for v in vs if v["status"] == "PASSED")
     rc, wall = walls[cfg]
-    print(f"| {cfg} | {len(cfg.split(','))} | {wall:.1f} s | {rc} | {passed}/{len(vs)} | {waited:.1f} s |")
+    gpus = max(1, len({gpu_of(v) for v in vs if gpu_of(v)}))
+    workers = "-" if cfg == "all" else len(cfg.split(","))
+    on_gpu = [v for v in vs if ran_on_gpu(v)]
+    named = sum(1 for v in on_gpu if gpu_of(v))
+    speedup = ref_wall / wall
+    print(f"| {cfg} | {workers} | {gpus} | {wall:.1f} s | {rc} | {passed}/{len(vs)} | "
+          f"{len(vs) / (wall * gpus / 60):.1f} | {speedup:.2f}x | "
+          f"{speedup / (gpus / ref_gpus):.2f} | {named}/{len(on_gpu)} | {waited:.1f} s |")
 
 identical = True
 worst = 0.0
@@ -89,21 +126,35 @@ for cfg in configs[1:]:
     print(f"per-solution latency, --gpus {cfg} over --gpus {ref} (geometric mean over workloads; "
           "max |ratio-1| of a workload):")
     print()
-    print("| solution | status | workloads | latency ratio | max workload deviation |")
-    print("|---|---|---|---|---|")
+    print("| solution | status | GPU | workloads | latency ratio | max workload deviation |")
+    print("|---|---|---|---|---|---|")
+    by_gpu = {}  # the GPU a solution ran on in this configuration: its latency ratios
     for s in a:
         la, lb = latencies(a[s]), latencies(b.get(s, {}))
         common = [u for u in la if u in lb]
         name = s.rsplit("/", 1)[-1]
+        gpu = (b.get(s, {}).get("environment") or {}).get("gpu_index", "-")
         if not common:
-            print(f"| {name} | {a[s]['status']} / {b.get(s, {}).get('status')} | 0 | - | - |")
+            print(f"| {name} | {a[s]['status']} / {b.get(s, {}).get('status')} | {gpu} | 0 | - "
+                  "| - |")
             continue
         ratios = [lb[u] / la[u] for u in common]
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         dev = max(abs(r - 1) for r in ratios)
         worst = max(worst, abs(geo - 1))
         timed += 1
-        print(f"| {name} | {a[s]['status']} | {len(common)} | {geo:.4f} | {100 * dev:.2f}% |")
+        by_gpu.setdefault(gpu, []).extend(ratios)
+        print(f"| {name} | {a[s]['status']} | {gpu} | {len(common)} | {geo:.4f} | "
+              f"{100 * dev:.2f}% |")
+    if len(by_gpu) > 1:
+        print()
+        print(f"latency by GPU, --gpus {cfg} over --gpus {ref} (every timed workload):")
+        print()
+        print("| GPU | workloads | geometric mean ratio | min | max |")
+        print("|---|---|---|---|---|")
+        for gpu, rs in sorted(by_gpu.items(), key=lambda kv: str(kv[0])):
+            geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            print(f"| {gpu} | {len(rs)} | {geo:.4f} | {min(rs):.4f} | {max(rs):.4f} |")
 print()
 print(f"timed solutions compared: {timed}")
 print(f"max |ratio-1| over solutions: {100 * worst:.2f}% (target <= {100 * limit:.0f}%)")
