@@ -1155,7 +1155,7 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
       ev.run_reference(*b, s, &m.expected.back());
     }
     for (const auto& buf : sealed)
-      m.sealed_sums.back().push_back(ev.kernels_.checksum(buf.ptr(), buf.size(), s));
+      m.sealed_sums.back().push_back(ev.kernels_.checksum(buf.ptr(), buf.size(), s, ev.sum_key_));
     std::map<std::string, std::uint64_t> sums;
     for (auto& [name, buf] : b->inputs)
       sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
@@ -1327,7 +1327,7 @@ std::optional<Failure> TimedOutputs::integrity(CUstream stream) {
   for (std::size_t set = 0; set < m.sets.size(); ++set) {
     memory.push_back(ev.read_memory(*m.sets[set], reads, stream));
     for (const DeviceBuffer& buf : m.sealed.at(set))
-      sealed_slots[set].push_back(reads.checksum(buf.ptr(), buf.size(), stream));
+      sealed_slots[set].push_back(reads.checksum(buf.ptr(), buf.size(), stream, ev.sum_key_));
   }
   reads.wait(stream);
   for (std::size_t set = 0; set < m.sets.size(); ++set) {
