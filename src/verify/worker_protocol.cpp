@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
@@ -65,6 +66,22 @@ std::unique_ptr<device::Watchdog> ProtocolStream::watch_launches(double limit_se
   });
 }
 
+namespace {
+
+// The end of a worker whose error line is out: _exit, not return. Returning would run the
+// destructors of what `before_request` began, and a GPU set-up still in flight on another thread
+// (pipeline/worker.cpp's GpuSetup: a wait for the shared GPU lock behind another process's timing,
+// then a context) would be joined first, so that the parent, which waits for this process's exit,
+// would hear of a prompt error (a request that does not load, a candidate that does not compile)
+// only minutes later. The kernel frees the lock and the context with the process, as for a worker
+// killed at its limit.
+[[noreturn]] void exit_after_error(int code) {
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
+}  // namespace
+
 int serve_worker(const std::string& name, const WorkerWork& work,
                  const std::function<void()>& before_request) {
   ProtocolStream protocol;
@@ -89,11 +106,11 @@ int serve_worker(const std::string& name, const WorkerWork& work,
     return 0;
   } catch (const Error& e) {
     error_line(static_cast<int>(e.code()), e.where(), e.what());
-    return static_cast<int>(e.code());
+    exit_after_error(static_cast<int>(e.code()));
   } catch (const std::exception& e) {
     error_line(4, name, e.what());
   }
-  return 4;
+  exit_after_error(4);
 }
 
 namespace {

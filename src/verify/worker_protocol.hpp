@@ -72,11 +72,12 @@ using WorkerWork = std::function<void(const nlohmann::json& request, ProtocolStr
 
 // The main of the worker `name` ("worker", "profile worker"): reads the request from stdin and
 // runs `work`. What `work` throws is written as {"event":"error","code","where","message"} (an
-// Error keeps its code and place; anything else is code 4 at `name`). Returns the process's exit
-// code: 0, the Error's code, or 4. `before_request`, when given, runs once the process is set up
-// and before the request is read (the check worker begins its GPU set-up there, overlapping the
-// parent's compile); what it throws is an error line too. An empty request ends the process at
-// once (_exit(0), no line): set-up begun by `before_request` is not waited for.
+// Error keeps its code and place; anything else is code 4 at `name`). Returns 0 when `work`
+// returns; after an error line the process ends at once (_exit) with the Error's code, or 4, so
+// that no set-up still in flight is waited for. `before_request`, when given, runs once the process
+// is set up and before the request is read (the check worker begins its GPU set-up there,
+// overlapping the parent's compile); what it throws is an error line too. An empty request ends the
+// process at once (_exit(0), no line): set-up begun by `before_request` is not waited for.
 int serve_worker(const std::string& name, const WorkerWork& work,
                  const std::function<void()>& before_request = {});
 
