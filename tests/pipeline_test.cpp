@@ -5,12 +5,15 @@
 // worker (the built kharness's `__worker`) started before its request and closed without one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -257,6 +260,51 @@ SubprocessOptions worker_options(const fs::path& lock_dir) {
 // What the pipeline does when the candidate does not compile: the early worker's stdin is closed
 // empty. It ends at once, status 0, writing nothing (no error line), whatever its GPU set-up was
 // doing (with a driver: cuInit, the lock, a context), and leaves no lock held and no zombie.
+// The state letter of process `pid` from /proc ('Z' for a zombie), or 0 when it is gone.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+}
+
+// A worker whose parent dies (killed, Ctrl-C) dies with it, rather than waiting or evaluating on
+// for nobody with the GPU lock held. Here the worker waits for its request on a pipe that this
+// test keeps open (so it never sees end of file), and its parent, an intermediate process, exits.
+TEST(EarlyWorker, DiesWithItsParent) {
+  testing::TempDir locks;
+  int request[2], report[2];
+  ASSERT_EQ(::pipe(request), 0);
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t middle = ::fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    const pid_t worker = ::fork();
+    if (worker == 0) {
+      ::dup2(request[0], 0);
+      ::setenv("KHARNESS_LOCK_DIR", locks.path().c_str(), 1);
+      ::execl(KHARNESS_BINARY, KHARNESS_BINARY, "__worker", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    (void)!::write(report[1], &worker, sizeof worker);
+    ::usleep(300 * 1000);  // the worker is up, blocked on its request
+    ::_exit(0);
+  }
+  pid_t worker = 0;
+  ASSERT_EQ(::read(report[0], &worker, sizeof worker), static_cast<ssize_t>(sizeof worker));
+  int status = 0;
+  ASSERT_EQ(::waitpid(middle, &status, 0), middle);
+  char state = process_state(worker);
+  for (int i = 0; i < 100 && state != 0 && state != 'Z'; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    state = process_state(worker);
+  }
+  EXPECT_TRUE(state == 0 || state == 'Z')
+      << "the worker outlived its parent (state " << state << ")";
+  if (state != 0 && state != 'Z') ::kill(worker, SIGKILL);
+  for (int fd : {request[0], request[1], report[0], report[1]}) ::close(fd);
+}
+
 TEST(EarlyWorker, ClosedWithoutARequestItExitsQuietly) {
   testing::TempDir locks;
   for (double head_start : {0.0, 0.5}) {

@@ -1,7 +1,9 @@
 #include "verify/worker_protocol.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,6 +37,12 @@ ProtocolStream::ProtocolStream() {
     0, 0
   };
   ::setrlimit(RLIMIT_CORE, &no_core);
+  // The parent enforces this worker's time limit and reads its answer: when the parent dies
+  // (killed, or Ctrl-C, which does not reach the worker's own process group), the worker dies too,
+  // instead of evaluating on for nobody while holding the GPU lock (exclusively, while it times).
+  // A parent that died before this line left the worker to init: end now.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) ::_exit(4);
 }
 
 ProtocolStream::~ProtocolStream() {
