@@ -140,8 +140,9 @@ TEST(Holdout, SeedHashHidesTheSeed) {
 TEST(HoldoutCli, RecordedInTheVerdictAsAHash) {
   testing::TempDir dir;
   std::string sol = testing::fixture("good/rmsnorm_simple.cu").string();
-  auto r = testing::run_command("KHARNESS_HOLDOUT_SEED=8675309123456789 '" + std::string(KHARNESS_BINARY) +
-                                "' --archive '" + dir.path().string() + "' validate '" + sol +
+  auto r = testing::run_command("KHARNESS_HOLDOUT_SEED=8675309123456789 '" +
+                                std::string(KHARNESS_BINARY) + "' --archive '" +
+                                dir.path().string() + "' validate '" + sol +
                                 "' --compile-only --holdout 3 --json 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   json v = json::parse(r.out);
