@@ -1177,13 +1177,15 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   compare_partials_ = device::DeviceBuffer(kTotalsBytes * sm_count_ * kBlocksPerSm);
 }
 
+std::uint64_t HarnessKernels::blocks_for(std::uint64_t work_items) const {
+  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
+  return std::clamp<std::uint64_t>((work_items + kThreads - 1) / kThreads, 1, cap);
+}
+
 void HarnessKernels::launch(CUfunction f, const char* name, std::uint64_t work_items,
                             CUstream stream, void** params) const {
-  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
-  const std::uint64_t blocks =
-      std::clamp<std::uint64_t>((work_items + kThreads - 1) / kThreads, 1, cap);
   device::LaunchConfig config;
-  config.grid = {static_cast<unsigned>(blocks), 1, 1};
+  config.grid = {static_cast<unsigned>(blocks_for(work_items)), 1, 1};
   config.block = {kThreads, 1, 1};
   config.stream = stream;
   device::Driver::instance().check(device::launch_kernel(f, config, params), name);
@@ -1500,19 +1502,12 @@ void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint
   int kdtype = kernel_dtype(dtype);
   int size = static_cast<int>(dtype_size(dtype));
   const std::uint64_t chunks = (count * static_cast<std::uint64_t>(size) + 15) / 16;
-  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
-  int parts =
-      static_cast<int>(std::clamp<std::uint64_t>((chunks + kThreads - 1) / kThreads, 1, cap));
+  int parts = static_cast<int>(blocks_for(chunks));  // the partials the record kernel sums
   CUdeviceptr partials = partials_.ptr();
   {
     void* params[] = {&got, &sealed,      &count, &kdtype, &size,    &stream_id,
                       &key, &poison_bits, &atol,  &rtol,   &partials};
-    device::LaunchConfig config;
-    config.grid = {static_cast<unsigned>(parts), 1, 1};
-    config.block = {kThreads, 1, 1};
-    config.stream = stream;
-    device::Driver::instance().check(device::launch_kernel(check_sealed_, config, params),
-                                     "cuLaunchKernelEx(kh_check_sealed)");
+    launch(check_sealed_, "cuLaunchKernelEx(kh_check_sealed)", chunks, stream, params);
   }
   void* params[] = {&partials,  &parts, &got,       &sealed, &count, &size,
                     &stream_id, &key,   &iteration, &tensor, &record};
@@ -1564,20 +1559,16 @@ void HarnessKernels::compare_sealed(CUdeviceptr got, CUdeviceptr sealed, std::ui
   double atol = tolerance.atol;
   double rtol = tolerance.rtol;
   const std::uint64_t chunks = (count * static_cast<std::uint64_t>(size) + 15) / 16;
-  const std::uint64_t cap = static_cast<std::uint64_t>(sm_count_) * kBlocksPerSm;
-  int parts =
-      static_cast<int>(std::clamp<std::uint64_t>((chunks + kThreads - 1) / kThreads, 1, cap));
+  int parts = static_cast<int>(blocks_for(chunks));  // the partials the record kernel sums
   CUdeviceptr partials = compare_partials_.ptr();
-  device::LaunchConfig config;
-  config.grid = {static_cast<unsigned>(parts), 1, 1};
-  config.block = {kThreads, 1, 1};
-  config.stream = stream;
   {
     void* params[] = {&got, &sealed, &count, &kdtype, &size,    &stream_id,
                       &key, &poison, &atol,  &rtol,   &partials};
-    device::Driver::instance().check(device::launch_kernel(compare_sealed_, config, params),
-                                     "cuLaunchKernelEx(kh_compare_sealed)");
+    launch(compare_sealed_, "cuLaunchKernelEx(kh_compare_sealed)", chunks, stream, params);
   }
+  device::LaunchConfig config;
+  config.block = {kThreads, 1, 1};
+  config.stream = stream;
   void* params[] = {&partials, &parts,     &got, &sealed, &count,
                     &size,     &stream_id, &key, &nonce,  &record};
   config.grid = {1, 1, 1};

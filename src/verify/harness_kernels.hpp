@@ -252,6 +252,8 @@ class HarnessKernels {
   static HarnessImage build(const HarnessKernelsOptions& options);
 
  private:
+  // Blocks of kThreads for `work_items` items, at most kBlocksPerSm a multiprocessor.
+  std::uint64_t blocks_for(std::uint64_t work_items) const;
   void launch(CUfunction f, const char* name, std::uint64_t work_items, CUstream stream,
               void** params) const;
   // The checksum and pattern-check kernels writing their result to the 16 bytes at `out`.
