@@ -63,7 +63,14 @@ struct KharnessSpec {
   std::string baseline;  // folder of the baseline solution, relative to the operator folder
   std::map<std::string, double> constants;  // named constants of the semantics (e.g. eps)
   std::string comparator = "elementwise";  // how outputs are compared (verify/compare.hpp registry)
-  bool present = false;                    // false for a plain FlashInfer-Bench definition
+  // The point reference of timed iterations (DESIGN §5; "timed_check": {"rows_of": AXIS, "rows":
+  // N}): where the full reference costs more than the candidate (GEMMs), each timed iteration is
+  // verified on N rows of AXIS drawn after its launch. Every output, and every input sliced with
+  // them, has AXIS as its first dimension, and the outputs' rows depend only on those inputs'
+  // same rows. Empty: every timed iteration is checked against the full reference.
+  std::string timed_rows_of;
+  int timed_rows = 0;
+  bool present = false;  // false for a plain FlashInfer-Bench definition
 };
 
 struct Definition {

@@ -83,6 +83,17 @@ struct TimingIntegrity {
   std::string check;                     // "device" or "host": where they were checked
   std::size_t module_globals = 0;        // global variables of its module
   std::string state_reset;               // "none needed", "globals restored", "module reload"
+  // What every iteration ran on and was checked against (DESIGN §5): inputs generated for it
+  // alone (fresh_inputs of them), the truth "full reference", "point reference" (rows of an axis
+  // drawn after each launch) or "sampling" (support, then every draw in one distribution test).
+  std::uint64_t fresh_inputs = 0;
+  std::string truth;
+  std::string point;               // the point reference: "128 of M = 16384 rows"
+  std::uint64_t rows_checked = 0;  // rows checked over the workload
+  // The chance that a kernel skipping 1% of the rows in every iteration passed the point
+  // reference: 0.99^rows_checked (0 under the full reference).
+  std::optional<double> miss_probability_1pct;
+  std::vector<std::string> fixed_inputs;  // inputs from files: the same in every iteration
 };
 
 // One contender's (the candidate's or its baseline's) timing of a workload.

@@ -246,6 +246,13 @@ class WorkloadBench {
       }
     }
     harvest(s);
+    // A sampler's timed draws, all of them, in one distribution test (their support was checked
+    // iteration by iteration).
+    for (auto& c : contenders_) {
+      if (!c->failure) {
+        if (auto f = c->timed->judge_draws()) fail(*c, *f);
+      }
+    }
     TimingResult t = report();
     // Where the workload's timing time went (issue 19: the verdict's speed): the warmup, the whole
     // loop, the harvests' host waits and reads within it, and the rounds and batches it took.
@@ -440,6 +447,7 @@ class WorkloadBench {
   // overwritten, L2 flushed; then the launch; then the check of its outputs against the sealed
   // reference, enqueued (read at the next harvest), or on the host right away.
   void iterate(Contender& c, int set, bool timed, CUstream s) {
+    c.timed->refresh(set, rng_(), s);  // inputs no launch has seen, made for this one
     const verify::IterationPoison poison = verify::iteration_poison(def_, rng_());
     c.timed->poison(set, poison, s);
     reset_state(c, s);
@@ -459,7 +467,7 @@ class WorkloadBench {
       events_.at(in_flight_++)->record(s);
     } else {
       stream_.synchronize();
-      if (auto f = c.timed->verify_on_host(set, id)) fail(c, *f);
+      if (auto f = c.timed->verify_on_host(set, id, s)) fail(c, *f);
     }
   }
 
@@ -589,6 +597,19 @@ class WorkloadBench {
       ct.integrity = TimingIntegrity{
           c->checked, c->timed->checked_on_device() ? "device" : "host", c->global_names.size(),
           !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")};
+      const verify::TimedTruth truth = c->timed->truth();
+      ct.integrity->fresh_inputs = truth.fresh_inputs;
+      ct.integrity->truth = truth.mode;
+      ct.integrity->fixed_inputs = truth.fixed_inputs;
+      if (truth.mode == "point reference") {
+        ct.integrity->point =
+            fmt::format("{} of {} = {} rows", truth.rows, truth.rows_of, truth.rows_total);
+        ct.integrity->rows_checked = truth.rows_checked;
+        ct.integrity->miss_probability_1pct =
+            std::pow(0.99, static_cast<double>(truth.rows_checked));
+      } else if (truth.mode == "full reference") {
+        ct.integrity->miss_probability_1pct = 0.0;
+      }
       (c->role == "baseline" ? t.baseline : t.candidate) = std::move(ct);
     }
     t.baseline_unavailable = baseline_unavailable_;
@@ -764,12 +785,16 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
   }
   score.integrity = ScoreIntegrity{
       checked, true, fewest_sets,
-      "every timed and warmup iteration: outputs poisoned with a pattern that changes every "
-      "iteration, workspace NaN bytes, module globals reset to their loaded state, shared memory "
-      "overwritten, L2 flushed; afterwards its outputs checked against the reference of its "
-      "input set (sealed on the device, authenticated records); guards, inputs and sealed "
-      "references checked after every batch; input sets in a seeded random order; a latency "
-      "below the physical lower bound is suspect"};
+      "every timed and warmup iteration runs on inputs generated for it alone (on the device, "
+      "from its own seed, structured inputs included; inputs from files excepted and named), "
+      "checksummed under a secret key before and after its launch; outputs poisoned with a "
+      "pattern that changes every iteration, workspace NaN bytes, module globals reset to their "
+      "loaded state, shared memory overwritten, L2 flushed; afterwards its outputs checked "
+      "against the truth of its own inputs: the reference run after the launch (whole, or on "
+      "rows drawn after the launch where the definition names a point reference), compared on "
+      "the device into authenticated records; a sampler's timed draws pooled into one "
+      "distribution test; guard zones checked after every batch; a latency below the physical "
+      "lower bound is suspect"};
   verdict.score = score;
 }
 

@@ -125,10 +125,11 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
   if (it == j.end() || it->is_null()) return;
   const std::string root = "kharness";
   const auto& k = ju::require_object(*it, source, root);
-  ju::reject_unknown_keys(k,
-                          {"family", "tolerance", "inputs", "flops", "bytes", "min_flops",
-                           "min_bytes", "baseline", "constants", "comparator", "notes"},
-                          source, root);
+  ju::reject_unknown_keys(
+      k,
+      {"family", "tolerance", "inputs", "flops", "bytes", "min_flops", "min_bytes", "baseline",
+       "constants", "comparator", "timed_check", "notes"},
+      source, root);
   KharnessSpec& spec = d.kharness;
   spec.present = true;
   spec.family = ju::string_or(k, "family", "", source, root);
@@ -234,6 +235,29 @@ void parse_kharness(const OJson& j, const std::string& source, Definition& d) {
     spec.min_flops = parse_formula(*f, source, root + ".min_flops", d);
   if (auto b = k.find("min_bytes"); b != k.end())
     spec.min_bytes = parse_formula(*b, source, root + ".min_bytes", d);
+  if (auto c = k.find("timed_check"); c != k.end()) {
+    const std::string path = root + ".timed_check";
+    ju::require_object(*c, source, path);
+    ju::reject_unknown_keys(*c, {"rows_of", "rows"}, source, path);
+    spec.timed_rows_of = ju::string_or(*c, "rows_of", "", source, path);
+    if (!d.find_axis(spec.timed_rows_of)) {
+      throw input_error(ju::field(source, path + ".rows_of"),
+                        fmt::format("'{}' is not an axis of the definition", spec.timed_rows_of));
+    }
+    for (const auto& t : d.outputs) {
+      if (!t.shape || t.shape->empty() || t.shape->front() != spec.timed_rows_of) {
+        throw input_error(ju::field(source, path + ".rows_of"),
+                          fmt::format("output '{}' does not have '{}' as its first dimension",
+                                      t.name, spec.timed_rows_of));
+      }
+    }
+    const double rows =
+        c->contains("rows") ? ju::as_number((*c)["rows"], source, path + ".rows") : 128.0;
+    if (!(rows >= 1 && rows <= 256) || rows != static_cast<double>(static_cast<int>(rows))) {
+      throw input_error(ju::field(source, path + ".rows"), "must be an integer in [1, 256]");
+    }
+    spec.timed_rows = static_cast<int>(rows);
+  }
   if (auto c = k.find("constants"); c != k.end()) {
     std::string path = root + ".constants";
     ju::require_object(*c, source, path);
@@ -336,6 +360,10 @@ void apply_family_defaults(Definition& definition, const nlohmann::ordered_json&
   if (!own.min_flops) own.min_flops = family.min_flops;
   if (!own.min_bytes) own.min_bytes = family.min_bytes;
   if (own.comparator == "elementwise") own.comparator = family.comparator;
+  if (own.timed_rows_of.empty()) {
+    own.timed_rows_of = family.timed_rows_of;
+    own.timed_rows = family.timed_rows;
+  }
   for (const auto& [name, value] : family.constants) own.constants.emplace(name, value);
   own.present = true;  // the definition now has a kharness section: its family's
 }
@@ -569,6 +597,8 @@ nlohmann::ordered_json to_json(const Definition& d) {
     if (!k.baseline.empty()) kj["baseline"] = k.baseline;
     if (!k.constants.empty()) kj["constants"] = k.constants;
     if (k.comparator != "elementwise") kj["comparator"] = k.comparator;
+    if (!k.timed_rows_of.empty())
+      kj["timed_check"] = {{"rows_of", k.timed_rows_of}, {"rows", k.timed_rows}};
     j["kharness"] = kj;
   }
   return j;

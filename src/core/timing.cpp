@@ -104,10 +104,19 @@ std::optional<E> optional_enum(const json& j, const char* key) {
 // ---- parts ----
 
 json to_json(const TimingIntegrity& i) {
-  return {{"checked_iterations", i.checked_iterations},
-          {"check", i.check},
-          {"module_globals", i.module_globals},
-          {"state_reset", i.state_reset}};
+  json j = {{"checked_iterations", i.checked_iterations},
+            {"check", i.check},
+            {"module_globals", i.module_globals},
+            {"state_reset", i.state_reset},
+            {"fresh_inputs", i.fresh_inputs},
+            {"truth", i.truth}};
+  if (!i.point.empty()) {
+    j["point"] = i.point;
+    j["rows_checked"] = i.rows_checked;
+  }
+  put(j, "miss_probability_1pct", i.miss_probability_1pct);
+  if (!i.fixed_inputs.empty()) j["fixed_inputs"] = i.fixed_inputs;
+  return j;
 }
 
 TimingIntegrity timing_integrity_from_json(const json& j) {
@@ -116,6 +125,17 @@ TimingIntegrity timing_integrity_from_json(const json& j) {
   i.check = j.value("check", "");
   i.module_globals = j.value("module_globals", std::size_t{0});
   i.state_reset = j.value("state_reset", "");
+  i.fresh_inputs = j.value("fresh_inputs", std::uint64_t{0});
+  i.truth = j.value("truth", "");
+  i.point = j.value("point", "");
+  i.rows_checked = j.value("rows_checked", std::uint64_t{0});
+  if (auto it = j.find("miss_probability_1pct"); it != j.end() && it->is_number())
+    i.miss_probability_1pct = it->get<double>();
+  if (auto it = j.find("fixed_inputs"); it != j.end() && it->is_array()) {
+    for (const auto& v : *it) {
+      if (v.is_string()) i.fixed_inputs.push_back(v.get<std::string>());
+    }
+  }
   return i;
 }
 

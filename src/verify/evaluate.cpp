@@ -295,7 +295,10 @@ class Evaluator {
     return wv;
   }
 
-  // Inputs of one trial: generated on the device from the trial's seed, or loaded from file.
+  // Inputs of one trial: generated on the device from the trial's seed, or loaded from file. When
+  // `b` already holds the buffers (a timed iteration's fresh inputs, DESIGN §5) they are filled
+  // again in place, every generated tensor from the new seed; a tensor from a file is left as it
+  // was loaded.
   void make_inputs(const Workload& w, std::uint64_t seed, TrialBuffers& b, CUstream s) {
     b.env.definition = &def_;
     b.env.axes = w.bindings(def_);
@@ -308,8 +311,17 @@ class Evaluator {
         continue;
       }
       std::uint64_t count = element_count(t, b.env.axes);
-      auto buf = std::make_unique<GuardedBuffer>(t.name, count * dtype_size(t.dtype));
-      buf->fill_guards(kernels_, s);
+      std::unique_ptr<GuardedBuffer> buf;
+      if (auto kept = b.inputs.find(t.name); kept != b.inputs.end()) {
+        buf = std::move(kept->second);
+        if (in.kind == WorkloadInput::Kind::kSafetensors) {
+          b.inputs[t.name] = std::move(buf);
+          continue;
+        }
+      } else {
+        buf = std::make_unique<GuardedBuffer>(t.name, count * dtype_size(t.dtype));
+        buf->fill_guards(kernels_, s);
+      }
       InputGenerator gen = generator_for(def_, t);
       // Bounds given as expressions over the axes take this workload's values.
       for (const char* key : {"low", "high"}) {
@@ -433,13 +445,16 @@ class Evaluator {
     std::vector<std::pair<const GuardedBuffer*, std::pair<std::size_t, std::size_t>>> guards;
     std::vector<std::pair<std::string, std::size_t>> inputs;  // name, checksum slot
   };
-  MemoryReads read_memory(TrialBuffers& b, HarnessKernels::ReadBatch& reads, CUstream s) const {
+  // `inputs`: also checksum the inputs (the timing stage checks them per iteration instead).
+  MemoryReads read_memory(TrialBuffers& b, HarnessKernels::ReadBatch& reads, CUstream s,
+                          bool inputs = true) const {
     MemoryReads r;
     std::vector<const GuardedBuffer*> all;
     for (auto& [name, buf] : b.inputs) all.push_back(buf.get());
     for (auto& [name, buf] : b.outputs) all.push_back(buf.get());
     if (b.workspace) all.push_back(b.workspace.get());
     for (const GuardedBuffer* buf : all) r.guards.emplace_back(buf, buf->read_guards(reads, s));
+    if (!inputs) return r;
     for (auto& [name, buf] : b.inputs)
       r.inputs.emplace_back(name, reads.checksum(buf->data(), buf->bytes(), s));
     return r;
@@ -1099,27 +1114,117 @@ std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int tri
                                   static_cast<std::uint64_t>(trial)));
 }
 
+// What one timed iteration is checked against (DESIGN §5): the truth of its own fresh inputs,
+// computed after its launch by the reference (all of it, or a point reference: rows of
+// kharness.timed_check drawn after the launch), sealed and compared on the device, or downloaded
+// and compared on the host. Inputs are checksummed under a key before and after every launch.
 struct TimedOutputs::Impl {
   Evaluator evaluator;
+  const Workload* workload = nullptr;
+  std::size_t workload_index = 0;
   std::vector<std::unique_ptr<TrialBuffers>> sets;
-  std::vector<std::vector<HostBytes>> expected;   // host copies (host-checked comparators only)
-  std::vector<std::vector<DeviceBuffer>> sealed;  // per set and output: the sealed reference
-  std::vector<std::vector<std::uint64_t>> sealed_sums;
-  std::vector<std::map<std::string, std::uint64_t>> checksums;
   std::uint64_t key = 0;
   bool on_device = false;
   int slots = 0;
   DeviceBuffer records;
   std::vector<std::uint8_t> host_records;
-  std::vector<std::pair<std::uint64_t, int>> pending;  // per slot: iteration and set
+  // The reference, loaded once, and its outputs (full size, or the point reference's rows).
+  std::unique_ptr<Module> reference_module;
+  std::unique_ptr<PlanLauncher> reference;
+  std::vector<DeviceBuffer> truth;     // per output: the reference's output of this iteration
+  std::vector<DeviceBuffer> sealed;    // per output: `truth` sealed (device checks)
+  std::vector<DeviceBuffer> got_rows;  // per output: the candidate's rows (point reference)
+  std::map<std::string, DeviceBuffer> input_rows;  // per row-sliced input (point reference)
+  DeviceBuffer truth_workspace;
+  // The point reference: `rows` of the axis `rows_of` (of `rows_total`) per iteration.
+  bool point = false;
+  std::string rows_of;
+  std::int64_t rows_total = 0;
+  int rows = 0;
+  std::uint64_t rows_checked = 0;
+  std::mt19937_64 row_rng;
+  // Keyed checksums of every set's inputs: the last value known for each set (by input name),
+  // the reads of the current batch, and the slots a refresh() enqueued for each set.
+  HarnessKernels::ReadBatch sums;
+  std::vector<std::map<std::string, std::uint64_t>> known;
+  std::vector<std::map<std::string, std::size_t>> before;  // slots in `sums`, this batch
+  struct Pending {
+    std::uint64_t iteration = 0;
+    int set = 0;
+    std::map<std::string, std::size_t> before, after;  // `before` empty: known[set]
+  };
+  std::vector<Pending> pending;
+  std::vector<std::string> fixed_inputs;  // inputs read from files: the same every iteration
+  SamplingDraws draws;                    // every timed draw of a sampling definition
+  std::uint64_t refreshes = 0;
   Stream stream;
   Impl(const Operator& op, const Compiled& reference, const Compiled& candidate,
        const CheckOptions& options)
-      : evaluator(op, reference, candidate, options) {}
+      : evaluator(op, reference, candidate, options), sums(evaluator.kernels_) {}
 
   // The keystream of output `t` of input set `set`.
   static std::uint64_t stream_id(int set, std::size_t t) {
     return (static_cast<std::uint64_t>(set) << 16) | t;
+  }
+  std::uint64_t sum_key() const { return evaluator.sum_key_; }
+
+  std::map<std::string, std::size_t> read_sums(int set, CUstream s) {
+    std::map<std::string, std::size_t> out;
+    for (auto& [name, buf] : sets.at(set)->inputs)
+      out[name] = sums.checksum(buf->data(), buf->bytes(), s, sum_key());
+    return out;
+  }
+
+  // `rows` distinct rows of [0, rows_total), drawn now (after the launch they check), sorted.
+  std::vector<std::uint32_t> draw_rows() {
+    std::set<std::uint32_t> picked;  // Floyd's sampling without replacement
+    const auto n = static_cast<std::uint64_t>(rows_total);
+    for (std::uint64_t j = n - static_cast<std::uint64_t>(rows); j < n; ++j) {
+      const auto t = static_cast<std::uint32_t>(row_rng() % (j + 1));
+      if (!picked.insert(t).second) picked.insert(static_cast<std::uint32_t>(j));
+    }
+    return {picked.begin(), picked.end()};
+  }
+
+  // Row bytes of tensor `t` (its dimensions after the first).
+  std::uint64_t row_bytes(const TensorSpec& t, const Bindings& axes) const {
+    std::uint64_t n = dtype_size(t.dtype);
+    const auto shape = tensor_shape(t, axes);
+    for (std::size_t i = 1; i < shape.size(); ++i) n *= static_cast<std::uint64_t>(shape[i]);
+    return n;
+  }
+
+  // Runs the reference on set `set`'s current inputs (all rows, or `picked`), into `truth`.
+  void run_truth(int set, const std::vector<std::uint32_t>& picked, CUstream s) {
+    const Definition& def = evaluator.def_;
+    const TrialBuffers& b = *sets.at(set);
+    LaunchEnv env;
+    env.definition = &def;
+    env.axes = b.env.axes;
+    env.scalars = b.env.scalars;
+    env.tensors = b.env.tensors;
+    if (point) {
+      env.axes[rows_of] = static_cast<std::int64_t>(picked.size());
+      for (const auto& t : def.inputs) {
+        auto it = input_rows.find(t.name);
+        if (it == input_rows.end()) continue;
+        evaluator.kernels_.gather_rows(b.inputs.at(t.name)->data(), it->second.ptr(),
+                                       row_bytes(t, b.env.axes), picked, s);
+        env.tensors[t.name] = it->second.ptr();
+      }
+    }
+    for (std::size_t t = 0; t < def.outputs.size(); ++t) {
+      evaluator.kernels_.fill_pattern(truth[t].ptr(), truth[t].size(),
+                                      poison_element(def.outputs[t].dtype), s);
+      env.tensors[def.outputs[t].name] = truth[t].ptr();
+    }
+    env.workspace = truth_workspace.size() ? truth_workspace.ptr() : 0;
+    LaunchOutcome o = reference->launch(env, s, false);
+    if (!o.ok) {
+      throw Error(ExitCode::kInternal, "reference",
+                  fmt::format("the operator's reference failed on a timed iteration's inputs: {}",
+                              o.message));
+    }
   }
 };
 
@@ -1129,45 +1234,80 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
     : impl_(std::make_unique<Impl>(op, reference, candidate, options)) {
   Impl& m = *impl_;
   Evaluator& ev = m.evaluator;
+  const Definition& def = ev.def_;
   m.key = key;
+  m.workload = &workload;
+  m.workload_index = ev.workload_index(workload);
+  m.row_rng.seed(splitmix(key ^ 0x726f7773ull));  // rows no kernel can predict
   // Elementwise outputs are checked on the device against sealed references; other comparators
-  // (top-k sets) on the host, from host copies of the references.
-  m.on_device = op.definition.kharness.comparator == "elementwise";
+  // (top-k sets, sampling) on the host.
+  m.on_device = def.kharness.comparator == "elementwise";
   CUstream s = m.stream.get();
-  std::size_t index = ev.workload_index(workload);
-  const std::size_t outputs = ev.def_.outputs.size();
   for (int i = 0; i < sets; ++i) {
     auto b = std::make_unique<TrialBuffers>();
-    // Seeds apart from the correctness trials' (which use trial numbers 0, 1, 2, ...).
-    ev.make_inputs(workload, trial_seed(options.seed, index, 1000 + i), *b, s);
-    m.expected.emplace_back();
-    m.sealed.emplace_back();
-    m.sealed_sums.emplace_back();
-    auto& sealed = m.sealed.back();
-    auto keep = [&](std::size_t t, const GuardedBuffer& out) {
-      sealed.emplace_back((out.bytes() + 15) / 16 * 16);
-      ev.kernels_.seal(out.data(), sealed.back().ptr(), out.bytes(), m.key, Impl::stream_id(i, t),
-                       s);
-    };
-    if (m.on_device) {
-      ev.run_reference(*b, s, nullptr, keep);
-    } else {
-      ev.run_reference(*b, s, &m.expected.back());
-    }
-    for (const auto& buf : sealed)
-      m.sealed_sums.back().push_back(ev.kernels_.checksum(buf.ptr(), buf.size(), s, ev.sum_key_));
-    std::map<std::string, std::uint64_t> sums;
-    for (auto& [name, buf] : b->inputs)
-      sums[name] = ev.kernels_.checksum(buf->data(), buf->bytes(), s);
-    m.checksums.push_back(std::move(sums));
+    // Seeds apart from the correctness trials' (which use trial numbers 0, 1, 2, ...); every
+    // iteration then fills them again from its own seed (refresh).
+    ev.make_inputs(workload, trial_seed(options.seed, m.workload_index, 1000 + i), *b, s);
     ev.make_outputs(*b, candidate.solution->plan, s);
     m.sets.push_back(std::move(b));
   }
+  for (const auto& t : def.inputs) {
+    auto in = workload.inputs.find(t.name);
+    if (!t.is_scalar() && in != workload.inputs.end() &&
+        in->second.kind == WorkloadInput::Kind::kSafetensors) {
+      m.fixed_inputs.push_back(t.name);
+    }
+  }
+  // The truth: the point reference where the definition asks for it and the axis has more rows
+  // than it samples, else the whole reference.
+  const Bindings& axes = m.sets.at(0)->env.axes;
+  Bindings truth_axes = axes;
+  if (m.on_device && !def.kharness.timed_rows_of.empty()) {
+    m.rows_of = def.kharness.timed_rows_of;
+    m.rows_total = axes.at(m.rows_of);
+    m.rows = def.kharness.timed_rows;
+    m.point = m.rows_total > m.rows;
+    if (m.point) truth_axes[m.rows_of] = m.rows;
+  }
+  if (m.point) {
+    for (const auto& t : def.inputs) {
+      if (t.is_scalar() || t.shape->empty() || t.shape->front() != m.rows_of) continue;
+      m.input_rows.emplace(t.name,
+                           DeviceBuffer((m.row_bytes(t, axes) * m.rows + 15) / 16 * 16 + 16));
+    }
+  }
+  for (const auto& t : def.outputs) {
+    const std::uint64_t bytes = element_count(t, truth_axes) * dtype_size(t.dtype);
+    const std::size_t padded = static_cast<std::size_t>((bytes + 15) / 16 * 16 + 16);
+    m.truth.emplace_back(padded);
+    if (m.on_device) m.sealed.emplace_back(padded);
+    if (m.point) m.got_rows.emplace_back(padded);
+  }
+  const std::int64_t ws = reference.solution->plan.workspace_bytes.eval(truth_axes);
+  if (ws > 0) m.truth_workspace = DeviceBuffer(static_cast<std::size_t>(ws));
+  if (!ev.sampling_) {
+    m.reference_module = std::make_unique<Module>(reference.result->cubin);
+    m.reference = std::make_unique<PlanLauncher>(reference.solution->plan,
+                                                 reference.result->kernels, *m.reference_module);
+  }
   m.slots = std::max(batch_slots, 1);
   if (m.on_device) {
-    m.records = DeviceBuffer(kCheckRecordBytes * outputs * static_cast<std::size_t>(m.slots));
+    m.records =
+        DeviceBuffer(kCheckRecordBytes * def.outputs.size() * static_cast<std::size_t>(m.slots));
     m.host_records.resize(m.records.size());
   }
+  // What each set's inputs hold now, for checks of iterations that did not refresh them.
+  std::vector<std::map<std::string, std::size_t>> first;
+  for (int i = 0; i < sets; ++i) first.push_back(m.read_sums(i, s));
+  m.sums.wait(s);
+  for (int i = 0; i < sets; ++i) {
+    std::map<std::string, std::uint64_t> values;
+    for (const auto& [name, slot] : first[static_cast<std::size_t>(i)])
+      values[name] = m.sums.checksum_result(slot);
+    m.known.push_back(std::move(values));
+  }
+  m.sums.clear();
+  m.before.assign(static_cast<std::size_t>(sets), {});
   m.stream.synchronize();
 }
 
@@ -1180,6 +1320,13 @@ bool TimedOutputs::checked_on_device() const { return impl_->on_device; }
 const device::LaunchEnv& TimedOutputs::env(int set) const { return impl_->sets.at(set)->env; }
 
 const HarnessKernels& TimedOutputs::kernels() const { return impl_->evaluator.kernels_; }
+
+void TimedOutputs::refresh(int set, std::uint64_t draw, CUstream stream) {
+  Impl& m = *impl_;
+  ++m.refreshes;
+  m.evaluator.make_inputs(*m.workload, splitmix(draw ^ 0x6672657368ull), *m.sets.at(set), stream);
+  m.before.at(static_cast<std::size_t>(set)) = m.read_sums(set, stream);
+}
 
 void TimedOutputs::poison(int set, const IterationPoison& poison, CUstream stream) const {
   const Evaluator& ev = impl_->evaluator;
@@ -1203,18 +1350,37 @@ void TimedOutputs::enqueue_check(int set, std::uint64_t iteration, const Iterati
   const Tolerance& tol = ev.tolerance_;
   const std::size_t outputs = ev.def_.outputs.size();
   const std::size_t slot = m.pending.size();
+  Impl::Pending p;
+  p.iteration = iteration;
+  p.set = set;
+  p.before = std::move(m.before.at(static_cast<std::size_t>(set)));
+  m.before.at(static_cast<std::size_t>(set)).clear();
+  p.after = m.read_sums(set, stream);
+  // The truth of this iteration's inputs, drawn rows and all, only now: the launch is enqueued.
+  const std::vector<std::uint32_t> picked = m.point ? m.draw_rows() : std::vector<std::uint32_t>{};
+  m.run_truth(set, picked, stream);
   for (std::size_t t = 0; t < outputs; ++t) {
     const TensorSpec& spec = ev.def_.outputs[t];
     const GuardedBuffer& out = *b.outputs.at(spec.name);
+    CUdeviceptr got = out.data();
+    std::uint64_t bytes = out.bytes();
+    if (m.point) {
+      const std::uint64_t row = m.row_bytes(spec, b.env.axes);
+      ev.kernels_.gather_rows(out.data(), m.got_rows[t].ptr(), row, picked, stream);
+      got = m.got_rows[t].ptr();
+      bytes = row * picked.size();
+    }
+    ev.kernels_.seal(m.truth[t].ptr(), m.sealed[t].ptr(), bytes, m.key, Impl::stream_id(set, t),
+                     stream);
     std::uint64_t poison_bits = 0;
     std::memcpy(&poison_bits, poison.outputs.at(t).data(), poison.outputs.at(t).size());
     CUdeviceptr record = m.records.ptr() + (slot * outputs + t) * kCheckRecordBytes;
-    ev.kernels_.check_sealed(out.data(), m.sealed.at(set).at(t).ptr(),
-                             out.bytes() / dtype_size(spec.dtype), spec.dtype, m.key,
-                             Impl::stream_id(set, t), poison_bits, tol.atol, tol.rtol, iteration, t,
-                             record, stream);
+    ev.kernels_.check_sealed(got, m.sealed[t].ptr(), bytes / dtype_size(spec.dtype), spec.dtype,
+                             m.key, Impl::stream_id(set, t), poison_bits, tol.atol, tol.rtol,
+                             iteration, t, record, stream);
   }
-  m.pending.emplace_back(iteration, set);
+  if (m.point) m.rows_checked += picked.size();
+  m.pending.push_back(std::move(p));
 }
 
 namespace {
@@ -1289,75 +1455,147 @@ std::optional<Failure> TimedOutputs::collect(CUstream stream) {
   if (m.pending.empty()) return std::nullopt;
   const Evaluator& ev = m.evaluator;
   const std::size_t outputs = ev.def_.outputs.size();
-  const std::size_t bytes = m.pending.size() * outputs * kCheckRecordBytes;
   const Driver& d = Driver::instance();
-  d.check(d.cuMemcpyDtoHAsync(m.host_records.data(), m.records.ptr(), bytes, stream),
-          "cuMemcpyDtoHAsync");
-  d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  if (m.on_device) {
+    const std::size_t bytes = m.pending.size() * outputs * kCheckRecordBytes;
+    d.check(d.cuMemcpyDtoHAsync(m.host_records.data(), m.records.ptr(), bytes, stream),
+            "cuMemcpyDtoHAsync");
+  }
+  m.sums.wait(stream);  // synchronises `stream`: the records are here too
   auto pending = std::move(m.pending);
   m.pending.clear();
-  for (std::size_t slot = 0; slot < pending.size(); ++slot) {
-    const auto [iteration, set] = pending[slot];
+  std::optional<Failure> failure;
+  for (std::size_t slot = 0; slot < pending.size() && !failure; ++slot) {
+    const Impl::Pending& p = pending[slot];
+    // Inputs: what the refresh wrote (or what the set held) is what the launch left.
+    std::map<std::string, std::uint64_t> expected = m.known.at(static_cast<std::size_t>(p.set));
+    for (const auto& [name, s] : p.before) expected[name] = m.sums.checksum_result(s);
+    m.known.at(static_cast<std::size_t>(p.set)) = expected;
+    for (const auto& [name, s] : p.after) {
+      if (m.sums.checksum_result(s) != expected.at(name)) {
+        failure = Failure{"input_modified",
+                          fmt::format("timed iteration {} (input set {}): the candidate changed "
+                                      "its input '{}'",
+                                      p.iteration, p.set, name),
+                          {{"tensor", name}, {"iteration", p.iteration}, {"input_set", p.set}}};
+        break;
+      }
+    }
+    if (failure || !m.on_device) continue;
     for (std::size_t t = 0; t < outputs; ++t) {
       const std::uint8_t* raw = m.host_records.data() + (slot * outputs + t) * kCheckRecordBytes;
       std::optional<CheckRecord> r = HarnessKernels::open_record(raw, m.key);
-      if (!r || r->iteration != iteration || r->tensor != t ||
-          r->stream != Impl::stream_id(set, t)) {
-        return Failure{"harness_memory_modified",
-                       fmt::format("the check record of timed iteration {} ({}) was overwritten: "
-                                   "a kernel wrote into the harness's memory",
-                                   iteration, ev.def_.outputs[t].name),
-                       {{"iteration", iteration}, {"input_set", set}}};
+      if (!r || r->iteration != p.iteration || r->tensor != t ||
+          r->stream != Impl::stream_id(p.set, t)) {
+        failure = Failure{"harness_memory_modified",
+                          fmt::format("the check record of timed iteration {} ({}) was "
+                                      "overwritten: a kernel wrote into the harness's memory",
+                                      p.iteration, ev.def_.outputs[t].name),
+                          {{"iteration", p.iteration}, {"input_set", p.set}}};
+        break;
       }
-      if (auto f = record_failure(*r, ev.def_.outputs[t], ev.tolerance_))
-        return stale(*f, iteration, set);
+      if (auto f = record_failure(*r, ev.def_.outputs[t], ev.tolerance_)) {
+        failure = stale(*f, p.iteration, p.set);
+        if (m.point) {
+          failure->evidence["point_reference"] = fmt::format(
+              "{} of {} rows of {}, drawn after the launch", m.rows, m.rows_total, m.rows_of);
+        }
+        break;
+      }
     }
   }
-  return std::nullopt;
+  m.sums.clear();
+  // Refreshes enqueued since the last check keep their slots valid: none is in flight past a
+  // collect (the timing loop checks every iteration it refreshes before it harvests).
+  for (auto& b : m.before) b.clear();
+  return failure;
 }
 
 std::optional<Failure> TimedOutputs::integrity(CUstream stream) {
   Impl& m = *impl_;
   Evaluator& ev = m.evaluator;
-  // Every set's reads first, one wait for all of them, then the rules in the order of the sets.
+  // Every set's guard zones, one wait for all of them (inputs are checked per iteration).
   HarnessKernels::ReadBatch& reads = ev.reads_;
   reads.clear();
   std::vector<Evaluator::MemoryReads> memory;
-  std::vector<std::vector<std::size_t>> sealed_slots(m.sets.size());
-  for (std::size_t set = 0; set < m.sets.size(); ++set) {
-    memory.push_back(ev.read_memory(*m.sets[set], reads, stream));
-    for (const DeviceBuffer& buf : m.sealed.at(set))
-      sealed_slots[set].push_back(reads.checksum(buf.ptr(), buf.size(), stream, ev.sum_key_));
-  }
+  for (std::size_t set = 0; set < m.sets.size(); ++set)
+    memory.push_back(ev.read_memory(*m.sets[set], reads, stream, false));
   reads.wait(stream);
   for (std::size_t set = 0; set < m.sets.size(); ++set) {
-    if (auto f = Evaluator::memory_failure(memory[set], reads, m.checksums.at(set))) {
+    if (auto f = Evaluator::memory_failure(memory[set], reads, {})) {
       f->message = fmt::format("during timing (input set {}): {}", set, f->message);
       f->evidence["input_set"] = static_cast<int>(set);
       return f;
-    }
-    for (std::size_t t = 0; t < sealed_slots[set].size(); ++t) {
-      if (reads.checksum_result(sealed_slots[set][t]) != m.sealed_sums[set][t]) {
-        return Failure{"harness_memory_modified",
-                       fmt::format("during timing, a kernel wrote into the harness's sealed "
-                                   "reference of {} (input set {})",
-                                   ev.def_.outputs[t].name, set),
-                       {{"input_set", static_cast<int>(set)}, {"tensor", ev.def_.outputs[t].name}}};
-      }
     }
   }
   return std::nullopt;
 }
 
-std::optional<Failure> TimedOutputs::verify_on_host(int set, std::uint64_t iteration) {
-  Evaluator& ev = impl_->evaluator;
-  TrialBuffers& b = *impl_->sets.at(set);
-  TrialResult result;
+std::optional<Failure> TimedOutputs::verify_on_host(int set, std::uint64_t iteration,
+                                                    CUstream stream) {
+  Impl& m = *impl_;
+  Evaluator& ev = m.evaluator;
+  TrialBuffers& b = *m.sets.at(set);
+  Impl::Pending p;
+  p.iteration = iteration;
+  p.set = set;
+  p.before = std::move(m.before.at(static_cast<std::size_t>(set)));
+  m.before.at(static_cast<std::size_t>(set)).clear();
+  p.after = m.read_sums(set, stream);
+  m.pending.push_back(std::move(p));
+  std::vector<HostBytes> expected(ev.def_.outputs.size());
+  if (m.reference) {
+    m.run_truth(set, {}, stream);
+    Driver::instance().check(Driver::instance().cuStreamSynchronize(stream), "cuStreamSynchronize");
+    for (std::size_t t = 0; t < ev.def_.outputs.size(); ++t) {
+      const std::size_t bytes = b.outputs.at(ev.def_.outputs[t].name)->bytes();
+      expected[t].resize(bytes);
+      if (bytes) m.truth[t].download(expected[t].data(), bytes);
+    }
+  }
+  if (auto f = collect(stream)) return f;  // the inputs' checksums (synchronises)
   std::vector<HostBytes> got;
   ev.download_outputs(b, got);
-  if (!ev.check_outputs(b, impl_->expected.at(set), got, result))
+  TrialResult result;
+  // A sampler's draws: their support now, their distribution with every timed draw (judge_draws);
+  // `got` stands in for the reference's outputs (their sizes; no values are read).
+  const bool sampling = ev.sampling_;
+  if (!ev.check_outputs(b, sampling ? got : expected, got, result, sampling ? &m.draws : nullptr))
     return stale(*result.failure, iteration, set);
   return std::nullopt;
+}
+
+std::optional<Failure> TimedOutputs::judge_draws() const {
+  const Impl& m = *impl_;
+  if (!m.evaluator.sampling_ || m.draws.support().draws + m.draws.support().outside == 0)
+    return std::nullopt;
+  const SamplingJudgement j = m.draws.judge();
+  if (auto f = sampling_failure(m.evaluator.def_.outputs.at(0).name, j)) {
+    Failure out{"stale_output", fmt::format("the timed iterations' draws, pooled: {}", f->message),
+                f->evidence};
+    out.evidence["cause"] = f->kind;
+    return out;
+  }
+  return std::nullopt;
+}
+
+TimedTruth TimedOutputs::truth() const {
+  const Impl& m = *impl_;
+  TimedTruth t;
+  t.fresh_inputs = m.refreshes;
+  t.fixed_inputs = m.fixed_inputs;
+  if (m.evaluator.sampling_) {
+    t.mode = "sampling";
+  } else if (m.point) {
+    t.mode = "point reference";
+    t.rows_of = m.rows_of;
+    t.rows = m.rows;
+    t.rows_total = m.rows_total;
+    t.rows_checked = m.rows_checked;
+  } else {
+    t.mode = "full reference";
+  }
+  return t;
 }
 
 std::optional<Failure> TimedOutputs::check_now(int set, std::uint64_t iteration,
@@ -1367,7 +1605,7 @@ std::optional<Failure> TimedOutputs::check_now(int set, std::uint64_t iteration,
     if (auto f = collect(stream)) return f;
   } else {
     Driver::instance().check(Driver::instance().cuStreamSynchronize(stream), "cuStreamSynchronize");
-    if (auto f = verify_on_host(set, iteration)) return f;
+    if (auto f = verify_on_host(set, iteration, stream)) return f;
   }
   return integrity(stream);
 }

@@ -64,16 +64,29 @@ struct IterationPoison {
 };
 IterationPoison iteration_poison(const Definition& definition, std::uint64_t draw);
 
-// What the timing stage checks every iteration against (DESIGN §5: timed iterations are held to
-// the standard of checked ones). Several input sets, each with its inputs (checksummed), the
-// candidate's own guard-fenced output and workspace buffers, and the reference's outputs for those
-// inputs, computed first. For elementwise comparators the reference outputs stay on the device,
-// sealed under `key` (HarnessKernels::seal; the key is the caller's secret and only ever reaches
-// the device as a harness kernel's parameter), and each iteration's outputs are checked there
-// (check_sealed) into authenticated records read once per batch; other comparators keep host
-// copies and check each iteration's outputs on the host. A kernel that computes only while it is
-// checked, recognises a repeated input or the poison, or replays cached results fails as
-// stale_output naming the iteration.
+// What the timing stage checks every iteration against (DESIGN §5: every timed iteration runs on
+// inputs generated for it alone and is verified against their own truth). Several sets of
+// buffers: inputs (filled afresh before every iteration by refresh(), checksummed under a key
+// before and after its launch), the candidate's own guard-fenced outputs and workspace. After a
+// launch, the reference runs on that launch's inputs (all of it, or for definitions with
+// kharness.timed_check a point reference on rows drawn after the launch); for elementwise
+// comparators its outputs are sealed under `key` (the caller's secret, only ever a harness
+// kernel's parameter) and compared on the device into authenticated records read once per batch;
+// other comparators download them and compare on the host (a sampler's draws are pooled and
+// judged together). No remembered output can be right for inputs never seen before, so a kernel
+// that caches, replays, skips work or computes only while checked fails as stale_output naming
+// the iteration.
+// What a workload's timed iterations were checked against (TimedOutputs::truth).
+struct TimedTruth {
+  std::string mode;  // "full reference", "point reference" or "sampling" (support + pooled test)
+  std::uint64_t fresh_inputs = 0;         // input sets generated for one iteration each
+  std::vector<std::string> fixed_inputs;  // inputs from files, the same every iteration
+  std::string rows_of;                    // the point reference: rows of this axis,
+  int rows = 0;                           // this many per iteration,
+  std::int64_t rows_total = 0;            // of this many,
+  std::uint64_t rows_checked = 0;         // and this many in all
+};
+
 class TimedOutputs {
  public:
   // `batch_slots`: the most device checks enqueued between two collect() calls.
@@ -90,20 +103,32 @@ class TimedOutputs {
   bool checked_on_device() const;
   // Inputs, candidate outputs and workspace of one set, for the candidate's launches.
   const device::LaunchEnv& env(int set) const;
+  // Fills the set's inputs afresh (every generated tensor, structured ones included) from a seed
+  // derived from `draw`, and checksums them under the key (enqueued on `stream`): the inputs of
+  // one timed iteration, seen by no other launch. Inputs from files stay as they are.
+  void refresh(int set, std::uint64_t draw, CUstream stream);
   // Writes this iteration's poison over the set's outputs and NaN bytes (0xFF) over its
   // workspace (enqueued on `stream`).
   void poison(int set, const IterationPoison& poison, CUstream stream) const;
-  // Enqueues the device check of the set's outputs, as iteration `iteration` poisoned them.
+  // Enqueues the device check of the set's outputs, as iteration `iteration` poisoned them,
+  // against the truth of the set's current inputs: the reference run now (the point reference:
+  // rows drawn now, after the launch), sealed, compared into an authenticated record; and the
+  // inputs' keyed checksums again.
   void enqueue_check(int set, std::uint64_t iteration, const IterationPoison& poison,
                      CUstream stream);
   // Reads the records of the checks enqueued since the last call (synchronises `stream`): the
-  // first failure, a stale_output naming the iteration and the underlying cause, or
-  // harness_memory_modified for a record that does not authenticate.
+  // first failure, input_modified (an input's checksum changed across the launch), a
+  // stale_output naming the iteration and the underlying cause, or harness_memory_modified for a
+  // record that does not authenticate.
   std::optional<Failure> collect(CUstream stream);
-  // The set's outputs against the reference's host copy (host-checked comparators).
-  std::optional<Failure> verify_on_host(int set, std::uint64_t iteration);
-  // Every set's guard zones, inputs and sealed references unchanged since they were made:
-  // out_of_bounds_write, input_modified or harness_memory_modified. Synchronises `stream`.
+  // The set's outputs against the reference run now on its inputs (host-checked comparators;
+  // a sampler's draws are held to their support and pooled for judge_draws). Synchronises.
+  std::optional<Failure> verify_on_host(int set, std::uint64_t iteration, CUstream stream);
+  // A sampling definition: every timed draw so far, pooled, by the distribution test.
+  std::optional<Failure> judge_draws() const;
+  // What the iterations were checked against so far.
+  TimedTruth truth() const;
+  // Every set's guard zones intact (out_of_bounds_write). Synchronises `stream`.
   std::optional<Failure> integrity(CUstream stream);
   // All of the above for one iteration, now: its outputs (device or host), then integrity().
   std::optional<Failure> check_now(int set, std::uint64_t iteration, const IterationPoison& poison,

@@ -814,6 +814,24 @@ kh_compare_record(const KhTotals* partials, int parts, const uint4* got, const u
   for (int k = 0; k < KH_CMP_WORDS; ++k) record[k] = w[k];
 }
 
+// The timed iterations' point reference (DESIGN §5): rows `rows.index[0..rows.count)` of a
+// row-major tensor of `row_bytes`-byte rows at `src`, packed in that order at `dst`. A grid-stride
+// byte copy: the rows are few (a point reference samples at most KH_MAX_ROWS of them).
+#define KH_MAX_ROWS 256
+struct KhRows {
+  u32 count;
+  u32 index[KH_MAX_ROWS];
+};
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_gather_rows(const unsigned char* src, unsigned char* dst, u64 row_bytes, KhRows rows) {
+  const u64 total = row_bytes * rows.count;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < total;
+       i += (u64)gridDim.x * blockDim.x) {
+    const u64 r = i / row_bytes;
+    dst[i] = src[(u64)rows.index[r] * row_bytes + (i - r * row_bytes)];
+  }
+}
+
 // Overwrites every byte of shared memory on every SM (one block of `bytes` dynamic shared
 // memory per SM, at least), so nothing a kernel leaves in shared memory reaches the next one.
 extern "C" __global__ void __launch_bounds__(KH_THREADS) kh_scrub_shared(u64 bytes, u32 value) {
@@ -825,7 +843,7 @@ extern "C" __global__ void __launch_bounds__(KH_THREADS) kh_scrub_shared(u64 byt
 
 constexpr unsigned kThreads = 256;    // KH_THREADS
 constexpr unsigned kBlocksPerSm = 8;  // grid cap: a full GPU of 256-thread blocks
-constexpr const char* kCacheTag = "kharness-harness-kernels-v2";
+constexpr const char* kCacheTag = "kharness-harness-kernels-v3";
 // The header kSource includes, and its text (the file the host compiles too).
 constexpr const char* kProbabilityRowsHeader = "kharness_probability_rows_core.hpp";
 
@@ -1162,6 +1180,7 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   compare_sealed_ = module_->function("kh_compare_sealed");
   compare_record_ = module_->function("kh_compare_record");
   probability_rows_ = module_->function("kh_probability_rows");
+  gather_rows_ = module_->function("kh_gather_rows");
   KHARNESS_CU(cu, cuDeviceGetAttribute, &shared_optin_,
               CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
   shared_optin_ &= ~3;
@@ -1517,6 +1536,23 @@ void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint
   config.stream = stream;
   device::Driver::instance().check(device::launch_kernel(seal_record_, config, params),
                                    "cuLaunchKernelEx(kh_seal_record)");
+}
+
+void HarnessKernels::gather_rows(CUdeviceptr src, CUdeviceptr dst, std::uint64_t row_bytes,
+                                 const std::vector<std::uint32_t>& rows, CUstream stream) const {
+  if (rows.size() > kMaxGatherRows) {
+    throw Error(ExitCode::kInternal, "gather_rows",
+                fmt::format("{} rows (at most {})", rows.size(), kMaxGatherRows));
+  }
+  struct {
+    std::uint32_t count;
+    std::uint32_t index[kMaxGatherRows];
+  } packed{};
+  packed.count = static_cast<std::uint32_t>(rows.size());
+  std::copy(rows.begin(), rows.end(), packed.index);
+  if (rows.empty() || row_bytes == 0) return;
+  void* params[] = {&src, &dst, &row_bytes, &packed};
+  launch(gather_rows_, "cuLaunchKernelEx(kh_gather_rows)", row_bytes * rows.size(), stream, params);
 }
 
 std::optional<CheckRecord> HarnessKernels::open_record(const std::uint8_t* bytes,

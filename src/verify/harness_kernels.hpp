@@ -236,6 +236,13 @@ class HarnessKernels {
   static std::vector<std::uint8_t> compare_record_bytes(const CompareRecord& record,
                                                         std::uint64_t key);
 
+  // The point reference of timed iterations: packs rows `rows` (at most kMaxGatherRows, each
+  // below the tensor's row count) of the row-major tensor at `src`, `row_bytes` bytes a row, in
+  // that order at `dst`. Asynchronous.
+  static constexpr std::size_t kMaxGatherRows = 256;  // KH_MAX_ROWS
+  void gather_rows(CUdeviceptr src, CUdeviceptr dst, std::uint64_t row_bytes,
+                   const std::vector<std::uint32_t>& rows, CUstream stream) const;
+
   // Writes `value` over all the shared memory of every SM (one block of the largest opt-in size
   // per SM). Asynchronous.
   void scrub_shared(std::uint32_t value, CUstream stream) const;
@@ -280,6 +287,7 @@ class HarnessKernels {
   CUfunction seal_record_ = nullptr;
   CUfunction scrub_shared_ = nullptr;
   CUfunction probability_rows_ = nullptr;
+  CUfunction gather_rows_ = nullptr;
   mutable std::map<double, device::DeviceBuffer> probability_tables_;  // by std
   int shared_optin_ = 0;           // bytes of dynamic shared memory a block may opt into
   device::DeviceBuffer partials_;  // check_sealed's per-block partial results
