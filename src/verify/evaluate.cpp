@@ -374,12 +374,17 @@ class Evaluator {
     d.check(d.cuMemcpyHtoDAsync(buf.data(), tensor.data, tensor.bytes, s), "cuMemcpyHtoDAsync");
   }
 
-  void make_outputs(TrialBuffers& b, const LaunchPlan& plan, CUstream s) {
-    for (const auto& t : def_.outputs) {
+  // Outputs poisoned with `poison` (a candidate's: the timed iterations' distribution), or with
+  // the fixed poison_element (the reference's).
+  void make_outputs(TrialBuffers& b, const LaunchPlan& plan, CUstream s,
+                    const IterationPoison* poison = nullptr) {
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      const TensorSpec& t = def_.outputs[i];
       std::uint64_t count = element_count(t, b.env.axes);
       auto buf = std::make_unique<GuardedBuffer>(t.name, count * dtype_size(t.dtype));
       buf->fill_guards(kernels_, s);
-      kernels_.fill_pattern(buf->data(), buf->bytes(), poison_element(t.dtype), s);
+      kernels_.fill_pattern(buf->data(), buf->bytes(),
+                            poison ? poison->outputs.at(i) : poison_element(t.dtype), s);
       b.env.tensors[t.name] = buf->data();
       b.outputs[t.name] = std::move(buf);
     }
@@ -396,9 +401,10 @@ class Evaluator {
   }
 
   void repoison(TrialBuffers& b, CUstream s) {
-    for (const auto& t : def_.outputs) {
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      const TensorSpec& t = def_.outputs[i];
       kernels_.fill_pattern(b.outputs[t.name]->data(), b.outputs[t.name]->bytes(),
-                            poison_element(t.dtype), s);
+                            trial_poison_.outputs.at(i), s);
     }
     if (b.workspace)
       kernels_.fill_pattern(b.workspace->data(), b.workspace->bytes(), kWorkspacePoison, s);
@@ -572,12 +578,28 @@ class Evaluator {
     return true;
   }
 
+  // A candidate's outputs are poisoned as timed iterations poison them (DESIGN §5: nothing tells
+  // a trial from a timed launch); after its launch, what is left of that poison becomes the fixed
+  // poison_element the comparators (host and device) count as unwritten.
+  void draw_trial_poison(std::uint64_t seed) {
+    trial_poison_ = iteration_poison(def_, splitmix(seed ^ 0x706f69736f6e0000ull));
+  }
+  void normalise_poison(TrialBuffers& b, CUstream s) {
+    for (std::size_t i = 0; i < def_.outputs.size(); ++i) {
+      const TensorSpec& t = def_.outputs[i];
+      const GuardedBuffer& out = *b.outputs.at(t.name);
+      kernels_.replace_element(out.data(), out.bytes(), trial_poison_.outputs.at(i),
+                               poison_element(t.dtype), s);
+    }
+  }
+
   // ---- the determinism rerun, both paths --------------------------------------------------------
 
   // The candidate again on the trial's inputs, its outputs and workspace poisoned again and shared
   // memory scrubbed; a launch failure.
   std::optional<Failure> launch_rerun(TrialBuffers& b, PlanLauncher& launcher, std::uint64_t seed,
                                       CUstream s) {
+    draw_trial_poison(seed + 1);
     repoison(b, s);
     kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 1)), s);
     LaunchOutcome o;
@@ -589,6 +611,7 @@ class Evaluator {
       fatal_ = o.sticky;
       return launch_failure(o, "candidate (rerun)");
     }
+    normalise_poison(b, s);
     return std::nullopt;
   }
   static Failure on_rerun(Failure f) {
@@ -866,7 +889,8 @@ class Evaluator {
     try {
       launcher = std::make_unique<PlanLauncher>(candidate_.solution->plan,
                                                 candidate_.result->kernels, *module);
-      make_outputs(b, candidate_.solution->plan, s);
+      draw_trial_poison(seed);
+      make_outputs(b, candidate_.solution->plan, s, &trial_poison_);
     } catch (const device::CudaError& e) {
       return fail(Failure{"launch_failed", e.what(), {{"cuda_error", e.name()}}});
     } catch (const ExprError& e) {
@@ -885,6 +909,7 @@ class Evaluator {
       fatal_ = o.sticky;
       return fail(launch_failure(o, "candidate"));
     }
+    normalise_poison(b, s);
     t0 = std::chrono::steady_clock::now();
     if (device_compare_) {
       auto f = check_on_device(b, checksums, determinism, trial, s);
@@ -969,7 +994,8 @@ class Evaluator {
         checksums[name] = kernels_.checksum(buf->data(), buf->bytes(), s);
       phases_.add("sampling_sets.checksums", t0);
       t0 = std::chrono::steady_clock::now();
-      make_outputs(b, candidate_.solution->plan, s);
+      draw_trial_poison(seed + 2 + set);
+      make_outputs(b, candidate_.solution->plan, s, &trial_poison_);
       kernels_.scrub_shared(static_cast<std::uint32_t>(splitmix(seed + 2 + set)), s);
       LaunchOutcome o = [&] {
         device::ActivityPhase launching("candidate (sampling input set)");
@@ -980,6 +1006,7 @@ class Evaluator {
         fatal_ = o.sticky;
         return launch_failure(o, "candidate (" + which + ")");
       }
+      normalise_poison(b, s);
       TrialResult result;
       std::vector<HostBytes>& got = got_;
       t0 = std::chrono::steady_clock::now();
@@ -1023,6 +1050,7 @@ class Evaluator {
   bool fatal_ = false;
   PhaseClock phases_;
   std::vector<HostBytes> expected_, got_, again_;  // pinned host copies, reused across trials
+  IterationPoison trial_poison_;                   // the candidate's poison in this launch
   const std::uint64_t key_ = secret_key();         // seals the copies; never leaves the process
   const std::uint64_t sum_key_ = splitmix(key_ ^ 0x73756d6b6579ull);  // their checksums' key
   std::uint64_t seals_ = 0;                                 // keystreams used so far (one per seal)

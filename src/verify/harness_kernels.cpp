@@ -814,6 +814,28 @@ kh_compare_record(const KhTotals* partials, int parts, const uint4* got, const u
   for (int k = 0; k < KH_CMP_WORDS; ++k) record[k] = w[k];
 }
 
+// The correctness trials' poison, made to look like the timed iterations' (DESIGN §5): every
+// element of `size` bytes (1, 2, 4 or 8; p aligned to it) at `p` whose bits equal `from` is set to
+// `to` (the fixed poison the comparators look for), after the candidate ran.
+extern "C" __global__ void __launch_bounds__(KH_THREADS)
+kh_replace_element(unsigned char* p, u64 count, int size, u64 from, u64 to) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count;
+       i += (u64)gridDim.x * blockDim.x) {
+    if (size == 1) {
+      if (p[i] == (unsigned char)from) p[i] = (unsigned char)to;
+    } else if (size == 2) {
+      unsigned short* q = reinterpret_cast<unsigned short*>(p);
+      if (q[i] == (unsigned short)from) q[i] = (unsigned short)to;
+    } else if (size == 4) {
+      u32* q = reinterpret_cast<u32*>(p);
+      if (q[i] == (u32)from) q[i] = (u32)to;
+    } else {
+      u64* q = reinterpret_cast<u64*>(p);
+      if (q[i] == from) q[i] = to;
+    }
+  }
+}
+
 // The timed iterations' point reference (DESIGN §5): rows `rows.index[0..rows.count)` of a
 // row-major tensor of `row_bytes`-byte rows at `src`, packed in that order at `dst`. A grid-stride
 // byte copy: the rows are few (a point reference samples at most KH_MAX_ROWS of them).
@@ -1181,6 +1203,7 @@ HarnessKernels::HarnessKernels(const HarnessKernelsOptions& options) {
   compare_record_ = module_->function("kh_compare_record");
   probability_rows_ = module_->function("kh_probability_rows");
   gather_rows_ = module_->function("kh_gather_rows");
+  replace_element_ = module_->function("kh_replace_element");
   KHARNESS_CU(cu, cuDeviceGetAttribute, &shared_optin_,
               CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
   shared_optin_ &= ~3;
@@ -1536,6 +1559,23 @@ void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint
   config.stream = stream;
   device::Driver::instance().check(device::launch_kernel(seal_record_, config, params),
                                    "cuLaunchKernelEx(kh_seal_record)");
+}
+
+void HarnessKernels::replace_element(CUdeviceptr p, std::size_t bytes,
+                                     const std::vector<std::uint8_t>& from,
+                                     const std::vector<std::uint8_t>& to, CUstream stream) const {
+  const std::size_t size = from.size();
+  if ((size != 1 && size != 2 && size != 4 && size != 8) || to.size() != size || p % size != 0 ||
+      bytes % size != 0) {
+    throw Error(ExitCode::kInternal, "replace_element", "bad element size or alignment");
+  }
+  if (bytes == 0 || from == to) return;
+  std::uint64_t count = bytes / size, a = 0, b = 0;
+  std::memcpy(&a, from.data(), size);
+  std::memcpy(&b, to.data(), size);
+  int s = static_cast<int>(size);
+  void* params[] = {&p, &count, &s, &a, &b};
+  launch(replace_element_, "cuLaunchKernelEx(kh_replace_element)", count, stream, params);
 }
 
 void HarnessKernels::gather_rows(CUdeviceptr src, CUdeviceptr dst, std::uint64_t row_bytes,

@@ -236,6 +236,12 @@ class HarnessKernels {
   static std::vector<std::uint8_t> compare_record_bytes(const CompareRecord& record,
                                                         std::uint64_t key);
 
+  // Every `from.size()`-byte element at `p` (`bytes` bytes, aligned to the element) whose bytes
+  // are `from` becomes `to`. Asynchronous. The correctness trials poison outputs as timed
+  // iterations do and turn what is left of it into the fixed poison the comparators know.
+  void replace_element(CUdeviceptr p, std::size_t bytes, const std::vector<std::uint8_t>& from,
+                       const std::vector<std::uint8_t>& to, CUstream stream) const;
+
   // The point reference of timed iterations: packs rows `rows` (at most kMaxGatherRows, each
   // below the tensor's row count) of the row-major tensor at `src`, `row_bytes` bytes a row, in
   // that order at `dst`. Asynchronous.
@@ -288,6 +294,7 @@ class HarnessKernels {
   CUfunction scrub_shared_ = nullptr;
   CUfunction probability_rows_ = nullptr;
   CUfunction gather_rows_ = nullptr;
+  CUfunction replace_element_ = nullptr;
   mutable std::map<double, device::DeviceBuffer> probability_tables_;  // by std
   int shared_optin_ = 0;           // bytes of dynamic shared memory a block may opt into
   device::DeviceBuffer partials_;  // check_sealed's per-block partial results
