@@ -33,43 +33,45 @@ std::string cheat(const std::string& name) {
   return "'" + testing::fixture("cheats/" + name).string() + "'";
 }
 
-// `check` passes it (it computes while checked) and `validate` fails it: every timed iteration
-// is checked too.
-void expect_caught_only_by_timing(const std::string& file, const std::string& op,
-                                  const std::string& workloads) {
-  json c = run_json("check " + cheat(file) + " --operator " + op + " --workloads " + workloads +
-                        " --trials 1 --seed 3 --json",
-                    0);
-  EXPECT_EQ(c["status"], "PASSED") << file << ": " << c.dump(2).substr(0, 2000);
+// A kernel that computes only when it believes it is checked fails, whichever launch gives it
+// away: the correctness trials poison outputs from the timed iterations' distribution (issue 31),
+// so `check` mostly catches it already (output_not_written), and every timed iteration is checked
+// against its own inputs' truth (stale_output naming the iteration).
+void expect_caught(const std::string& file, const std::string& op, const std::string& workloads) {
   json v = run_json("validate " + cheat(file) + " --operator " + op + " --workloads " + workloads +
                         " --trials 1 --seed 3 --json",
                     1);
   EXPECT_EQ(v["status"], "INCORRECT_NUMERICAL") << file << ": " << v.dump(2).substr(0, 3000);
   ASSERT_TRUE(v.contains("failure")) << v.dump(2).substr(0, 2000);
-  EXPECT_EQ(v["failure"]["kind"], "stale_output") << file << ": " << v["failure"].dump(2);
-  EXPECT_TRUE(v["failure"]["evidence"].contains("iteration")) << v["failure"].dump(2);
-  std::printf("%s: %s\n", file.c_str(), v["failure"]["message"].get<std::string>().c_str());
+  const std::string kind = v["failure"]["kind"];
+  EXPECT_TRUE(kind == "stale_output" || kind == "output_not_written" || kind == "tolerance")
+      << file << ": " << v["failure"].dump(2);
+  if (kind == "stale_output") {
+    EXPECT_TRUE(v["failure"]["evidence"].contains("iteration")) << v["failure"].dump(2);
+  }
+  std::printf("%s: %s: %s\n", file.c_str(), kind.c_str(),
+              v["failure"]["message"].get<std::string>().c_str());
 }
 
-TEST(IntegrityGpu, SkipWhenTheOutputIsAlreadyFiniteIsStaleOutput) {
+TEST(IntegrityGpu, SkipWhenTheOutputIsAlreadyFiniteIsCaught) {
   SKIP_WITHOUT_GPU();
-  expect_caught_only_by_timing("skip_if_finite.cu", "rmsnorm_h4096", kRmsnormWorkloads);
+  expect_caught("skip_if_finite.cu", "rmsnorm_h4096", kRmsnormWorkloads);
 }
 
-TEST(IntegrityGpu, ComputeOnlyOnTheCheckersPoisonIsStaleOutput) {
+TEST(IntegrityGpu, ComputeOnlyOnTheCheckersPoisonIsCaught) {
   SKIP_WITHOUT_GPU();
-  expect_caught_only_by_timing("compute_if_poison.cu", "rmsnorm_h4096", kRmsnormWorkloads);
+  expect_caught("compute_if_poison.cu", "rmsnorm_h4096", kRmsnormWorkloads);
 }
 
-TEST(IntegrityGpu, ComputeOnlyOnANanOutputIsStaleOutput) {
+TEST(IntegrityGpu, ComputeOnlyOnANanOutputIsCaught) {
   SKIP_WITHOUT_GPU();
-  expect_caught_only_by_timing("compute_if_nan.cu", "rmsnorm_h4096", kRmsnormWorkloads);
+  expect_caught("compute_if_nan.cu", "rmsnorm_h4096", kRmsnormWorkloads);
 }
 
 // Issue 16's first example: three lines in the gemm_fp8 seed, timed at 3,700x before.
-TEST(IntegrityGpu, GemmFp8SkippingFiniteTilesIsStaleOutput) {
+TEST(IntegrityGpu, GemmFp8SkippingFiniteTilesIsCaught) {
   SKIP_WITHOUT_GPU();
-  expect_caught_only_by_timing("gemm_fp8_skip_if_c_finite.cu", "gemm_fp8", "d8ea2ff1,deae70b3");
+  expect_caught("gemm_fp8_skip_if_c_finite.cu", "gemm_fp8", "d8ea2ff1,deae70b3");
 }
 
 TEST(IntegrityGpu, AWorkspaceAssumedZeroFailsTheCheck) {
