@@ -264,6 +264,26 @@ cheats() {
     "loop_detector.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
     "shared_leftover.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
     "honest_globals.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    # Issue 31 (tests/fixtures/README.md): state channels keyed by an input fingerprint never hit
+    # on fresh inputs (PASSED only at the honest path's spin); the slack cache writes past its
+    # input's buffer; the sampler that tells checked launches apart and the partial-work cheats fail
+    # (in the correctness trials already: they draw their poisons as the timed iterations do).
+    "gemm_fp8_fnscope_global_cache.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|PASSED|>=290us"
+    "rmsnorm_constant_cache.cu|rmsnorm_h4096|99179b18,8e916c4a|validate|PASSED|>=38us"
+    "rmsnorm_local_cache.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
+    "rmsnorm_slack_cache.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|RUNTIME_ERROR|-"
+    "sampler_tells_checked.cu|tests/fixtures/cheats/top_k_top_p_sampling_from_probs_v4096.json|3f6c2a1e|validate|INCORRECT_NUMERICAL|distribution"
+    "sampler_replay.cu|tests/fixtures/cheats/top_k_top_p_sampling_from_probs_v4096.json|3f6c2a1e|validate|PASSED|>=38us"
+    "rmsnorm_partial_when_timed.cu|rmsnorm_h4096|e2c76f8d,d7fea54f|validate|INCORRECT_NUMERICAL|output_not_written"
+    "gemm_fp8_partial_when_timed.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|INCORRECT_NUMERICAL|output_not_written"
+    # Issue 31's honest twins: unusual habits that must still pass.
+    "honest_persistent.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    "honest_cooperative.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    "honest_pdl.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    "honest_cluster.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    "honest_work_queue.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
+    "honest_splitk_atomics.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|PASSED|-"
+    "honest_rng_offset.cu|tests/fixtures/cheats/top_k_top_p_sampling_from_probs_v4096.json|3f6c2a1e,b81e0d57|validate|PASSED|-"
   )
   : >"$LOGS/cheats-table.txt"
   printf '%-30s %-9s %-20s %-20s %-22s %8s %s\n' fixture command expected "" got seconds ok \
