@@ -356,5 +356,43 @@ TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
   EXPECT_EQ(fib_gemm.reference->parent_path().filename(), "gemm");
 }
 
+// kharness.timed_check (issue 31): the point reference of timed iterations, checked against the
+// definition; gemm families inherit theirs from family.json.
+TEST(Definition, TimedCheckNamesARowAxisOfEveryOutput) {
+  std::string base = kRmsnorm;
+  auto with = [&](const std::string& check) {
+    std::string s = base;
+    const std::string from = "\"constants\"";
+    return s.replace(s.find(from), from.size(), "\"timed_check\": " + check + ", " + from);
+  };
+  Definition d = parse_definition_text(with(R"({"rows_of": "batch_size", "rows": 64})"), "d.json");
+  EXPECT_EQ(d.kharness.timed_rows_of, "batch_size");
+  EXPECT_EQ(d.kharness.timed_rows, 64);
+  EXPECT_EQ(
+      parse_definition_text(with(R"({"rows_of": "batch_size"})"), "d.json").kharness.timed_rows,
+      128);
+  expect_input_error([&] { parse_definition_text(with(R"({"rows_of": "tokens"})"), "d.json"); },
+                     "d.json: kharness.timed_check.rows_of", "'tokens' is not an axis");
+  expect_input_error(
+      [&] { parse_definition_text(with(R"({"rows_of": "hidden_size"})"), "d.json"); },
+      "kharness.timed_check.rows_of", "does not have 'hidden_size' as its first dimension");
+  for (const char* rows : {"0", "257", "2.5"}) {
+    expect_input_error(
+        [&] {
+          parse_definition_text(
+              with(std::string(R"({"rows_of": "batch_size", "rows": )") + rows + "}"), "d.json");
+        },
+        "kharness.timed_check.rows", "an integer in [1, 256]");
+  }
+  expect_input_error(
+      [&] { parse_definition_text(with(R"({"rows_of": "batch_size", "row": 4})"), "d.json"); },
+      "kharness.timed_check.row", "");
+  const Operator gemm = OperatorRegistry::from_environment({}).load("gemm_n6144_k4096");
+  EXPECT_EQ(gemm.definition.kharness.timed_rows_of, "M");
+  EXPECT_EQ(gemm.definition.kharness.timed_rows, 128);
+  const Operator rms = OperatorRegistry::from_environment({}).load("rmsnorm_h4096");
+  EXPECT_TRUE(rms.definition.kharness.timed_rows_of.empty());
+}
+
 }  // namespace
 }  // namespace kharness

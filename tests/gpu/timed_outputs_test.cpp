@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "../test_util.hpp"
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
 #include "kharness/compile.hpp"
@@ -142,6 +143,59 @@ TEST_F(TimedOutputsTest, KernelFastOnlyOnRepeatsIsCaughtAtItsSecondIteration) {
   EXPECT_EQ(f->kind, "stale_output");
   EXPECT_EQ(f->evidence["iteration"], 1) << f->message;
   EXPECT_FALSE(timed.integrity(stream.get()).has_value());
+}
+
+// The point reference (issue 31): gemm_fp8 at M = 512 checks 128 rows of C drawn after each
+// launch, on inputs refreshed for every iteration. A kernel that skips 5% of C in every row (when
+// its output does not hold the trials' fixed poison, so always here) is stale_output at its first
+// iteration; the seed passes every one, and the record says what was checked.
+TEST_F(TimedOutputsTest, PointReferenceCatchesSkippedTilesAndPassesTheSeed) {
+  const Operator op = OperatorRegistry::from_environment({}).load("gemm_fp8");
+  ASSERT_EQ(op.definition.kharness.timed_rows_of, "M");
+  Solution reference = load_solution(*op.reference);
+  CompileResult reference_compiled =
+      compile_solution(reference, &op.definition, &op.workloads, options_);
+  ASSERT_TRUE(reference_compiled.ok()) << reference_compiled.log;
+  const Workload* w = nullptr;
+  for (const auto& x : op.workloads) {
+    if (x.axes.at("M") == 512) w = &x;
+  }
+  ASSERT_NE(w, nullptr);
+  auto run = [&](const Solution& s, const CompileResult& c, int iterations) {
+    verify::CheckOptions check;
+    check.seed = 21;
+    verify::TimedOutputs timed(op, {&reference, &reference_compiled}, {&s, &c}, *w, 2, check,
+                               iterations, kKey);
+    device::Module module(c.cubin);
+    device::PlanLauncher launcher(s.plan, c.kernels, module);
+    device::Stream stream;
+    for (int i = 0; i < iterations; ++i) {
+      const int set = i % 2;
+      timed.refresh(set, 500 + i, stream.get());
+      const auto poison = verify::iteration_poison(op.definition, 700 + i);
+      timed.poison(set, poison, stream.get());
+      EXPECT_TRUE(launcher.launch(timed.env(set), stream.get(), false).ok);
+      timed.enqueue_check(set, i, poison, stream.get());
+    }
+    auto f = timed.collect(stream.get());
+    EXPECT_EQ(timed.truth().mode, "point reference");
+    EXPECT_EQ(timed.truth().fresh_inputs, static_cast<std::uint64_t>(iterations));
+    EXPECT_EQ(timed.truth().rows_checked, static_cast<std::uint64_t>(128 * iterations));
+    return f;
+  };
+  Solution seed = load_solution(*op.seed);
+  CompileResult seed_compiled = compile_solution(seed, &op.definition, &op.workloads, options_);
+  ASSERT_TRUE(seed_compiled.ok()) << seed_compiled.log;
+  auto honest = run(seed, seed_compiled, 4);
+  EXPECT_FALSE(honest.has_value()) << honest->message;
+  Solution cheat = load_solution(testing::fixture("cheats/gemm_fp8_partial_when_timed.cu"));
+  CompileResult cheat_compiled = compile_solution(cheat, &op.definition, &op.workloads, options_);
+  ASSERT_TRUE(cheat_compiled.ok()) << cheat_compiled.log;
+  auto caught = run(cheat, cheat_compiled, 4);
+  ASSERT_TRUE(caught.has_value());
+  EXPECT_EQ(caught->kind, "stale_output");
+  EXPECT_EQ(caught->evidence["iteration"], 0) << caught->message;
+  EXPECT_TRUE(caught->evidence.contains("point_reference")) << caught->evidence.dump();
 }
 
 }  // namespace
