@@ -27,6 +27,7 @@
 #include "kharness/holdout.hpp"
 #include "kharness/report.hpp"
 #include "kharness/run_compare.hpp"
+#include "kharness/sanitize.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
@@ -288,7 +289,7 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
     } else {
       if (!r.cached_from.empty())
         std::printf("cached: verdict of candidate %s (--no-cache reruns)\n", r.cached_from.c_str());
-      std::fputs(render_verdict(v, global.verbosity).c_str(), stdout);
+      std::fputs(printable_text(render_verdict(v, global.verbosity)).c_str(), stdout);
       if (!r.candidate_id.empty() && global.verbosity > 0)
         std::printf("  archived as candidate %s\n", r.candidate_id.c_str());
       std::fflush(stdout);
@@ -370,7 +371,7 @@ class Progress {
                                  : fmt::format("{:.0f} s", elapsed / static_cast<double>(index) *
                                                                static_cast<double>(total_ - index));
     std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  elapsed %.0f s  eta %s", index + 1, total_,
-                 name.c_str(), elapsed, eta.c_str());
+                 printable_line(name).c_str(), elapsed, eta.c_str());
     std::fflush(stderr);
   }
   void finished(std::size_t index, const std::string& name, const Verdict& v,
@@ -381,8 +382,8 @@ class Progress {
     }
     std::string status(status_name(v.status));
     if (!v.suspect.empty()) status += " but SUSPECT (" + v.suspect + ")";
-    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)%s\n", index + 1, total_, name.c_str(),
-                 status.c_str(), v.seconds, note.c_str());
+    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)%s\n", index + 1, total_,
+                 printable_line(name).c_str(), status.c_str(), v.seconds, note.c_str());
     std::fflush(stderr);
   }
 
@@ -544,7 +545,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     }
     write_report("--traces", args.traces_file, report::to_traces_jsonl(verdicts, traces));
   }
-  std::fputs(report::to_markdown(verdicts).c_str(), stdout);
+  std::fputs(printable_text(report::to_markdown(verdicts)).c_str(), stdout);
   for (const auto& v : verdicts) {
     if (v.passed() && !v.suspect.empty()) {
       const WorkloadVerdict* w = v.first_suspect();

@@ -10,6 +10,7 @@
 #include "cli/common.hpp"
 #include "core/json_util.hpp"
 #include "kharness/solution.hpp"
+#include "kharness/sanitize.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness::cli {
@@ -66,7 +67,7 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
   } else {
     std::string what =
         op ? fmt::format("{} [{}]", args.solution, op->definition.name) : args.solution;
-    std::fputs(render_compile_text(what, result).c_str(), stdout);
+    std::fputs(printable_text(render_compile_text(what, result)).c_str(), stdout);
     if (!args.out.empty()) std::fputs(fmt::format("artifacts in {}\n", args.out).c_str(), stdout);
   }
   return result.ok() ? ExitCode::kPassed : ExitCode::kFailed;
