@@ -168,8 +168,8 @@ TEST(ScoreWalk, LinksAreRefusedAndLoopsEnd) {
   json report = json::parse(read_file(out.string()));
   std::map<std::string, json> by_name;
   for (const auto& v : report["solutions"]) by_name[v["solution"].get<std::string>()] = v;
-  ASSERT_EQ(report["solutions"].size(), 6u) << report.dump(1);
-  for (const char* link : {"b_link", "c_other_team", "d_hostdir", "loop1"}) {
+  ASSERT_EQ(report["solutions"].size(), 7u) << report.dump(1);
+  for (const char* link : {"b_link", "c_other_team", "d_hostdir", "loop1", "loop2"}) {
     ASSERT_TRUE(by_name.count(link)) << link << report.dump(1);
     EXPECT_EQ(by_name[link]["status"], "REJECTED") << link;
     EXPECT_TRUE(has(by_name[link]["failure"]["message"].get<std::string>(), "symlink")) << link;
@@ -340,7 +340,7 @@ TEST(Sanitiser, ControlCharactersAreVisibleAndFormulasDefused) {
   EXPECT_EQ(spreadsheet_safe("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
   EXPECT_EQ(spreadsheet_safe("+1+cmd"), "'+1+cmd");
   EXPECT_EQ(spreadsheet_safe("@SUM(A1)"), "'@SUM(A1)");
-  EXPECT_EQ(spreadsheet_safe("\tx"), "'\\x09x");
+  EXPECT_EQ(spreadsheet_safe("\tx"), "\\x09x");  // the tab is made visible: no longer a tab
   EXPECT_EQ(spreadsheet_safe("-1.5"), "-1.5");
   EXPECT_EQ(spreadsheet_safe("rmsnorm"), "rmsnorm");
   Verdict v;
