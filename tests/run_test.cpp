@@ -73,8 +73,8 @@ TEST(Run, ReplayCompileOnlyEndToEnd) {
   EXPECT_NE(prompt.find("## c0001: COMPILED"), std::string::npos) << prompt;
 
   // --resume carries on to a larger budget: the no-code and compile-error answers come next.
-  auto r2 =
-      kharness(archive_arg(tmp) + "run --resume '" + run.string() + "' --budget 5 --patience 10");
+  auto r2 = kharness(archive_arg(tmp) + "run --resume '" + run.string() +
+                     "' --budget 5 --patience 10" + " --responses '" + replay_dir() + "'");
   ASSERT_EQ(r2.exit_code, 0) << r2.out;
   EXPECT_EQ(record(run, "c0004")["status"], "NO_CODE");
   EXPECT_EQ(record(run, "c0005")["status"], "COMPILE_ERROR");
@@ -302,7 +302,8 @@ TEST(Run, ResumeOfADamagedRunNamesTheFileAndField) {
   json settings = json::parse(run_json);
   settings["budget"] = "ten";
   write_file_atomic((run / "run.json").string(), settings.dump(2));
-  r = kharness(archive_arg(tmp) + "run --resume '" + run.string() + "'");
+  r = kharness(archive_arg(tmp) + "run --resume '" + run.string() + "' --responses '" +
+               replay_dir() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("run.json: budget"), std::string::npos) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
@@ -311,7 +312,8 @@ TEST(Run, ResumeOfADamagedRunNamesTheFileAndField) {
   json rec = record(run, "c0001");
   rec["score"] = "fast";
   write_file_atomic((run / "candidates" / "c0001" / "record.json").string(), rec.dump(2));
-  r = kharness(archive_arg(tmp) + "run --resume '" + run.string() + "' --budget 2");
+  r = kharness(archive_arg(tmp) + "run --resume '" + run.string() + "' --budget 2 --responses '" +
+               replay_dir() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("c0001/record.json"), std::string::npos) << r.out;
 }

@@ -24,6 +24,32 @@ std::optional<std::string> try_read_regular_file(const std::filesystem::path& pa
                                                  std::size_t max_bytes = kMaxInputFileBytes,
                                                  std::string* why = nullptr);
 
+// Reading a path that something untrusted named (a submission's #include, an entry of a score
+// folder, a file of an archive or run folder): `relative` is resolved beneath the folder `root`
+// with no symlink anywhere on the way (a link inside the folder is refused too) and no "..":
+// openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS where the kernel has
+// it (Linux 5.6), else one openat(O_NOFOLLOW) per component. `root` itself is whoever runs
+// kharness's (it may be a link). Then as read_regular_file: a regular file only, size-capped.
+// Throws input_error naming root/relative and why ("is a symlink", "leads out of its folder").
+std::string read_file_beneath(const std::filesystem::path& root,
+                              const std::filesystem::path& relative,
+                              std::size_t max_bytes = kMaxInputFileBytes);
+std::optional<std::string> try_read_file_beneath(const std::filesystem::path& root,
+                                                 const std::filesystem::path& relative,
+                                                 std::size_t max_bytes = kMaxInputFileBytes,
+                                                 std::string* why = nullptr);
+// `path` whose last component is not followed (a symlink is refused): a file that a walk found,
+// read without a window in which it could be swapped for a link.
+std::optional<std::string> try_read_file_nofollow(const std::filesystem::path& path,
+                                                  std::size_t max_bytes = kMaxInputFileBytes,
+                                                  std::string* why = nullptr);
+
+namespace file_testing {
+// Tests: take the O_NOFOLLOW walk even where openat2 exists; does this kernel have openat2?
+void use_component_walk(bool on);
+bool kernel_has_openat2();
+}  // namespace file_testing
+
 // Does `path`, every symlink resolved, name something inside folder `dir` (also resolved)?
 // False for a symlink that points out of it or a path that does not resolve.
 bool resolves_inside(const std::filesystem::path& path, const std::filesystem::path& dir);

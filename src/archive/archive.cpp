@@ -148,43 +148,24 @@ void write_durable(const fs::path& path, std::string_view content) {
 constexpr off_t kMaxArtifactBytes = off_t{256} << 20;
 
 // A file of a candidate folder, "" when absent. Anyone may have edited an archive: a FIFO or a
-// device in place of a file would block or never end, a huge file exhaust memory, so the file
-// must be a regular one of bounded size (opened non-blocking, checked with fstat); anything else
-// is an input error naming it.
-std::string read_all(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return "";
-    throw input_error(path.string(), fmt::format("cannot read: {}", std::strerror(errno)));
-  }
-  struct stat st {};
-  std::string out;
-  const char* problem = nullptr;
-  if (::fstat(fd, &st) != 0) {
-    problem = "cannot stat";
-  } else if (!S_ISREG(st.st_mode)) {
-    problem = "not a regular file (a FIFO, a device or a folder in an archive)";
-  } else if (st.st_size > kMaxArtifactBytes) {
-    problem = "larger than an archive file may be (256 MiB)";
-  } else {
-    out.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < out.size()) {
-      ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;  // the file shrank while read: what is there
-      got += static_cast<std::size_t>(n);
-    }
-    out.resize(got);
-  }
-  ::close(fd);
-  if (problem) throw input_error(path.string(), problem);
-  return out;
+// device in place of a file would block or never end, a huge file exhaust memory, a symlink
+// (`source.cu` -> a host file) would show or merge what is not the archive's. So the file is read
+// beneath the archive's folder `root` with no link on the way, must be a regular one of bounded
+// size (kharness/file.hpp); anything else is an input error naming it.
+std::string read_all(const fs::path& root, const fs::path& path) {
+  const fs::path relative = path.lexically_normal().lexically_relative(root.lexically_normal());
+  std::string why;
+  std::optional<std::string> text =
+      try_read_file_beneath(root, relative, static_cast<std::size_t>(kMaxArtifactBytes), &why);
+  if (text) return std::move(*text);
+  // Absent (or under a folder that is not one): an artifact this candidate does not have.
+  if (why == "no such file" || why == "a part of the path is not a folder") return "";
+  throw input_error(path.string(), why);
 }
 
 // A JSON file of a candidate folder (null when absent); not JSON is an input error naming it.
-json read_json(const fs::path& path) {
-  std::string text = read_all(path);
+json read_json(const fs::path& root, const fs::path& path) {
+  std::string text = read_all(root, path);
   if (text.empty()) return nullptr;
   return json_util::parse_text<json>(text, path.string());
 }
@@ -450,6 +431,43 @@ void check_schema(sqlite3* db) {
   }
 }
 
+// An index may come from elsewhere (a shard's archive, a CI artifact): it is data, never code.
+// Defensive mode (no writes to the schema or shadow tables through SQL), an untrusted schema (no
+// function with side effects called from a view or trigger), and nothing but tables and indexes:
+// a view named like a table (a recursive one hangs `runs` and `archive merge`), a trigger that
+// rewrites rows on insert, or a virtual table is refused as an input error naming the file.
+void harden_connection(sqlite3* db) {
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_exec(db, "PRAGMA trusted_schema=OFF", nullptr, nullptr, nullptr);
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT type, name FROM sqlite_master WHERE type NOT IN "
+                              "('table', 'index') OR (type = 'table' AND sql LIKE 'CREATE "
+                              "VIRTUAL%') LIMIT 1",
+                              -1, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    throw input_error(index_name(db),
+                      fmt::format("not a readable archive index ({})",
+                                  printable_line(bounded(sqlite3_errmsg(db), 120))));
+  }
+  std::string found;
+  if (sqlite3_step(stmt) == SQLITE_ROW) {
+    auto text = [&](int i) {
+      const unsigned char* t = sqlite3_column_text(stmt, i);
+      return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+    };
+    found = fmt::format("{} '{}'", text(0), printable_line(bounded(text(1), 80)));
+  }
+  sqlite3_finalize(stmt);
+  if (!found.empty())
+    throw input_error(index_name(db),
+                      fmt::format("not a kharness archive index: it holds a {} (an index holds "
+                                  "tables and indexes only)",
+                                  found));
+}
+
 // A candidate's folder as the index names it must be one of the archive's candidates/ folders:
 // an edited index must not send a load to another folder of the machine.
 void check_candidate_dir(const fs::path& archive_dir, const fs::path& dir) {
@@ -542,6 +560,7 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
   }
   // Concurrent writers wait for each other instead of failing with SQLITE_BUSY.
   sqlite3_busy_timeout(impl_->db, 30000);
+  harden_connection(impl_->db);
   // WAL: readers never block the writer, and a killed writer leaves a database that opens (the
   // uncommitted tail of the log is ignored). NORMAL sync is durable against process crashes.
   set_wal(impl_->db);
@@ -817,7 +836,7 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
   check_candidate_dir(impl_->dir, d);
   CandidateRecord& r = out.record;
   const std::string record_file = (d / "record.json").string();
-  json meta = read_json(d / "record.json");
+  json meta = read_json(impl_->dir, d / "record.json");
   if (meta.is_null()) meta = json::object();
   json_util::require_object(meta, record_file, "");
   r.name = out.summary.name;
@@ -842,21 +861,22 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
         throw input_error(json_util::field(record_file, field),
                           fmt::format("'{}' leaves the candidate's sources/ folder",
                                       printable_line(bounded(p, 80))));
-      r.sources.push_back(SourceFile{p, read_all(d / "sources" / p)});
+      r.sources.push_back(SourceFile{p, read_all(impl_->dir, d / "sources" / p)});
     }
   }
-  if (r.sources.empty() && fs::exists(d / "source.cu"))
-    r.sources.push_back(SourceFile{"source.cu", read_all(d / "source.cu")});
-  r.plan = read_json(d / "plan.json");
-  r.compile = read_json(d / "compile.json");
-  r.compile_log = read_all(d / "compile.log");
-  r.ptx = read_all(d / "kernel.ptx");
-  r.cubin = read_all(d / "kernel.cubin");
-  json verdict = read_json(d / "verdict.json");
+  std::error_code absent;
+  if (r.sources.empty() && fs::exists(fs::symlink_status(d / "source.cu", absent)))
+    r.sources.push_back(SourceFile{"source.cu", read_all(impl_->dir, d / "source.cu")});
+  r.plan = read_json(impl_->dir, d / "plan.json");
+  r.compile = read_json(impl_->dir, d / "compile.json");
+  r.compile_log = read_all(impl_->dir, d / "compile.log");
+  r.ptx = read_all(impl_->dir, d / "kernel.ptx");
+  r.cubin = read_all(impl_->dir, d / "kernel.cubin");
+  json verdict = read_json(impl_->dir, d / "verdict.json");
   if (!verdict.is_null()) r.verdict = verdict_from_json(verdict, (d / "verdict.json").string());
-  r.prompt = read_all(d / "prompt.md");
-  r.response = read_all(d / "response.md");
-  r.usage = read_json(d / "usage.json");
+  r.prompt = read_all(impl_->dir, d / "prompt.md");
+  r.response = read_all(impl_->dir, d / "response.md");
+  r.usage = read_json(impl_->dir, d / "usage.json");
   return out;
 }
 
@@ -922,6 +942,7 @@ class SourceIndex {
       throw input_error(index.string(), fmt::format("cannot open the archive index: {}", message));
     }
     sqlite3_busy_timeout(db_, 30000);
+    harden_connection(db_);
     Statement check(db_, "PRAGMA quick_check");
     std::string verdict = check.step() ? check.text(0) : std::string();
     if (verdict != "ok")
@@ -987,7 +1008,7 @@ SourceArchive read_source(const fs::path& path) {
       files.push_back(it->path().lexically_relative(dir));
     }
     if (ec) throw input_error(dir.string(), fmt::format("cannot list: {}", ec.message()));
-    for (const char* name : {"record.json", "verdict.json"}) read_json(dir / name);
+    for (const char* name : {"record.json", "verdict.json"}) read_json(src.dir, dir / name);
   }
   return src;
 }
@@ -1067,7 +1088,7 @@ MergeStats Archive::merge(const fs::path& dest, const std::vector<fs::path>& sou
         fs::create_directories(in_progress, ec);
         if (ec) io_error(in_progress, "cannot create");
         for (const auto& file : src.files.at(id)) {
-          std::string content = read_all(from / file);
+          std::string content = read_all(src.dir, from / file);
           if (file == "record.json" && !reused.empty()) {
             json meta = json_util::parse_text<json>(content, (from / file).string());
             meta["cached_from"] = reused;

@@ -39,6 +39,7 @@ double sqlite3_column_double(sqlite3_stmt* stmt, int column);
 int sqlite3_column_type(sqlite3_stmt* stmt, int column);
 int sqlite3_errcode(sqlite3* db);
 const char* sqlite3_db_filename(sqlite3* db, const char* name);
+int sqlite3_db_config(sqlite3* db, int op, ...);
 }
 
 #define SQLITE_OK 0
@@ -55,4 +56,6 @@ const char* sqlite3_db_filename(sqlite3* db, const char* name);
 #define SQLITE_OPEN_CREATE 0x00000004
 #define SQLITE_OPEN_NOMUTEX 0x00008000
 #define SQLITE_TRANSIENT ((sqlite3_destructor_type)-1)
+#define SQLITE_DBCONFIG_DEFENSIVE 1010
+#define SQLITE_DBCONFIG_TRUSTED_SCHEMA 1017
 #endif

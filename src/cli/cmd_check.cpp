@@ -2,6 +2,7 @@
 // and the hidden worker mode it runs each solution in.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "kharness/holdout.hpp"
 #include "kharness/report.hpp"
 #include "kharness/run_compare.hpp"
+#include "kharness/sanitize.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
@@ -288,7 +290,9 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
     } else {
       if (!r.cached_from.empty())
         std::printf("cached: verdict of candidate %s (--no-cache reruns)\n", r.cached_from.c_str());
-      std::fputs(render_verdict(v, global.verbosity).c_str(), stdout);
+      // A verdict quotes the submission (file names, compiler messages): no control sequence of
+      // its reaches the terminal.
+      std::fputs(printable_text(render_verdict(v, global.verbosity)).c_str(), stdout);
       if (!r.candidate_id.empty() && global.verbosity > 0)
         std::printf("  archived as candidate %s\n", r.candidate_id.c_str());
       std::fflush(stdout);
@@ -311,11 +315,29 @@ ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI
   return all_passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
-// Files and folders to solutions, in a stable (sorted) order: a folder holding solution.json is
-// one solution; any other folder contributes, recursively, its .cu files, solution folders and
-// .json files (hidden entries such as .kharness/ are skipped).
-void collect_solutions(const std::filesystem::path& dir, std::vector<std::string>& found) {
+// What score's walk of its folders found: the submissions, in a stable (sorted) order, and those
+// refused before anything reads them (a symlink: `ln -s /host/dir` or a link to another team's
+// file is not scored as the linker's), each with why.
+struct Submissions {
+  std::vector<std::string> paths;
+  std::map<std::string, std::string> refused;
+};
+
+// Folders nested deeper than this are not walked (a bind-mount loop, a generated tree).
+constexpr int kMaxWalkDepth = 64;
+
+// A folder holding solution.json is one solution; any other folder contributes, recursively, its
+// .cu files, solution folders and .json files (hidden entries such as .kharness/ are skipped).
+// Symlinks are never followed: one whose name or target looks like a submission is listed as
+// refused, any other is skipped. Folders are remembered by device and inode, so no folder is
+// walked twice.
+void collect_solutions(const std::filesystem::path& dir, Submissions& out,
+                       std::set<std::pair<dev_t, ino_t>>& visited, int depth) {
   namespace fs = std::filesystem;
+  struct stat st {};
+  if (depth > kMaxWalkDepth || ::lstat(dir.c_str(), &st) != 0 ||
+      !visited.insert({st.st_dev, st.st_ino}).second)
+    return;
   std::error_code ec;
   std::vector<fs::path> entries;
   for (const auto& entry : fs::directory_iterator(dir, ec)) entries.push_back(entry.path());
@@ -323,34 +345,42 @@ void collect_solutions(const std::filesystem::path& dir, std::vector<std::string
   for (const auto& p : entries) {
     std::string name = p.filename().string();
     if (name.empty() || name[0] == '.') continue;
-    if (fs::is_directory(p, ec)) {
-      if (fs::exists(p / "solution.json", ec)) {
-        found.push_back(p.string());
-      } else {
-        collect_solutions(p, found);
+    const fs::file_status own = fs::symlink_status(p, ec);
+    const bool candidate_name = p.extension() == ".cu" || p.extension() == ".json";
+    if (fs::is_symlink(own)) {
+      if (candidate_name || fs::is_directory(p, ec)) {
+        out.paths.push_back(p.string());
+        out.refused[p.string()] =
+            "a symlink; score does not follow links in the folders it walks (submit the file)";
       }
-    } else if (p.extension() == ".cu" || p.extension() == ".json") {
-      found.push_back(p.string());
+    } else if (fs::is_directory(own)) {
+      if (fs::exists(fs::symlink_status(p / "solution.json", ec))) {
+        out.paths.push_back(p.string());
+      } else {
+        collect_solutions(p, out, visited, depth + 1);
+      }
+    } else if (candidate_name) {
+      out.paths.push_back(p.string());
     }
   }
 }
 
-std::vector<std::string> expand_solutions(const std::vector<std::string>& inputs) {
+Submissions expand_solutions(const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  std::vector<std::string> out;
+  Submissions out;
+  std::set<std::pair<dev_t, ino_t>> visited;
   for (const auto& in : inputs) {
     std::error_code ec;
     if (!fs::exists(in, ec)) throw input_error(in, "no such file or folder");
     if (!fs::is_directory(in, ec) || fs::exists(fs::path(in) / "solution.json", ec)) {
-      out.push_back(in);
+      out.paths.push_back(in);
       continue;
     }
-    std::vector<std::string> found;
-    collect_solutions(in, found);
-    if (found.empty())
+    const std::size_t before = out.paths.size();
+    collect_solutions(in, out, visited, 0);
+    if (out.paths.size() == before)
       throw input_error(in,
                         "no solutions in this folder (.cu files, solution folders or .json files)");
-    out.insert(out.end(), found.begin(), found.end());
   }
   return out;
 }
@@ -370,7 +400,7 @@ class Progress {
                                  : fmt::format("{:.0f} s", elapsed / static_cast<double>(index) *
                                                                static_cast<double>(total_ - index));
     std::fprintf(stderr, "\r\033[K[%zu/%zu] %s  elapsed %.0f s  eta %s", index + 1, total_,
-                 name.c_str(), elapsed, eta.c_str());
+                 printable_line(name).c_str(), elapsed, eta.c_str());
     std::fflush(stderr);
   }
   void finished(std::size_t index, const std::string& name, const Verdict& v,
@@ -381,8 +411,8 @@ class Progress {
     }
     std::string status(status_name(v.status));
     if (!v.suspect.empty()) status += " but SUSPECT (" + v.suspect + ")";
-    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)%s\n", index + 1, total_, name.c_str(),
-                 status.c_str(), v.seconds, note.c_str());
+    std::fprintf(stderr, "[%zu/%zu] %s: %s (%.1f s)%s\n", index + 1, total_,
+                 printable_line(name).c_str(), status.c_str(), v.seconds, note.c_str());
     std::fflush(stderr);
   }
 
@@ -478,8 +508,9 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
         {"--csv", args.csv_file}}) {
     if (!file.empty()) check_output_file(option, file);
   }
-  std::vector<std::string> solutions =
-      args.solutions.empty() ? std::vector<std::string>() : expand_solutions(args.solutions);
+  const Submissions submissions =
+      args.solutions.empty() ? Submissions{} : expand_solutions(args.solutions);
+  const std::vector<std::string>& solutions = submissions.paths;
   std::vector<Verdict> verdicts;
   if (!args.from_archive.empty()) {
     verdicts = verdicts_from_archive(args, solutions);
@@ -509,7 +540,11 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
       if (!args.shard.empty()) extra["shard"] = args.shard;
       // A malformed submission comes back as its REJECTED verdict; no GPU, or a kharness bug,
       // throws: scoring cannot go on.
-      pipeline::Evaluation r = evaluator.evaluate(path, pool.gpus[worker], extra);
+      auto refused = submissions.refused.find(path);
+      pipeline::Evaluation r =
+          refused != submissions.refused.end()
+              ? evaluator.reject(path, input_error(path, refused->second), extra)
+              : evaluator.evaluate(path, pool.gpus[worker], extra);
       v = std::move(r.verdict);
       note = cached_note(r);
       progress.finished(i, path, v, note);
@@ -544,7 +579,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     }
     write_report("--traces", args.traces_file, report::to_traces_jsonl(verdicts, traces));
   }
-  std::fputs(report::to_markdown(verdicts).c_str(), stdout);
+  std::fputs(printable_text(report::to_markdown(verdicts)).c_str(), stdout);
   for (const auto& v : verdicts) {
     if (v.passed() && !v.suspect.empty()) {
       const WorkloadVerdict* w = v.first_suspect();

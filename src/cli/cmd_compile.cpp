@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "core/json_util.hpp"
+#include "kharness/sanitize.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
 
@@ -49,10 +50,10 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
         "the plan's names and sizes are not checked",
         args.solution);
   }
-  // `compile` runs where Landlock is unavailable too (a participant checking their own kernel),
-  // with a warning; the commands that evaluate submissions refuse (require_compile_sandbox).
+  // The file compiled may be anyone's (a pull request's kernel): NVRTC runs in the file sandbox,
+  // refused where Landlock is missing unless --allow-unsandboxed, as for `score`.
+  require_compile_sandbox("compile");
   CompileOptions options = make_compile_options(arch, !args.no_cache);
-  options.limits.require_landlock = false;
   CompileResult result = compile_solution(solution, op ? &op->definition : nullptr,
                                           op ? &op->workloads : nullptr, options);
   if (!args.out.empty()) write_artifacts(args.out, result);
@@ -66,7 +67,8 @@ ExitCode run_compile(const CompileArgs& args, const GlobalOptions& global) {
   } else {
     std::string what =
         op ? fmt::format("{} [{}]", args.solution, op->definition.name) : args.solution;
-    std::fputs(render_compile_text(what, result).c_str(), stdout);
+    // Diagnostics quote the submission (#line file names, its text): made printable.
+    std::fputs(printable_text(render_compile_text(what, result)).c_str(), stdout);
     if (!args.out.empty()) std::fputs(fmt::format("artifacts in {}\n", args.out).c_str(), stdout);
   }
   return result.ok() ? ExitCode::kPassed : ExitCode::kFailed;

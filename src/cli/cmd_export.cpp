@@ -11,6 +11,7 @@
 #include "cli/common.hpp"
 #include "core/json_util.hpp"
 #include "kharness/export.hpp"
+#include "kharness/sanitize.hpp"
 #include "kharness/solution.hpp"
 
 namespace kharness::cli {
@@ -43,11 +44,11 @@ ExitCode run_export(const ExportArgs& args, const GlobalOptions& global) {
   Operator op = make_registry(global).load(op_name);
   // The parameter sizes of the compiled kernels decide how the launcher passes each argument.
   std::string arch = resolve_arch(args.arch);
+  require_compile_sandbox("export");  // the solution may be anyone's, as for `compile`
   CompileOptions options = make_compile_options(arch, !args.no_cache);
-  options.limits.require_landlock = false;  // the exporter's own solution, as `compile` does
   CompileResult compiled = compile_solution(solution, &op.definition, &op.workloads, options);
   if (!compiled.ok()) {
-    std::fputs(render_compile_text(args.solution, compiled).c_str(), stderr);
+    std::fputs(printable_text(render_compile_text(args.solution, compiled)).c_str(), stderr);
     throw Error(ExitCode::kFailed, args.solution,
                 fmt::format("cannot export to FlashInfer-Bench: {} (see `kharness compile`)",
                             status_name(compiled.status)));

@@ -244,9 +244,10 @@ ExitCode run_check(const OperatorsArgs& args, const GlobalOptions& global) {
     for (const auto& e : registry.list()) names.push_back(e.name);
   }
   std::string arch = resolve_arch(args.arch);
+  // Operator folders may come from elsewhere (--operators-dir, an imported FlashInfer-Bench
+  // checkout): their files compile in the file sandbox like a submission's.
+  require_compile_sandbox("operators check");
   CompileOptions options = make_compile_options(arch, !args.no_cache);
-  // The operators' own files (references, seeds, baselines) are trusted: no Landlock needed.
-  options.limits.require_landlock = false;
   Table table({"operator", "workloads", "solution", "status", "seconds", "kernels (registers)"});
   nlohmann::json report = nlohmann::json::array();
   bool failed = false;

@@ -134,9 +134,31 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::str
   take("--operator", "operator", a.search.operator_name);
   take("--provider", "provider", a.provider);
   take("--model", "model", a.model);
-  take("--base-url", "base_url", a.base_url);
-  take("--command", "command", a.command);
-  take("--responses", "responses", a.responses);
+  // Where answers come from is never read back: a run folder from elsewhere (a CI artifact, a
+  // shared run) must not run a shell command with the API keys in its environment, send a key
+  // to a URL it names, or replay answers from a folder it names. These come from this command
+  // line only; a stored one this command line does not repeat is shown and refused.
+  auto from_command_line = [&](const char* flag, const char* key, const std::string& given) {
+    auto it = s.find(key);
+    if (it == s.end() || it->is_null()) return;
+    if (!it->is_string())
+      throw input_error(source + ": " + key,
+                        fmt::format("has the wrong type ({}) for {}", it->type_name(), flag));
+    const std::string stored = it->get<std::string>();
+    if (stored.empty() || stored == given) return;
+    throw input_error(
+        source + ": " + key,
+        fmt::format("the run was made with {} \"{}\"{}; a resumed run takes {} from its command "
+                    "line only, never from its folder, and the two must agree",
+                    flag, printable_line(bounded(stored, 200)),
+                    given.empty() ? std::string(", which this command line does not give")
+                                  : fmt::format(", this command line gives \"{}\"",
+                                                printable_line(bounded(given, 200))),
+                    flag));
+  };
+  from_command_line("--base-url", "base_url", a.base_url);
+  from_command_line("--command", "command", a.command);
+  from_command_line("--responses", "responses", a.responses);
   take("--budget", "budget", a.search.budget);
   take("--max-tokens", "max_tokens", a.search.max_tokens);
   take("--max-cost", "max_cost", a.search.max_cost);

@@ -100,9 +100,10 @@ ExitCode run_tune_space(const TuneSpaceArgs& args, const GlobalOptions& global) 
   options.budget = static_cast<std::int64_t>(count);
   tune::Search search(problem.space, problem.valid, options);
   std::string arch = args.compile_only ? resolve_arch(args.arch) : "";
+  // The seed's operator folder may come from elsewhere (--operators-dir): its configurations
+  // compile in the file sandbox.
+  if (args.compile_only) require_compile_sandbox("tune-space --compile-only");
   CompileOptions compile_options = make_compile_options(arch, !args.no_cache);
-  // Configurations of the operator's own seed (trusted): no Landlock needed.
-  compile_options.limits.require_landlock = false;
   if (!args.out.empty()) make_output_dir("--out", args.out);
 
   nlohmann::json rows = nlohmann::json::array();

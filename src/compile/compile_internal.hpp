@@ -4,6 +4,8 @@
 
 #include <nvrtc.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +13,20 @@
 #include "kharness/compile.hpp"
 
 namespace kharness {
+
+// What a compile may produce (rules.cpp): a few bytes of source must not make every candidate
+// store tens of MB, nor a module ask the driver for a terabyte of static memory when it loads.
+struct OutputLimits {
+  std::size_t max_ptx_bytes = std::size_t{16} << 20;
+  std::size_t max_cubin_bytes = std::size_t{16} << 20;
+  std::uint64_t max_static_bytes = std::uint64_t{1} << 30;  // module-scope .global and .const
+};
+// output_size (PTX or cubin over its cap) and module_size (the static .global/.const variables
+// the PTX declares, summed, over the cap), each naming the size.
+std::vector<RuleViolation> check_output_rules(const std::string& ptx, const std::string& cubin,
+                                              const OutputLimits& limits = {});
+// The bytes of the module-scope .global and .const variables the PTX declares (saturating).
+std::uint64_t ptx_static_bytes(const std::string& ptx);
 
 // "_Z2tkILi4EEvPff" -> "tk<4>", "_ZN2ns4kernEPf" -> "ns::kern"; an extern "C" name as is.
 std::string demangled_kernel_name(const std::string& mangled);

@@ -535,7 +535,9 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
     // A compile stopped at a limit is not cached: the limit, or the machine's load, may differ
     // next time.
     result.limit = limit_hit;
-    if (use_cache && limit_hit.empty()) {
+    // Outputs over their caps are not kept, in the cache either.
+    const bool oversized = !check_output_rules(entry->ptx, entry->cubin).empty();
+    if (use_cache && limit_hit.empty() && !oversized) {
       compile_cache::store(options.cache_dir, result.cache_key, *entry);
     }
   }
@@ -548,6 +550,15 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
     return finish(entry->status);
   }
 
+  result.violations = check_output_rules(result.ptx, result.cubin);
+  if (!result.violations.empty()) {
+    // REJECTED with the sizes; the bulk itself is dropped, so that no archive stores it.
+    for (auto& v : result.violations) v.file = solution.entry_source().path;
+    result.ptx.clear();
+    result.cubin.clear();
+    result.kernels.clear();
+    return finish(Status::kRejected);
+  }
   result.violations = check_kernel_interface(solution.plan, definition, result.kernels);
   for (auto& v : check_ptx_rules(result.ptx)) {
     v.file = solution.entry_source().path;

@@ -28,6 +28,9 @@
 //                          cuLaunchKernel, ...). Allowed: the device-side programmatic dependent
 //                          launch calls cudaGridDependencySynchronize and
 //                          cudaTriggerProgrammaticLaunchCompletion.
+//   output_size, module_size  what the compile produced is over OutputLimits: PTX or cubin
+//                          bytes, or the module's static __device__/__constant__ size (a 1 TiB
+//                          array compiles, and would be asked of the driver at load)
 //   host_launch            `<<<`: the harness does every launch from the plan. Device-side
 //                          launches (dynamic parallelism) are refused as well: they need
 //                          relocatable device code linked against cudadevrt, which NVRTC alone
@@ -43,6 +46,8 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -75,6 +80,33 @@ std::string_view trim(std::string_view s) {
     s.remove_suffix(1);
   }
   return s;
+}
+
+// The end of the preprocessing number that starts at `i` (a digit, or a '.' before a digit), as
+// the compiler's lexer takes it: digits, letters, '_', '.', a sign after e/E/p/P, and a quote
+// only as a digit separator, that is when a digit or a letter follows it. `0' /*'` is the number
+// 0 and a character literal, not a number swallowing a comment's opening.
+std::size_t pp_number_end(std::string_view src, std::size_t i) {
+  const std::size_t n = src.size();
+  ++i;
+  while (i < n) {
+    char c = src[i];
+    if (is_ident_char(c) || c == '.') {
+      ++i;
+    } else if ((c == '+' || c == '-') && std::strchr("eEpP", src[i - 1]) != nullptr) {
+      ++i;
+    } else if (c == '\'' && i + 1 < n && is_ident_char(src[i + 1])) {
+      i += 2;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
+bool starts_pp_number(std::string_view src, std::size_t i) {
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  return digit(src[i]) || (src[i] == '.' && i + 1 < src.size() && digit(src[i + 1]));
 }
 
 // Same length as `src`: comments become spaces (newlines kept, so offsets and line numbers
@@ -138,16 +170,14 @@ std::string mask_source(const std::string& src, bool blank_literals) {
         blank(i + 1, std::min(j, n));
       }
       i = j + 1;
+    } else if (starts_pp_number(src, i)) {
+      // A number whole, its digit separators (1'000'000) with it: a quote left after it
+      // opens a character literal.
+      i = pp_number_end(src, i);
+    } else if (is_ident_start(c)) {
+      // An identifier whole, so that a digit inside one (x1) does not start a number.
+      while (i < n && is_ident_char(src[i])) ++i;
     } else if (c == '\'') {
-      // A digit separator (1'000'000) is not a character literal.
-      std::size_t p = i;
-      while (p > 0 && (is_ident_char(src[p - 1]) || src[p - 1] == '\'' || src[p - 1] == '.')) {
-        --p;
-      }
-      if (p < i && std::isdigit(static_cast<unsigned char>(src[p]))) {
-        ++i;
-        continue;
-      }
       std::size_t j = i + 1;
       while (j < n && src[j] != '\'' && src[j] != '\n') {
         j += src[j] == '\\' ? 2 : 1;
@@ -392,10 +422,8 @@ void check_code(const std::string& code, const LineIndex& lines, FileScan& scan)
   const std::size_t n = view.size();
   while (i < n) {
     char c = view[i];
-    if (std::isdigit(static_cast<unsigned char>(c))) {  // a number: skip it whole
-      while (i < n && (is_ident_char(view[i]) || view[i] == '.' || view[i] == '\'')) {
-        ++i;
-      }
+    if (starts_pp_number(view, i)) {  // a number: skip it whole
+      i = pp_number_end(view, i);
       continue;
     }
     if (!is_ident_start(c)) {
@@ -486,12 +514,106 @@ bool is_toolkit_header(const std::string& name, const std::vector<fs::path>& dir
   return false;
 }
 
+// The file an #include (or a __has_include) names after its opening '<' or '"' (`rest` starts
+// there): a toolkit header or one of the solution's own files; anything else is an include_path
+// violation. `what` is how the message names the construct ("#include", "__has_include").
+void judge_include(std::string_view rest, const std::string& what,
+                   const std::vector<std::string>& own, const SourceRules& rules, int line,
+                   FileScan& scan) {
+  const char open = rest.front();
+  const char close = open == '<' ? '>' : '"';
+  const std::size_t end = rest.find(close, 1);
+  if (end == std::string_view::npos) {
+    scan.add("include_path", fmt::format("malformed {}: {}", what, rest), line);
+    return;
+  }
+  std::string name(rest.substr(1, end - 1));
+  std::string shown = what + " " + (open == '<' ? "<" + name + ">" : "\"" + name + "\"");
+  if (name.empty()) {
+    scan.add("include_path", "empty " + what, line);
+    return;
+  }
+  if (name.front() == '/' || name.front() == '\\' || (name.size() > 1 && name[1] == ':')) {
+    scan.add("include_path", fmt::format("{}: absolute paths are not allowed", shown), line);
+    return;
+  }
+  if (has_dotdot(name)) {
+    scan.add("include_path", fmt::format("{}: '..' path components are not allowed", shown), line);
+    return;
+  }
+  bool is_own = std::find(own.begin(), own.end(), name) != own.end();
+  if (is_own || is_toolkit_header(name, rules.system_include_dirs)) return;
+  if (open == '<') {
+    scan.add("include_path",
+             fmt::format("{}: not a CUDA toolkit header (NVRTC has no C/C++ standard "
+                         "library headers; use <cuda/std/...>); a solution includes only "
+                         "toolkit headers and its own files",
+                         shown),
+             line);
+  } else {
+    std::string hint;
+    auto close_names = close_matches(name, own, 1);
+    if (!close_names.empty()) {
+      hint = fmt::format(" (did you mean \"{}\"?)", close_names.front());
+    }
+    scan.add("include_path",
+             fmt::format("{}: neither one of the solution's files ({}) nor a CUDA "
+                         "toolkit header{}",
+                         shown, join(own, ", "), hint),
+             line);
+  }
+}
+
+// __has_include(name) answers whether a file exists, anywhere the compiler can look: it is judged
+// like the #include it stands for, and __has_include_next is refused like #include_next. `code`
+// has comments and literals blanked (where the identifier is), `no_comments` the literals too
+// (what it names).
+void check_has_include(const std::string& code, const std::string& no_comments,
+                       const std::vector<std::string>& own, const LineIndex& lines,
+                       const SourceRules& rules, FileScan& scan) {
+  static constexpr std::string_view kWord = "__has_include";
+  for (std::size_t at = code.find(kWord); at != std::string::npos;
+       at = code.find(kWord, at + kWord.size())) {
+    if (at > 0 && is_ident_char(code[at - 1])) continue;
+    std::size_t i = at + kWord.size();
+    std::size_t word_end = i;
+    while (word_end < code.size() && is_ident_char(code[word_end])) ++word_end;
+    const std::string word = code.substr(at, word_end - at);
+    const int line = lines.line(at);
+    if (word == "__has_include_next") {
+      scan.add("include_path",
+               "__has_include_next is not allowed; use __has_include with a toolkit header or "
+               "one of the solution's files",
+               line);
+      continue;
+    }
+    if (word != "__has_include") continue;
+    i = word_end;
+    while (i < no_comments.size() && is_space(no_comments[i])) ++i;
+    if (i < no_comments.size() && no_comments[i] == '(') ++i;
+    while (i < no_comments.size() && is_space(no_comments[i])) ++i;
+    const char open = i < no_comments.size() ? no_comments[i] : '\0';
+    if (open != '<' && open != '"') {
+      scan.add("include_path",
+               "__has_include of a macro (or not followed by (<...>) or (\"...\")) is not "
+               "allowed: write the header name",
+               line);
+      continue;
+    }
+    const std::size_t eol = no_comments.find('\n', i);
+    judge_include(std::string_view(no_comments).substr(i, eol == std::string::npos ? eol : eol - i),
+                  "__has_include", own, rules, line, scan);
+  }
+}
+
 void check_includes(const Solution& solution, const std::string& no_comments,
-                    const LineIndex& lines, const SourceRules& rules, FileScan& scan) {
+                    const std::string& code, const LineIndex& lines, const SourceRules& rules,
+                    FileScan& scan) {
   std::vector<std::string> own;
   for (const auto& f : solution.sources) {
     own.push_back(f.path);
   }
+  check_has_include(code, no_comments, own, lines, rules, scan);
   const std::size_t n = no_comments.size();
   std::size_t pos = 0;
   while (pos < n) {
@@ -546,51 +668,7 @@ void check_includes(const Solution& solution, const std::string& no_comments,
                line);
       continue;
     }
-    char close = open == '<' ? '>' : '"';
-    std::size_t end = rest.find(close, 1);
-    if (end == std::string_view::npos) {
-      scan.add("include_path", fmt::format("malformed #include: {}", rest), line);
-      continue;
-    }
-    std::string name(rest.substr(1, end - 1));
-    std::string shown = open == '<' ? "<" + name + ">" : "\"" + name + "\"";
-    if (name.empty()) {
-      scan.add("include_path", "empty #include", line);
-      continue;
-    }
-    if (name.front() == '/' || name.front() == '\\' || (name.size() > 1 && name[1] == ':')) {
-      scan.add("include_path", fmt::format("#include {}: absolute paths are not allowed", shown),
-               line);
-      continue;
-    }
-    if (has_dotdot(name)) {
-      scan.add("include_path",
-               fmt::format("#include {}: '..' path components are not allowed", shown), line);
-      continue;
-    }
-    bool is_own = std::find(own.begin(), own.end(), name) != own.end();
-    if (is_own || is_toolkit_header(name, rules.system_include_dirs)) {
-      continue;
-    }
-    if (open == '<') {
-      scan.add("include_path",
-               fmt::format("#include {}: not a CUDA toolkit header (NVRTC has no C/C++ standard "
-                           "library headers; use <cuda/std/...>); a solution includes only "
-                           "toolkit headers and its own files",
-                           shown),
-               line);
-    } else {
-      std::string hint;
-      auto close_names = close_matches(name, own, 1);
-      if (!close_names.empty()) {
-        hint = fmt::format(" (did you mean \"{}\"?)", close_names.front());
-      }
-      scan.add("include_path",
-               fmt::format("#include {}: neither one of the solution's files ({}) nor a CUDA "
-                           "toolkit header{}",
-                           shown, join(own, ", "), hint),
-               line);
-    }
+    judge_include(rest, "#include", own, rules, line, scan);
   }
 }
 
@@ -682,7 +760,7 @@ std::vector<RuleViolation> check_source_rules(const Solution& solution, const So
       const std::string no_comments = mask_source(text, false);
       const std::string code = mask_source(text, true);
       LineIndex lines(text);
-      check_includes(solution, no_comments, lines, rules, scan);
+      check_includes(solution, no_comments, code, lines, rules, scan);
       check_code(code, lines, scan);
     }
     if (scan.count > kMaxViolationsPerFile) {
@@ -1232,6 +1310,126 @@ std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
       }
     }
   }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output rules: what a compile produced, by size.
+
+namespace {
+
+// The size of a PTX scalar type (".b8", ".u32", ".f16x2", ".bf16", ".b128"), 0 when unknown.
+std::uint64_t ptx_type_bytes(std::string_view type) {
+  if (type == ".pred") return 1;
+  std::size_t digits = type.find_first_of("0123456789");
+  if (digits == std::string_view::npos) return 0;
+  std::uint64_t bits = 0;
+  std::size_t i = digits;
+  for (; i < type.size() && std::isdigit(static_cast<unsigned char>(type[i])); ++i) {
+    bits = bits * 10 + static_cast<std::uint64_t>(type[i] - '0');
+    if (bits > 1024) return 0;
+  }
+  std::uint64_t lanes = 1;
+  if (i + 1 < type.size() && type[i] == 'x')
+    lanes = std::strtoull(type.data() + i + 1, nullptr, 10);
+  return std::max<std::uint64_t>(1, bits / 8) * std::max<std::uint64_t>(1, lanes);
+}
+
+std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
+  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+  return a * b;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  if (bytes >= (std::uint64_t{1} << 30))
+    return fmt::format("{:.3g} GiB", static_cast<double>(bytes) / (1 << 30));
+  return fmt::format("{:.3g} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+std::uint64_t ptx_static_bytes(const std::string& ptx) {
+  std::uint64_t total = 0;
+  std::size_t pos = 0;
+  int depth = 0;  // braces: only module scope counts (a function's .local/.shared do not)
+  while (pos < ptx.size()) {
+    std::size_t eol = ptx.find('\n', pos);
+    if (eol == std::string::npos) eol = ptx.size();
+    std::string_view line(ptx.data() + pos, eol - pos);
+    pos = eol + 1;
+    const bool module_scope = depth == 0;
+    for (char c : line) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (depth < 0) depth = 0;
+    if (!module_scope) continue;
+    // ".visible .global .align 4 .b8 name[N][M];", ".const .u32 x[4] = {...};"
+    std::vector<std::string_view> words;
+    for (std::size_t i = 0; i < line.size();) {
+      while (i < line.size() && is_space(line[i])) ++i;
+      std::size_t start = i;
+      while (i < line.size() && !is_space(line[i])) ++i;
+      if (i > start) words.push_back(line.substr(start, i - start));
+    }
+    bool space = false;
+    std::uint64_t element = 0, vector = 1;
+    std::size_t k = 0;
+    for (; k < words.size(); ++k) {
+      std::string_view w = words[k];
+      if (w == ".global" || w == ".const") {
+        space = true;
+      } else if (w == ".v2" || w == ".v4" || w == ".v8") {
+        vector = static_cast<std::uint64_t>(w[2] - '0');
+      } else if (w == ".align") {
+        ++k;
+      } else if (w.size() > 1 && w[0] == '.' && ptx_type_bytes(w) > 0 && space) {
+        element = ptx_type_bytes(w);
+        ++k;
+        break;
+      } else if (w.empty() || w[0] != '.') {
+        break;
+      }
+    }
+    if (!space || element == 0) continue;
+    std::uint64_t bytes = saturating_mul(element, vector);
+    // The declarator: name followed by [N] dimensions (an empty [] has the size of its
+    // initialiser, which the PTX's bytes already bound).
+    std::string_view rest = line.substr(std::min(
+        line.size(),
+        static_cast<std::size_t>(words[k - 1].data() - line.data() + words[k - 1].size())));
+    for (std::size_t open = rest.find('['); open != std::string_view::npos;
+         open = rest.find('[', open + 1)) {
+      if (rest.find_first_of("=;", 0) < open) break;
+      std::size_t close = rest.find(']', open);
+      if (close == std::string_view::npos) break;
+      std::string_view n = rest.substr(open + 1, close - open - 1);
+      if (n.empty()) continue;
+      bytes = saturating_mul(bytes, std::strtoull(std::string(n).c_str(), nullptr, 10));
+    }
+    total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes;
+  }
+  return total;
+}
+
+std::vector<RuleViolation> check_output_rules(const std::string& ptx, const std::string& cubin,
+                                              const OutputLimits& limits) {
+  std::vector<RuleViolation> out;
+  if (ptx.size() > limits.max_ptx_bytes)
+    out.push_back({"output_size",
+                   fmt::format("the compiled PTX is {} bytes ({}); at most {} are kept", ptx.size(),
+                               human_bytes(ptx.size()), human_bytes(limits.max_ptx_bytes)),
+                   "", 0});
+  if (cubin.size() > limits.max_cubin_bytes)
+    out.push_back(
+        {"output_size",
+         fmt::format("the compiled cubin is {} bytes ({}); at most {} are kept", cubin.size(),
+                     human_bytes(cubin.size()), human_bytes(limits.max_cubin_bytes)),
+         "", 0});
+  const std::uint64_t statics = ptx_static_bytes(ptx);
+  if (statics > limits.max_static_bytes)
+    out.push_back({"module_size",
+                   fmt::format("the module's static __device__/__constant__ variables take {} "
+                               "bytes ({}); at most {} are allowed",
+                               statics, human_bytes(statics), human_bytes(limits.max_static_bytes)),
+                   "", 0});
   return out;
 }
 

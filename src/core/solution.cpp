@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "core/json_util.hpp"
@@ -164,6 +166,15 @@ void check_relative_path(const std::string& p, const std::string& where) {
   }
 }
 
+// Two sources of one path (also "a.cuh" and "./a.cuh") make NVRTC refuse the whole program, which
+// would read as an environment failure; it is the submission's error.
+void check_unique_path(std::set<std::string>& seen, const std::string& p,
+                       const std::string& where) {
+  if (!seen.insert(fs::path(p).lexically_normal().generic_string()).second)
+    throw input_error(where, fmt::format("'{}' is listed twice; each source path is given once",
+                                         printable_line(p.substr(0, 200))));
+}
+
 // A plan's "definition" names an operator of the registry; it is never a path: a submission
 // does not choose the definition (tolerances, reference) it is judged by. Definition files and
 // folders come only from the person running kharness (--operator FILE, --operators-dir).
@@ -194,18 +205,10 @@ void take_metadata(const json& j, const std::string& source, Solution& s) {
 Solution load_folder(const fs::path& dir) {
   fs::path manifest = dir / "solution.json";
   std::string source = manifest.string();
-  // Every file of a folder solution resolves inside the folder: a symlink out of it (to a host
-  // file) is not read, compiled or archived.
-  auto inside = [&](const fs::path& file, const std::string& where) {
-    if (!resolves_inside(file, dir)) {
-      std::error_code ec;
-      bool link = fs::is_symlink(fs::symlink_status(file, ec));
-      throw input_error(where, link ? "a symlink that leads out of the solution folder"
-                                    : "resolves outside the solution folder");
-    }
-  };
-  inside(manifest, source);
-  json j = ju::parse_text<json>(read_file(source), source);
+  // Every file of a folder solution is read beneath the folder with no symlink on the way: a
+  // link (to a host file, to another team's file, or inside) is not read, compiled or archived.
+  json j =
+      ju::parse_text<json>(read_file_beneath(dir, "solution.json", kMaxSourceFileBytes), source);
   ju::require_object(j, source, "");
   Solution s;
   s.form = SolutionForm::kFolder;
@@ -213,18 +216,19 @@ Solution load_folder(const fs::path& dir) {
   s.name = dir.filename().string();
   take_metadata(j, source, s);
   std::vector<std::string> paths;
+  std::set<std::string> seen;
   if (auto it = j.find("sources"); it != j.end()) {
     ju::expect_type(*it, it->is_array(), "an array of file names", source, "sources");
     for (std::size_t i = 0; i < it->size(); ++i) {
       std::string where = ju::field(source, ju::index_path("sources", i));
       std::string p = ju::as_string((*it)[i], source, ju::index_path("sources", i));
       check_relative_path(p, where);
+      check_unique_path(seen, p, where);
       paths.push_back(p);
     }
   } else {
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-      // Symlinks are listed too (and refused below when they lead out); FIFOs and devices are
-      // refused by the read.
+      // Symlinks are listed too, and refused by the read like FIFOs and devices.
       if (!entry.is_directory() && is_source_extension(entry.path())) {
         paths.push_back(entry.path().lexically_relative(dir).generic_string());
       }
@@ -233,10 +237,7 @@ Solution load_folder(const fs::path& dir) {
   }
   if (paths.empty()) throw input_error(ju::field(source, "sources"), "no source files");
   for (std::size_t i = 0; i < paths.size(); ++i) {
-    const fs::path file = dir / paths[i];
-    std::error_code ec;
-    if (fs::exists(file, ec)) inside(file, file.string());
-    s.sources.push_back({paths[i], read_regular_file(file, kMaxSourceFileBytes)});
+    s.sources.push_back({paths[i], read_file_beneath(dir, paths[i], kMaxSourceFileBytes)});
   }
   std::string entry = ju::string_or(j, "entry", "", source, "");
   if (entry.empty()) {
@@ -292,11 +293,13 @@ Solution load_flashinfer_bench(const fs::path& file, const json& j) {
   const auto& sources = ju::require(j, "sources", source, "");
   ju::expect_type(sources, sources.is_array(), "an array of {path, content}", source, "sources");
   if (sources.empty()) throw input_error(ju::field(source, "sources"), "no sources");
+  std::set<std::string> seen;
   for (std::size_t i = 0; i < sources.size(); ++i) {
     std::string path = ju::index_path("sources", i);
     const auto& obj = ju::require_object(sources[i], source, path);
     std::string p = ju::as_string(ju::require(obj, "path", source, path), source, path + ".path");
     check_relative_path(p, ju::field(source, path + ".path"));
+    check_unique_path(seen, p, ju::field(source, path + ".path"));
     std::string content =
         ju::as_string(ju::require(obj, "content", source, path), source, path + ".content");
     s.sources.push_back({p, content});
@@ -588,14 +591,9 @@ std::string quoted_include(const std::string& line) {
 // shared file's text (which may include further _shared files). Other #include lines are left
 // for the source rules to judge.
 std::string inline_shared_includes(const fs::path& file, const std::string& text,
-                                   const fs::path& shared, int depth) {
+                                   const fs::path& families, int depth) {
   constexpr int kMaxDepth = 8;
   const fs::path dir = fs::absolute(file).parent_path();
-  // Whether `target` lies in the _shared folder.
-  auto is_shared = [&](const fs::path& target) {
-    const fs::path relative = target.lexically_relative(shared);
-    return !relative.empty() && *relative.begin() != "..";
-  };
   std::string out;
   out.reserve(text.size());
   std::size_t start = 0;
@@ -605,24 +603,30 @@ std::string inline_shared_includes(const fs::path& file, const std::string& text
     const std::string line = text.substr(start, end - start);
     start = end;
     const std::string name = quoted_include(line);
-    const fs::path target = name.empty() ? fs::path() : (dir / name).lexically_normal();
-    if (name.empty() || !is_shared(target)) {
+    // The include as a path inside the _families folder ("_shared/a.cuh"), by its text alone:
+    // the file is then opened beneath _families with no symlink on the way (a link to
+    // /proc/self/environ or a host file is refused, not inlined).
+    const fs::path relative =
+        name.empty() ? fs::path() : (dir / name).lexically_normal().lexically_relative(families);
+    if (relative.empty() || *relative.begin() != "_shared" ||
+        std::distance(relative.begin(), relative.end()) < 2) {
       out += line;
       continue;
     }
     const std::string where = fmt::format("{}:{}", file.string(), line_no);
-    std::error_code ec;
-    if (!fs::is_regular_file(target, ec)) {
-      throw input_error(where,
-                        fmt::format("#include \"{}\": no such file in {}", name, shared.string()));
-    }
     if (depth >= kMaxDepth) {
       throw input_error(where, fmt::format("#include \"{}\": _shared files nest deeper than {} "
                                            "(do they include each other?)",
-                                           name, kMaxDepth));
+                                           printable_line(name), kMaxDepth));
     }
-    std::string body = inline_shared_includes(
-        target, read_regular_file(target, kMaxSourceFileBytes), shared, depth + 1);
+    std::string why;
+    std::optional<std::string> included =
+        try_read_file_beneath(families, relative, kMaxSourceFileBytes, &why);
+    if (!included) {
+      throw input_error(where, fmt::format("#include \"{}\": {} in {}", printable_line(name), why,
+                                           (families / "_shared").string()));
+    }
+    std::string body = inline_shared_includes(families / relative, *included, families, depth + 1);
     if (!body.empty() && body.back() != '\n') body += '\n';
     out += body;
   }
@@ -635,7 +639,7 @@ std::string read_single_file_source(const fs::path& path) {
   std::string text = read_regular_file(path, kMaxSourceFileBytes);
   const fs::path families = families_dir_of(path);
   if (families.empty()) return text;
-  return inline_shared_includes(path, text, families / "_shared", 0);
+  return inline_shared_includes(path, text, families, 0);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 
 #include "kharness/error.hpp"
 #include "kharness/file.hpp"
+#include "kharness/sanitize.hpp"
 
 namespace kharness {
 
@@ -125,19 +127,61 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return len;
 }
 
-std::string printable_line(std::string_view text) {
+namespace {
+
+// Is the well-formed UTF-8 sequence at s[i] (length n) a character a terminal acts on rather than
+// shows: a C1 control (U+0080-U+009F: CSI, OSC as one character) or a bidirectional override or
+// isolate (U+202A-U+202E, U+2066-U+2069: text that reads other than it runs)?
+bool invisible_control(std::string_view s, std::size_t i, std::size_t n) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  if (n == 2) return b(0) == 0xC2 && b(1) >= 0x80 && b(1) <= 0x9F;
+  if (n == 3 && b(0) == 0xE2) {
+    return (b(1) == 0x80 && b(2) >= 0xAA && b(2) <= 0xAE) ||
+           (b(1) == 0x81 && b(2) >= 0xA6 && b(2) <= 0xA9);
+  }
+  return false;
+}
+
+std::string visible(std::string_view text, bool keep_lines) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     const std::size_t n = utf8_sequence_length(text, i);
-    if (n == 0 || c < 0x20 || c == 0x7f) {
+    if (keep_lines && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (n == 0 || c < 0x20 || c == 0x7f) {
       out += c == '\n' ? std::string("\\n") : fmt::format("\\x{:02x}", c);
       ++i;
+    } else if (invisible_control(text, i, n)) {
+      for (std::size_t k = 0; k < n; ++k)
+        out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i + k]));
+      i += n;
     } else {
       out.append(text, i, n);
       i += n;
     }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string printable_line(std::string_view text) { return visible(text, false); }
+
+std::string printable_text(std::string_view text) { return visible(text, true); }
+
+std::string spreadsheet_safe(std::string_view text) {
+  std::string out = printable_line(text);
+  if (!out.empty() && std::string_view("=+-@\t\r").find(out.front()) != std::string_view::npos) {
+    // A number stays a number: "-1.5" is not a formula.
+    char* end = nullptr;
+    const std::string copy = out;
+    std::strtod(copy.c_str(), &end);
+    const bool number =
+        out.front() != '=' && out.front() != '@' && end == copy.c_str() + copy.size();
+    if (!number) out.insert(0, 1, '\'');
   }
   return out;
 }

@@ -223,6 +223,11 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   return result;
 }
 
+Evaluation Evaluator::reject(const std::string& path, const Error& error,
+                             const nlohmann::json& extra) {
+  return bad_input(Evaluation{}, path, options_.operator_name, error, extra);
+}
+
 // A malformed submission is that submission's failure (REJECTED "bad_input"), not the end of a
 // score; a lone `check` stops with the error (exit 2).
 Evaluation Evaluator::bad_input(Evaluation result, const std::string& path,

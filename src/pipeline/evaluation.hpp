@@ -112,6 +112,10 @@ class Evaluator {
   Evaluation evaluate(const std::string& path, const std::optional<GpuInfo>& gpu = std::nullopt,
                       const nlohmann::json& extra = nlohmann::json::object());
   Evaluation evaluate(const EvaluationRequest& request);
+  // A submission refused before it is read (score's walk found a symlink): its REJECTED verdict,
+  // archived like any malformed submission's.
+  Evaluation reject(const std::string& path, const Error& error,
+                    const nlohmann::json& extra = nlohmann::json::object());
 
  private:
   Evaluation bad_input(Evaluation result, const std::string& path, const std::string& op_name,

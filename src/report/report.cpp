@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "kharness/sanitize.hpp"
 #include "kharness/status.hpp"
 #include "kharness/text.hpp"
 
@@ -162,10 +163,11 @@ std::string one_line(std::string s) {
   return s;
 }
 
-// A Markdown table cell: one line, '|' escaped, HTML specials as entities.
+// A Markdown table cell: one line, control characters visible, '|' escaped, HTML specials as
+// entities.
 std::string md_cell(const std::string& raw) {
   std::string out;
-  for (char c : one_line(valid_utf8(raw))) {
+  for (char c : printable_line(one_line(valid_utf8(raw)))) {
     switch (c) {
       case '|':
         out += "\\|";

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "kharness/sanitize.hpp"
 #include "kharness/status.hpp"
 #include "kharness/text.hpp"
 
@@ -259,7 +260,8 @@ std::string to_csv(const std::vector<Verdict>& verdicts) {
   std::string out;
   auto line = [&](const std::vector<std::string>& fields) {
     std::vector<std::string> quoted;
-    for (const auto& f : fields) quoted.push_back(csv_field(f));
+    // Names and messages are the submissions': no cell is a formula or carries a control code.
+    for (const auto& f : fields) quoted.push_back(csv_field(spreadsheet_safe(f)));
     out += join(quoted, ",") + "\r\n";
   };
   // A figure, or "" where there is none (or it is not finite: unknown).
