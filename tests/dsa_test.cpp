@@ -120,11 +120,11 @@ TEST(TopkSet, PaddingMustMatchInCountButNotInPosition) {
 // fails as topk_padding even when the row holds the right set; the padding at the tail passes.
 TEST(TopkSet, PaddingBeforeAnIdFailsWhereTheDefinitionPutsItLast) {
   const auto scorer = table_scorer({1, 2, 3});
-  auto after = [&](const std::vector<std::int32_t>& expected, const std::vector<std::int32_t>& got) {
+  auto after = [&](const std::vector<std::int32_t>& expected,
+                   const std::vector<std::int32_t>& got) {
     const auto e = i32(expected), g = i32(got);
-    return compare_topk_rows("topk_indices", DType::kInt32, e.data(), g.data(),
-                             expected.size() / 5, 5, scorer, Tolerance{1e-3, 0, 1.0}, 1,
-                             TopkPadding::kAfterIds);
+    return compare_topk_rows("topk_indices", DType::kInt32, e.data(), g.data(), expected.size() / 5,
+                             5, scorer, Tolerance{1e-3, 0, 1.0}, 1, TopkPadding::kAfterIds);
   };
   const Tolerance tol{1e-3, 0, 1.0};
   // Ids in any order, padding at the tail.
@@ -150,9 +150,8 @@ TEST(TopkSet, PaddingBeforeAnIdFailsWhereTheDefinitionPutsItLast) {
   EXPECT_FALSE(output_failure(after({-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}), tol));
   // Without the rule (kAnywhere, the default) the same rows pass.
   const auto e = i32({2, 1, 0, -1, -1}), g = i32({-1, 0, 1, -1, 2});
-  EXPECT_FALSE(output_failure(compare_topk_rows("t", DType::kInt32, e.data(), g.data(), 1, 5,
-                                                scorer, tol),
-                              tol));
+  EXPECT_FALSE(output_failure(
+      compare_topk_rows("t", DType::kInt32, e.data(), g.data(), 1, 5, scorer, tol), tol));
 }
 
 // The rule comes from the definition: the shipped indexer fixes the padding at the row's tail.

@@ -235,7 +235,8 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
   if (tensor) {
     std::vector<std::int64_t> ts = tensor_shape(*tensor, axes);
     std::uint64_t n = 1;
-    for (std::int64_t v : ts) n = checked_mul(n, static_cast<std::uint64_t>(v), "tensor", "its size");
+    for (std::int64_t v : ts)
+      n = checked_mul(n, static_cast<std::uint64_t>(v), "tensor", "its size");
     region = checked_mul(n, dtype_size(tensor->dtype), "tensor", "its size in bytes");
     if (spec.shape.empty()) {
       for (std::int64_t v : ts) shape.push_back(static_cast<std::uint64_t>(v));
