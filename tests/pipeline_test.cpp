@@ -327,10 +327,6 @@ TEST(EarlyWorker, ClosedWithoutARequestItExitsQuietly) {
   }
 }
 
-// Given its request, the worker answers as before: on this machine, after loading (and here
-// compiling) the solution, the error of its GPU set-up (no driver: exit 3), as one error line.
-// Its GPU lock was tried in the folder its environment names (the request does not carry it), and
-// is released.
 // While it waits for its request (its parent compiles, for as long as the candidate's source makes
 // it), the worker holds no GPU lock: a timing on this GPU does not wait for a neighbour's compile.
 // Its set-up tries the lock (for its context: here the driver's absence) and lets it go.
@@ -370,35 +366,6 @@ TEST(EarlyWorker, HoldsNoLockWhileWaitingForItsRequest) {
 // compiling) the solution, the error of its GPU set-up (no driver: exit 3), as one error line.
 // Its GPU lock was tried in the folder its environment names (the request does not carry it), and
 // is released.
-// While it waits for its request (its parent compiles, for as long as the candidate's source makes
-// it), the worker holds no GPU lock: a timing on this GPU does not wait for a neighbour's compile.
-// Its set-up (the context, or here the driver's absence) is over within the head start.
-TEST(EarlyWorker, HoldsNoLockWhileWaitingForItsRequest) {
-  testing::TempDir locks;
-  Subprocess worker(worker_options(locks.path()));
-  ASSERT_TRUE(worker.started());
-  bool free = false;
-  for (int i = 0; i < 100 && !free; ++i) {  // up to 5 s for the set-up
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    free = fs::exists(locks.path() / "device-0.lock") ||
-           fs::exists(locks.path()) && !fs::is_empty(locks.path());
-    if (free) {
-      for (const auto& entry : fs::directory_iterator(locks.path()))
-        free = free && (entry.path().extension() != ".lock" || lock_free(entry.path()));
-    }
-  }
-  // The set-up tried the lock (its file exists) and let it go while the request is still to come.
-  EXPECT_TRUE(free) << "the worker holds the GPU lock while it waits for its request";
-  for (int i = 0; i < 10 && free; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (const auto& entry : fs::directory_iterator(locks.path()))
-      free = free && (entry.path().extension() != ".lock" || lock_free(entry.path()));
-  }
-  EXPECT_TRUE(free) << "the worker took the GPU lock before its request";
-  SubprocessResult r = worker.close(10);
-  EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.stderr_data;
-}
-
 TEST(EarlyWorker, GivenItsRequestItTakesTheLockFromItsEnvironment) {
   SKIP_WITH_A_GPU();
   testing::TempDir locks;
