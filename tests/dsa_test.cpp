@@ -144,6 +144,9 @@ TEST(TopkSet, PaddingBeforeAnIdFailsWhereTheDefinitionPutsItLast) {
   EXPECT_NE(f->message.find("row 1 has -1 padding at position 1 before id 1 at position 2"),
             std::string::npos)
       << f->message;
+  // An id both misplaced and invalid (9 is no candidate) is one mismatch; the id it displaced (0)
+  // is one more.
+  EXPECT_EQ(after({2, 1, 0, -1, -1}, {2, 1, -1, 9, -1}).comparison.mismatches, 2u);
   // A hard failure: a loose matched ratio does not let it through.
   EXPECT_TRUE(output_failure(c, Tolerance{1e-3, 0, 0.5}));
   // An all-padding row and a full row have nothing to misplace.
