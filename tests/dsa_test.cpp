@@ -116,6 +116,58 @@ TEST(TopkSet, PaddingMustMatchInCountButNotInPosition) {
   EXPECT_GE(rows({-1, -1}, {0, -1}, 2, scorer).comparison.mismatches, 1u);
 }
 
+// Where the definition puts the padding after the valid ids (dsa_topk_indexer), a -1 before an id
+// fails as topk_padding even when the row holds the right set; the padding at the tail passes.
+TEST(TopkSet, PaddingBeforeAnIdFailsWhereTheDefinitionPutsItLast) {
+  const auto scorer = table_scorer({1, 2, 3});
+  auto after = [&](const std::vector<std::int32_t>& expected,
+                   const std::vector<std::int32_t>& got) {
+    const auto e = i32(expected), g = i32(got);
+    return compare_topk_rows("topk_indices", DType::kInt32, e.data(), g.data(), expected.size() / 5,
+                             5, scorer, Tolerance{1e-3, 0, 1.0}, 1, TopkPadding::kAfterIds);
+  };
+  const Tolerance tol{1e-3, 0, 1.0};
+  // Ids in any order, padding at the tail.
+  EXPECT_FALSE(output_failure(after({2, 1, 0, -1, -1}, {0, 2, 1, -1, -1}), tol));
+  // The same set with a -1 among the ids (the fast path of the set comparison sees no difference).
+  auto c = after({2, 1, 0, -1, -1, 2, 1, 0, -1, -1}, {2, 1, 0, -1, -1, 0, -1, 1, 2, -1});
+  EXPECT_EQ(c.comparison.mismatches, 2u);
+  EXPECT_EQ(c.comparison.first_bad_index, 7);
+  auto f = output_failure(c, tol);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->kind, "topk_padding");
+  EXPECT_EQ(f->evidence["row"], 1);
+  EXPECT_EQ(f->evidence["padding_index"], 6);
+  EXPECT_EQ(f->evidence["first_bad_index"], 7);
+  EXPECT_EQ(f->evidence["got"], 1);
+  EXPECT_EQ(f->evidence["misplaced"], 2);
+  EXPECT_NE(f->message.find("row 1 has -1 padding at position 1 before id 1 at position 2"),
+            std::string::npos)
+      << f->message;
+  // An id both misplaced and invalid (9 is no candidate) is one mismatch; the id it displaced (0)
+  // is one more.
+  EXPECT_EQ(after({2, 1, 0, -1, -1}, {2, 1, -1, 9, -1}).comparison.mismatches, 2u);
+  // A hard failure: a loose matched ratio does not let it through.
+  EXPECT_TRUE(output_failure(c, Tolerance{1e-3, 0, 0.5}));
+  // An all-padding row and a full row have nothing to misplace.
+  EXPECT_FALSE(output_failure(after({-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}), tol));
+  // Without the rule (kAnywhere, the default) the same rows pass.
+  const auto e = i32({2, 1, 0, -1, -1}), g = i32({-1, 0, 1, -1, 2});
+  EXPECT_FALSE(output_failure(
+      compare_topk_rows("t", DType::kInt32, e.data(), g.data(), 1, 5, scorer, tol), tol));
+}
+
+// The rule comes from the definition: the shipped indexer fixes the padding at the row's tail.
+TEST(TopkSet, IndexerDefinitionPutsThePaddingLast) {
+  OperatorRegistry registry = OperatorRegistry::from_environment({});
+  const Operator op = registry.load(kIndexer);
+  CompareContext context;
+  context.definition = &op.definition;
+  EXPECT_EQ(topk_padding_for(context), TopkPadding::kAfterIds);
+  CompareContext none;
+  EXPECT_EQ(topk_padding_for(none), TopkPadding::kAnywhere);
+}
+
 TEST(TopkSet, OutOfRangeAndForeignIdsFail) {
   const auto scorer = table_scorer(kScores);
   // 10 is outside the candidates, -7 is neither an id nor padding.

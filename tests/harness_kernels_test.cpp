@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,6 +65,58 @@ TEST(HarnessKernels, UnknownArchIsAUsageError) {
   options.arch = "sm_12345";
   options.use_cache = false;
   EXPECT_THROW(HarnessKernels::build(options), Error);
+}
+
+// The seal's cipher is ChaCha20: the host mirror of the kernels' block function against RFC 8439
+// section 2.3.2's test vector (key 00 01 .. 1f, nonce 00 00 00 09 00 00 00 4a 00 00 00 00,
+// counter 1; the serialized block 10 f1 e7 e4 ... read as little-endian words).
+TEST(SealCipher, ChaCha20BlockMatchesRfc8439) {
+  std::array<std::uint32_t, 8> key{};
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    key[i] = (4 * i) | (4 * i + 1) << 8 | (4 * i + 2) << 16 | (4 * i + 3) << 24;
+  }
+  EXPECT_EQ(verify::chacha20_block(key, 1, {0x09000000u, 0x4a000000u, 0u}),
+            (std::array<std::uint32_t, 16>{0xe4e7f110, 0x15593bd1, 0x1fdd0f50, 0xc47120a3,
+                                           0xc7f4d1c7, 0x0368c033, 0x9aaa2204, 0x4e6cd4c3,
+                                           0x466482d2, 0x09aa9f07, 0x05d7c214, 0xa2028bd9,
+                                           0xd19c12b5, 0xb94e16de, 0xe883d0cb, 0x4e3c50a2}));
+}
+
+// The key expansion (SplitMix64's first four outputs from the process key; its first output from
+// 0 is 0xe220a8397b1dcdaf) and the chunk -> (block, counter, nonce) mapping, against values
+// computed with OpenSSL's ChaCha20 (Python cryptography 48: a 16-byte IV of the counter then the
+// nonce, keystream of 64 zero bytes): key 0x0123456789abcdef, stream (5 << 32) | 7; chunk 2^34 + 2
+// is block 2^32, whose index's high half goes into the nonce.
+TEST(SealCipher, KeystreamMatchesAnIndependentChaCha20) {
+  const std::uint64_t key = 0x0123456789abcdefull, stream_id = (5ull << 32) | 7;
+  EXPECT_EQ(verify::seal_key(0)[0], 0x7b1dcdafu);
+  EXPECT_EQ(verify::seal_key(0)[1], 0xe220a839u);
+  EXPECT_EQ(verify::seal_key(key),
+            (std::array<std::uint32_t, 8>{0xa48faa9d, 0x157a3807, 0x34a1d093, 0xd573529b,
+                                          0x996dccbe, 0x2f90b72e, 0x4c4667ec, 0xa2d41933}));
+  using Words = std::array<std::uint32_t, 4>;
+  EXPECT_EQ(verify::seal_keystream(0, stream_id, key),
+            (Words{0x83a81c02, 0x3aa51aac, 0x9960d4ae, 0xce7b02e5}));
+  EXPECT_EQ(verify::seal_keystream(5, stream_id, key),
+            (Words{0x07ffa243, 0x84c83ad5, 0xf7b17c1d, 0x5cd1a69c}));
+  EXPECT_EQ(verify::seal_keystream((1ull << 34) + 2, stream_id, key),
+            (Words{0xbf80f965, 0xc8e312da, 0xee7f62c0, 0xebd3bae1}));
+  // Chunks 0..3 are the quarters of block 0; another stream or key is another keystream.
+  EXPECT_NE(verify::seal_keystream(0, stream_id + 1, key),
+            verify::seal_keystream(0, stream_id, key));
+  EXPECT_NE(verify::seal_keystream(0, stream_id, key ^ 1),
+            verify::seal_keystream(0, stream_id, key));
+  EXPECT_NE(verify::seal_keystream(1ull << 34, stream_id, key),
+            verify::seal_keystream(0, stream_id, key));
+}
+
+// The kernels that seal and unseal are built from ChaCha20 (its constants are in the source) and
+// no longer from a Philox keystream.
+TEST(SealCipher, KernelsUseChaCha20) {
+  const std::string& source = HarnessKernels::source();
+  EXPECT_NE(source.find("kh_chacha20_block"), std::string::npos);
+  EXPECT_NE(source.find("0x61707865u"), std::string::npos);  // "expand 32-byte k"
+  EXPECT_EQ(source.find("return philox(c, s, key)"), std::string::npos);
 }
 
 InputGenerator gen(const std::string& distribution, double a = 0.0, double b = 1.0) {

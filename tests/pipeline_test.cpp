@@ -327,10 +327,45 @@ TEST(EarlyWorker, ClosedWithoutARequestItExitsQuietly) {
   }
 }
 
+// While it waits for its request (its parent compiles, for as long as the candidate's source makes
+// it), the worker holds no GPU lock: a timing on this GPU does not wait for a neighbour's compile.
+// Its set-up tries the lock (for its context: here the driver's absence) and lets it go.
+TEST(EarlyWorker, HoldsNoLockWhileWaitingForItsRequest) {
+  testing::TempDir locks;
+  Subprocess worker(worker_options(locks.path()));
+  ASSERT_TRUE(worker.started());
+  // The lock files (device-0.lock, or the GPU's UUID), free: none held.
+  auto state = [&](bool& made) {
+    made = false;
+    bool free = true;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(locks.path(), ec)) {
+      if (entry.path().extension() != ".lock") continue;
+      made = true;
+      free = free && lock_free(entry.path());
+    }
+    return free;
+  };
+  bool made = false, free = false;
+  for (int i = 0; i < 100 && !(made && free); ++i) {  // up to 5 s for the set-up
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    free = state(made);
+  }
+  EXPECT_TRUE(made) << "the set-up never tried the GPU lock";
+  EXPECT_TRUE(free) << "the worker holds the GPU lock while it waits for its request";
+  for (int i = 0; i < 10 && free; ++i) {  // and goes on not holding it
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    free = state(made);
+  }
+  EXPECT_TRUE(free) << "the worker took the GPU lock before its request";
+  SubprocessResult r = worker.close(10);
+  EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.stderr_data;
+}
+
 // Given its request, the worker answers as before: on this machine, after loading (and here
 // compiling) the solution, the error of its GPU set-up (no driver: exit 3), as one error line.
-// Its GPU lock was taken in the folder its environment names (the lock comes before the request,
-// so the request no longer carries it), and is released.
+// Its GPU lock was tried in the folder its environment names (the request does not carry it), and
+// is released.
 TEST(EarlyWorker, GivenItsRequestItTakesTheLockFromItsEnvironment) {
   SKIP_WITH_A_GPU();
   testing::TempDir locks;

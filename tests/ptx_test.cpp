@@ -2,9 +2,12 @@
 // The texts below are what NVRTC 13.0 printed for small kernels (trimmed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
+#include "device/module_globals.hpp"
 #include "kharness/compile.hpp"
+#include "kharness/solution.hpp"
 
 namespace kharness {
 namespace {
@@ -229,6 +232,156 @@ TEST(PtxTest, ParsesToolDiagnosticsWithoutLocation) {
   EXPECT_EQ(d[1].message.rfind("ptxas: Entry function 'k' uses too much shared data", 0), 0u);
   EXPECT_EQ(d[2].severity, Diagnostic::Severity::kWarning);
   EXPECT_TRUE(parse_nvrtc_diagnostics("").empty());
+}
+
+// State at every scope: `__constant__` variables (module-scope .const) and .global declared inside
+// a function body by inline PTX, at any brace depth; instructions that name a state space
+// ("ld.global.u32", "ld.const.f32") and call sequences' .param declarations are not variables.
+TEST(PtxParser, StateAtEveryScope) {
+  const std::string ptx = R"PTX(
+.version 9.0
+.target sm_90a
+.address_size 64
+.const .align 4 .b8 cst[64];
+.const .align 4 .b8 cst_init[16] = {1, 0, 0, 0, 2};
+.global .align 8 .u64 counter;
+.func _Z8rememberPyy(
+	.param .b64 _Z8rememberPyy_param_0,
+	.param .b64 _Z8rememberPyy_param_1
+)
+{
+	.reg .b64 	%rd<5>;
+	// begin inline asm
+	.global .align 8 .b8 cache[4096];
+	ld.global.u64 %rd1, [cache];
+	st.global.u64 [cache], %rd2;
+	// end inline asm
+	ret;
+}
+.visible .entry k(
+	.param .u64 .ptr .global .align 1 k_param_0
+)
+{
+	.reg .b32 	%r<7>;
+	{ // callseq 0, 0
+	.param .b64 param0;
+	st.param.b64 	[param0], %rd1;
+	}
+	ld.const.f32 	%f1, [cst];
+	{ .global .align 4 .u32 inner = 7; st.global.u32 [inner], 1; }
+	ret;
+}
+)PTX";
+  const PtxState state = parse_ptx_state(ptx);
+  EXPECT_EQ(state.globals, (std::vector<std::string>{"counter"}));
+  EXPECT_EQ(state.constants, (std::vector<std::string>{"cst", "cst_init"}));
+  EXPECT_EQ(state.function_scope, (std::vector<std::string>{"cache", "inner"}));
+  EXPECT_EQ(parse_ptx_globals(ptx), state.globals);
+}
+
+// Real modules from NVRTC: the PTX scan and the cubin's symbol table agree on what a kernel can
+// keep state in, and the reset plan reloads where inline PTX declared a variable inside a function.
+class ModuleStateTest : public ::testing::Test {
+ protected:
+  static CompileResult compile(const std::string& body) {
+    const std::string text =
+        R"(/* kharness {"launches":[{"kernel":"k","grid":[1],"block":[32],"args":["out"]}]} */)" +
+        body;
+    CompileOptions options;
+    options.arch = "sm_90a";
+    options.use_cache = false;
+    return compile_solution(parse_single_file_solution(text, "state.cu"), nullptr, nullptr,
+                            options);
+  }
+  static const CubinSymbol* find(const std::vector<CubinSymbol>& symbols, std::string_view part) {
+    auto it = std::find_if(symbols.begin(), symbols.end(), [&](const CubinSymbol& s) {
+      return s.name.find(part) != std::string::npos;
+    });
+    return it == symbols.end() ? nullptr : &*it;
+  }
+};
+
+TEST_F(ModuleStateTest, FunctionScopeGlobalFromInlinePtxForcesAReload) {
+  const CompileResult r = compile(R"(
+__device__ __noinline__ unsigned long long remember(unsigned long long v) {
+  unsigned long long old;
+  asm volatile(".global .align 8 .b8 cache[4096];\n\t"
+               "ld.global.u64 %0, [cache];\n\t"
+               "st.global.u64 [cache], %1;" : "=l"(old) : "l"(v));
+  return old;
+}
+extern "C" __global__ void k(unsigned long long* out) { out[threadIdx.x] = remember(threadIdx.x); }
+)");
+  ASSERT_TRUE(r.ok()) << r.log;
+  const PtxState state = parse_ptx_state(r.ptx);
+  EXPECT_TRUE(state.globals.empty());
+  EXPECT_EQ(state.function_scope, (std::vector<std::string>{"cache"})) << r.ptx;
+  // The symbol table has it, under the name ptxas gave it.
+  const auto symbols = cubin_state_symbols(r.cubin);
+  ASSERT_TRUE(symbols.has_value());
+  const CubinSymbol* cache = find(*symbols, "cache");
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->size, 4096u);
+  EXPECT_EQ(cache->section, ".nv.global");
+  const device::StatePlan plan = device::plan_state_reset(r.ptx, r.cubin);
+  EXPECT_NE(plan.reload_reason.find("declared inside a function body: cache"), std::string::npos)
+      << plan.reload_reason;
+  EXPECT_EQ(plan.count(), 1u);  // the symbol table's entry; the reload covers it
+}
+
+TEST_F(ModuleStateTest, ConstantsAndGlobalsAreRestoredByName) {
+  const CompileResult r = compile(R"(
+__constant__ float cst[16];
+__constant__ int cst_init[4] = {1, 2, 3, 4};
+__device__ unsigned long long counter;
+__device__ int table[4] = {5, 6, 7, 8};
+extern "C" __global__ void k(float* out) {
+  static __device__ int calls;
+  ++calls;
+  counter += table[threadIdx.x % 4];
+  out[threadIdx.x] = cst[threadIdx.x % 16] + cst_init[threadIdx.x % 4] + calls;
+}
+)");
+  ASSERT_TRUE(r.ok()) << r.log;
+  const PtxState state = parse_ptx_state(r.ptx);
+  EXPECT_EQ(state.constants, (std::vector<std::string>{"cst", "cst_init"})) << r.ptx;
+  EXPECT_TRUE(state.function_scope.empty());
+  const auto symbols = cubin_state_symbols(r.cubin);
+  ASSERT_TRUE(symbols.has_value());
+  for (const auto& [name, size] : std::vector<std::pair<std::string, std::uint64_t>>{
+           {"cst", 64}, {"cst_init", 16}, {"counter", 8}, {"table", 16}, {"_ZZ1kE5calls", 4}}) {
+    auto it = std::find_if(symbols->begin(), symbols->end(),
+                           [&](const CubinSymbol& s) { return s.name == name; });
+    ASSERT_NE(it, symbols->end()) << name;
+    EXPECT_EQ(it->size, size) << name;
+    EXPECT_EQ(it->section.rfind(name.rfind("cst", 0) == 0 ? ".nv.constant" : ".nv.global", 0), 0u)
+        << name << " in " << it->section;
+  }
+  // No parameter bank: .nv.constant0.k is rewritten by every launch.
+  for (const auto& s : *symbols) EXPECT_NE(s.section.rfind(".nv.constant0", 0), 0u) << s.name;
+  const device::StatePlan plan = device::plan_state_reset(r.ptx, r.cubin);
+  EXPECT_TRUE(plan.reload_reason.empty()) << plan.reload_reason;
+  EXPECT_EQ(plan.count(), 5u);
+  for (const auto& v : plan.vars) EXPECT_GT(v.size, 0u) << v.name;
+}
+
+TEST(CubinSymbols, NotAnElfImage) {
+  EXPECT_FALSE(cubin_state_symbols("").has_value());
+  EXPECT_FALSE(cubin_state_symbols("\x7f"
+                                   "ELF garbage")
+                   .has_value());
+  std::string truncated =
+      "\x7f"
+      "ELF";
+  truncated += std::string(60, '\0');
+  truncated[4] = 2;
+  truncated[5] = 1;
+  truncated[0x29] = 1;   // section headers at offset 256: past the end of the image
+  truncated[0x3A] = 64;  // of 64 bytes, one of them
+  truncated[0x3C] = 1;
+  EXPECT_FALSE(cubin_state_symbols(truncated).has_value());
+  // Unreadable: the plan reloads.
+  EXPECT_FALSE(device::plan_state_reset("", "not a cubin").reload_reason.empty());
 }
 
 }  // namespace

@@ -110,6 +110,47 @@ TEST(GpuLock, ChecksShareATimingIsAloneAndGoesFirst) {
   EXPECT_FALSE(none.problem().empty());
 }
 
+// A try (the early worker's, for its context) never waits: busy while another holder is
+// exclusive or an exclusive taker waits at the turnstile, held beside other shared holders.
+TEST(GpuLock, ATryNeverWaits) {
+  using device::GpuLock;
+  using namespace std::chrono_literals;
+  testing::TempDir tmp;
+  const fs::path dir = tmp.path() / "locks";
+  auto attempt = [&](GpuLock::Mode mode) {
+    auto lock = std::make_unique<GpuLock>(dir, "GPU-1234", mode, GpuLock::Wait::kTry);
+    EXPECT_LT(lock->waited_seconds(), 0.5);
+    return lock;
+  };
+  {
+    auto shared = attempt(GpuLock::Mode::kShared);  // free: held
+    EXPECT_TRUE(shared->held());
+    EXPECT_FALSE(shared->busy());
+    EXPECT_TRUE(attempt(GpuLock::Mode::kShared)->held());  // beside another check
+    auto exclusive = attempt(GpuLock::Mode::kExclusive);   // a check holds it
+    EXPECT_FALSE(exclusive->held());
+    EXPECT_TRUE(exclusive->busy());
+    // A timing waits for the check; meanwhile it holds the turnstile, and a try is busy.
+    std::thread timing([&] {
+      GpuLock t(dir, "GPU-1234", GpuLock::Mode::kExclusive);
+      std::this_thread::sleep_for(100ms);
+    });
+    std::this_thread::sleep_for(200ms);
+    auto behind = attempt(GpuLock::Mode::kShared);
+    EXPECT_FALSE(behind->held());
+    EXPECT_TRUE(behind->busy());
+    shared.reset();
+    timing.join();
+  }
+  {
+    GpuLock timing(dir, "GPU-1234", GpuLock::Mode::kExclusive);  // a timing in flight
+    auto check = attempt(GpuLock::Mode::kShared);
+    EXPECT_FALSE(check->held());
+    EXPECT_TRUE(check->busy());
+  }
+  EXPECT_TRUE(attempt(GpuLock::Mode::kExclusive)->held());  // all gone: free again
+}
+
 // ---------------------------------------------------------------------------------------------
 // Merge (the library)
 

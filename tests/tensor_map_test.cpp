@@ -134,6 +134,29 @@ TEST(TensorMapPlan, BadMapsAreRefusedWithTheField) {
   }
 }
 
+// A map whose extent wraps 64 bits would pass the bounds rule with a small wrapped extent:
+// dimension 0 of 2^28 + 1 rows 2^36 bytes apart spans exactly 2^64 bytes, which wraps to 0, and
+// the remaining 128 bytes fit in A. The arithmetic is checked and the map refused.
+TEST(TensorMapPlan, ExtentThatOverflowsIsRefused) {
+  auto v = rules(R"({"tensor": "A", "shape": [268435457, 64], "strides": [34359738368],
+                     "box": [64, 64]})");
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].rule, "tensor_map");
+  EXPECT_NE(v[0].message.find("tensor map 'tm' shape[0]:"), std::string::npos) << messages(v);
+  EXPECT_NE(v[0].message.find("the extent of dimension 0"), std::string::npos) << messages(v);
+  EXPECT_NE(v[0].message.find("does not fit 64 bits"), std::string::npos) << messages(v);
+  // The implicit strides of a huge shape: 2^32 x 2^32 elements of 2 bytes overflow too.
+  v = rules(R"({"tensor": "A", "shape": [4294967296, 4294967296, 4294967296],
+                "box": [1, 1, 64]})");
+  ASSERT_FALSE(v.empty());
+  EXPECT_NE(v[0].message.find("does not fit 64 bits"), std::string::npos) << messages(v);
+  EXPECT_NE(v[0].message.find("tensor map 'tm' shape"), std::string::npos) << messages(v);
+  // The same geometry at an honest size passes the arithmetic and meets the bounds rule.
+  v = rules(R"({"tensor": "A", "shape": [3, 64], "strides": [34359738368], "box": [64, 64]})");
+  ASSERT_FALSE(v.empty());
+  EXPECT_NE(v[0].message.find("may not reach outside"), std::string::npos) << messages(v);
+}
+
 TEST(TensorMapPlan, ParseErrorsNameTheField) {
   auto fails = [](const std::string& plan_text, const std::string& field) {
     try {

@@ -117,10 +117,35 @@ int compile_worker_main();
 
 // Parsers, exposed for tests.
 std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx);
-// The names of the variables a module defines in the global state space (`__device__` and
-// `__managed__` variables, function-local statics), as the PTX spells them (mangled): what a
-// kernel could keep state in between launches. `.extern` declarations are not definitions.
+// The variables a module defines that a kernel could keep state in between launches, as the PTX
+// spells them (mangled); `.extern` declarations are not definitions.
+struct PtxState {
+  // Module scope, global state space: `__device__` and `__managed__` variables, function-local
+  // statics (which the compiler hoists to module scope).
+  std::vector<std::string> globals;
+  // Module scope, constant state space: `__constant__` variables, which a kernel can write
+  // through their generic address.
+  std::vector<std::string> constants;
+  // `.global` (or `.const`) declared inside a function body, by inline PTX: ptxas renames them
+  // ("$__cache__31"), so the PTX name does not resolve in the loaded module.
+  std::vector<std::string> function_scope;
+};
+PtxState parse_ptx_state(const std::string& ptx);
+// parse_ptx_state(ptx).globals.
 std::vector<std::string> parse_ptx_globals(const std::string& ptx);
+
+// A data object of a cubin (ELF) in a section the module loads into device memory it keeps:
+// .nv.global (zero-initialised), .nv.global.init, .nv.constant<N> (not the per-kernel parameter
+// banks .nv.constant0.<kernel>, which every launch rewrites).
+struct CubinSymbol {
+  std::string name;
+  std::string section;
+  std::uint64_t size = 0;
+};
+// Every such object of the symbol table (the authoritative list: it includes what inline PTX
+// declared inside function bodies, under the name ptxas gave it), or nullopt when `cubin` is not a
+// 64-bit little-endian ELF image whose tables lie within it.
+std::optional<std::vector<CubinSymbol>> cubin_state_symbols(std::string_view cubin);
 void apply_ptxas_info(const std::string& log, std::vector<KernelInfo>& kernels);
 std::vector<Diagnostic> parse_nvrtc_diagnostics(const std::string& log);
 

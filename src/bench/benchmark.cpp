@@ -321,11 +321,21 @@ class WorkloadBench {
         std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets_, check,
                                                static_cast<int>(kMaxBatch), verify::secret_key());
     c->module = std::make_unique<device::Module>(solution.result->cubin);
-    c->global_names = parse_ptx_globals(solution.result->ptx);
-    if (!c->global_names.empty()) {
-      c->globals = std::make_unique<device::ModuleGlobals>(*c->module, c->global_names);
-      c->reload = options_.state_reset == StateReset::kReload || !c->globals->complete();
-      if (!c->globals->complete()) {
+    // Its state: every object of the cubin's .nv.global* and .nv.constant* sections and the PTX's
+    // definitions, restored by name; reloaded instead where one cannot be named.
+    const device::StatePlan plan =
+        device::plan_state_reset(solution.result->ptx, solution.result->cubin);
+    c->global_names.clear();
+    for (const auto& v : plan.vars) c->global_names.push_back(v.name);
+    c->global_names.insert(c->global_names.end(), plan.unnamed.begin(), plan.unnamed.end());
+    if (plan.count() > 0 || !plan.reload_reason.empty()) {
+      c->globals = std::make_unique<device::ModuleGlobals>(*c->module, plan.vars);
+      c->reload = options_.state_reset == StateReset::kReload || !plan.reload_reason.empty() ||
+                  !c->globals->complete();
+      if (!plan.reload_reason.empty()) {
+        spdlog::debug("{}: module state {}: the module is reloaded every iteration", role,
+                      plan.reload_reason);
+      } else if (!c->globals->complete()) {
         spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration", role,
                       join(c->globals->missing(), ", "));
       }

@@ -279,10 +279,13 @@ std::vector<KernelInfo> parse_ptx_entries(const std::string& ptx_text) {
   return kernels;
 }
 
-std::vector<std::string> parse_ptx_globals(const std::string& ptx_text) {
-  std::vector<std::string> names;
+PtxState parse_ptx_state(const std::string& ptx_text) {
+  PtxState state;
   const std::string ptx = strip_ptx_comments(ptx_text);
-  int depth = 0;  // module scope only: a function body has no .global declarations of its own
+  // Statements end at ';' (or at an initialiser's '='), and at braces: a function body's '{', and
+  // the braces inline PTX may put around its own statements. Declarations are read at every depth:
+  // inline asm can declare a .global variable inside a function body.
+  int depth = 0;
   std::size_t statement = 0;
   for (std::size_t i = 0; i < ptx.size(); ++i) {
     const char c = ptx[i];
@@ -291,18 +294,13 @@ std::vector<std::string> parse_ptx_globals(const std::string& ptx_text) {
       i = end == std::string::npos ? ptx.size() : end;
       continue;
     }
-    if (c == '{') {
-      if (depth == 0) statement = i + 1;
-      ++depth;
+    if (c == '{' || c == '}') {
+      depth = c == '{' ? depth + 1 : (depth > 0 ? depth - 1 : 0);
+      statement = i + 1;
       continue;
     }
-    if (c == '}') {
-      depth = depth > 0 ? depth - 1 : 0;
-      if (depth == 0) statement = i + 1;
-      continue;
-    }
-    if (depth != 0 || (c != ';' && c != '=')) continue;
-    // One module-scope statement up to its ';' (or its initialiser's '='), as tokens.
+    if (c != ';' && c != '=') continue;
+    // One statement up to its ';' (or its initialiser's '='), as tokens.
     std::string_view text(ptx.data() + statement, i - statement);
     if (c == '=') {  // skip the initialiser up to the statement's ';' (braces included)
       int braces = 0;
@@ -323,18 +321,31 @@ std::vector<std::string> parse_ptx_globals(const std::string& ptx_text) {
       while (p < text.size() && !std::isspace(static_cast<unsigned char>(text[p]))) ++p;
       if (p > start) tokens.push_back(text.substr(start, p - start));
     }
-    bool global = false, external = false;
+    // The state space: a whole ".global" or ".const" token (instructions spell it inside theirs,
+    // "ld.global.u32"); parameter lists (".param .u64 .ptr .global") and functions are not
+    // variables.
+    bool global = false, constant = false, external = false;
     for (auto t : tokens) {
       if (t == ".global") global = true;
+      if (t == ".const") constant = true;
       if (t == ".extern") external = true;
-      if (t == ".entry" || t == ".func" || t == ".param") global = false;
+      if (t == ".entry" || t == ".func" || t == ".param") global = constant = false;
     }
-    if (!global || external || tokens.empty()) continue;
+    if ((!global && !constant) || external || tokens.empty()) continue;
     std::string_view name = tokens.back();
     name = name.substr(0, name.find('['));  // "cache[1024]" -> "cache"
-    if (!name.empty() && name[0] != '.') names.emplace_back(name);
+    if (name.empty() || name[0] == '.') continue;
+    if (depth > 0) {
+      state.function_scope.emplace_back(name);
+    } else {
+      (global ? state.globals : state.constants).emplace_back(name);
+    }
   }
-  return names;
+  return state;
+}
+
+std::vector<std::string> parse_ptx_globals(const std::string& ptx_text) {
+  return parse_ptx_state(ptx_text).globals;
 }
 
 namespace {

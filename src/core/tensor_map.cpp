@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <string_view>
+
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
 
@@ -59,6 +62,26 @@ std::uint64_t eval_positive(const Expr& e, const Bindings& axes, const std::stri
   std::int64_t v = e.eval(axes);
   if (v <= 0) throw TensorMapError(field, fmt::format("'{}' = {} is not positive", e.text(), v));
   return static_cast<std::uint64_t>(v);
+}
+
+// a * b and a + b, or a TensorMapError naming `field` when the result does not fit 64 bits: a
+// wrapped extent would be small, and a map that addresses far outside its tensor would pass the
+// bounds rule below.
+std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b, const std::string& field,
+                          std::string_view what) {
+  std::uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    throw TensorMapError(field, fmt::format("{} ({} x {}) does not fit 64 bits", what, a, b));
+  }
+  return r;
+}
+std::uint64_t checked_add(std::uint64_t a, std::uint64_t b, const std::string& field,
+                          std::string_view what) {
+  std::uint64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    throw TensorMapError(field, fmt::format("{} ({} + {}) does not fit 64 bits", what, a, b));
+  }
+  return r;
 }
 
 unsigned swizzle_bytes(TmaSwizzle s) {
@@ -212,8 +235,9 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
   if (tensor) {
     std::vector<std::int64_t> ts = tensor_shape(*tensor, axes);
     std::uint64_t n = 1;
-    for (std::int64_t v : ts) n *= static_cast<std::uint64_t>(v);
-    region = n * dtype_size(tensor->dtype);
+    for (std::int64_t v : ts)
+      n = checked_mul(n, static_cast<std::uint64_t>(v), "tensor", "its size");
+    region = checked_mul(n, dtype_size(tensor->dtype), "tensor", "its size in bytes");
     if (spec.shape.empty()) {
       for (std::int64_t v : ts) shape.push_back(static_cast<std::uint64_t>(v));
     }
@@ -245,7 +269,10 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
       strides[i] = eval_positive(spec.strides[i], axes, fmt::format("strides[{}]", i));
     }
   } else {
-    for (std::size_t i = rank - 1; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
+    for (std::size_t i = rank - 1; i-- > 0;) {
+      strides[i] = checked_mul(strides[i + 1], shape[i + 1], "shape",
+                               fmt::format("the stride of dimension {}", i));
+    }
   }
   std::int64_t offset = spec.offset_bytes.eval(axes);
   if (offset < 0) throw TensorMapError("offset_bytes", fmt::format("{} is negative", offset));
@@ -266,20 +293,28 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
                            fmt::format("{} is above 2^32", shape[outer]));
     }
     g.dims[d] = shape[outer];
-    std::uint64_t stride_bytes = strides[outer] * elem;
+    const std::string stride_field =
+        spec.strides.empty() ? "shape" : fmt::format("strides[{}]", outer);
+    const std::uint64_t stride_bytes = checked_mul(
+        strides[outer], elem, stride_field, fmt::format("the stride of dimension {}", outer));
     if (d > 0) {
       if (stride_bytes % 16 != 0 || stride_bytes >= kMaxStrideBytes) {
         throw TensorMapError(
-            spec.strides.empty() ? "shape" : fmt::format("strides[{}]", outer),
+            stride_field,
             fmt::format("dimension {} has a stride of {} bytes; TMA needs a multiple of 16 "
                         "below 2^40 (pad the rows or use another layout)",
                         outer, stride_bytes));
       }
       g.strides_bytes[d - 1] = stride_bytes;
     }
-    extent += (shape[outer] - 1) * stride_bytes;
+    // Checked: dimensions below 2^32 times strides below 2^40 reach 2^72.
+    const std::string span_field =
+        spec.shape.empty() ? std::string("tensor") : fmt::format("shape[{}]", outer);
+    const std::string what = fmt::format("the extent of dimension {}", outer);
+    extent = checked_add(extent, checked_mul(shape[outer] - 1, stride_bytes, span_field, what),
+                         span_field, what);
   }
-  g.extent_bytes = g.offset_bytes + extent;
+  g.extent_bytes = checked_add(g.offset_bytes, extent, "offset_bytes", "the map's last byte");
   if (g.extent_bytes > region) {
     throw TensorMapError(
         spec.shape.empty() && spec.strides.empty() ? "offset_bytes" : "shape",

@@ -38,7 +38,7 @@ bool lock(int fd, int operation) {
 
 }  // namespace
 
-GpuLock::GpuLock(const std::filesystem::path& dir, const std::string& key, Mode mode) {
+GpuLock::GpuLock(const std::filesystem::path& dir, const std::string& key, Mode mode, Wait wait) {
   auto start = std::chrono::steady_clock::now();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -47,11 +47,15 @@ GpuLock::GpuLock(const std::filesystem::path& dir, const std::string& key, Mode 
   if (turnstile < 0) return;
   int fd = open_lock_file(dir / (name + ".lock"), problem_);
   if (fd >= 0) {
-    bool ok = lock(turnstile, LOCK_EX) && lock(fd, mode == Mode::kExclusive ? LOCK_EX : LOCK_SH);
+    const int nb = wait == Wait::kTry ? LOCK_NB : 0;
+    bool ok = lock(turnstile, LOCK_EX | nb) &&
+              lock(fd, (mode == Mode::kExclusive ? LOCK_EX : LOCK_SH) | nb);
     if (ok) {
       fd_ = fd;
     } else {
-      problem_ = dir.string() + ": flock: " + std::strerror(errno);
+      busy_ = nb != 0 && errno == EWOULDBLOCK;
+      problem_ =
+          busy_ ? "held by another process" : dir.string() + ": flock: " + std::strerror(errno);
       ::close(fd);
     }
   }

@@ -27,19 +27,27 @@ namespace kharness::device {
 class GpuLock {
  public:
   enum class Mode { kShared, kExclusive };
-  // Blocks until held. A folder or file that cannot be made is no lock at all (held() false, and
-  // problem() says why): the caller records that and goes on.
-  GpuLock(const std::filesystem::path& dir, const std::string& key, Mode mode);
+  enum class Wait {
+    kBlock,  // until held
+    kTry,    // not at all: where another process holds or waits for it exclusive, busy()
+  };
+  // Blocks until held (kBlock). A folder or file that cannot be made is no lock at all (held()
+  // false, and problem() says why): the caller records that and goes on.
+  GpuLock(const std::filesystem::path& dir, const std::string& key, Mode mode,
+          Wait wait = Wait::kBlock);
   ~GpuLock();
   GpuLock(const GpuLock&) = delete;  // owns the file descriptors that hold the lock
   GpuLock& operator=(const GpuLock&) = delete;
 
   bool held() const { return fd_ >= 0; }
+  // Not held because another process holds it (or waits for it) in a conflicting mode (kTry).
+  bool busy() const { return busy_; }
   const std::string& problem() const { return problem_; }
   double waited_seconds() const { return waited_; }
 
  private:
   int fd_ = -1;
+  bool busy_ = false;
   std::string problem_;
   double waited_ = 0;
 };

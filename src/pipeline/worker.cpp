@@ -4,11 +4,13 @@
 // neither stage depends on the other.
 //
 // The parent starts the worker before it compiles and sends the request once the compile is done,
-// so the worker's start-up overlaps the compile: the GPU set-up (driver, shared lock, context)
-// begins before the request is read, and goes on while the request's solution and operator load.
+// so the worker's start-up overlaps the compile: the GPU set-up (driver, context) begins before
+// the request is read, and goes on while the request's solution and operator load; the GPU lock is
+// taken once the request is in (GpuSetup says why).
 // Phases in the verdict show the overlap: worker_request_wait (from the start to the request: the
 // parent's compile), worker_context (the set-up, on its own thread), worker_load_compile,
-// worker_ready_wait (what of the set-up the load did not hide), worker_teardown and worker_run
+// worker_ready_wait (what of the set-up the load did not hide, the lock's wait and a context made
+// late included), worker_teardown and worker_run
 // (from the request to the verdict line).
 #include <spdlog/spdlog.h>
 
@@ -56,13 +58,16 @@ std::unique_ptr<device::GpuLock> take_gpu_lock(device::GpuLock::Mode mode, doubl
   return lock;
 }
 
-// What the worker does on the GPU before it needs its request: the driver (cuInit), the shared
-// GPU lock and the primary context, begun on a thread of its own as the process starts, so that
-// it overlaps the parent's compile (the parent starts the worker first) and then this worker's
-// load of the request. The lock rule holds as before: shared from before the context exists. The
-// shared lock is thus held from the worker's start, its parent's compile included: a timing that
-// another process begins on this GPU meanwhile waits for this worker's check, as for any check in
-// flight.
+// What the worker does on the GPU before it needs its request: the driver (cuInit) and the
+// primary context, begun on a thread of its own as the process starts, so that it overlaps the
+// parent's compile (the parent starts the worker first) and then this worker's load of the
+// request. It holds no GPU lock while it waits for the request: a compile of any length (an
+// adversarial one included) keeps no timing on this GPU waiting. The context is made under a
+// shared lock held for its creation alone, and only where no other process holds or waits for the
+// lock exclusive (a timing in flight or about to start); otherwise the worker makes it after the
+// request, under the lock it takes then. Either way no context of this process is created while
+// another process times. (Closed without a request, the process ends and the kernel frees the
+// context with it, lock or no lock, as for a worker killed at its time limit.)
 class GpuSetup {
  public:
   GpuSetup() : start_(Clock::now()), thread_([this] { run(); }) {}
@@ -73,25 +78,26 @@ class GpuSetup {
   GpuSetup& operator=(const GpuSetup&) = delete;
 
   Clock::time_point started() const { return start_; }
-  // Waits for the set-up and makes the context current on the calling thread; throws what the
-  // set-up threw (no GPU: exit 3; a driver failure).
+  // Waits for the set-up; throws what the set-up threw (no GPU: exit 3; a driver failure).
   void wait() {
     if (thread_.joinable()) thread_.join();
     if (error_) std::rethrow_exception(error_);
-    context->make_current();
   }
 
-  // Declared before the context: whoever takes them keeps the lock until the context is gone.
-  std::unique_ptr<device::GpuLock> lock;
+  // Null when the GPU was busy with another process's timing: made after the request.
   std::unique_ptr<device::PrimaryContext> context;
   double seconds = 0;    // the set-up's own time: cuInit, the lock's wait, the context
-  double lock_wait = 0;  // of that, waiting for the lock
+  double lock_wait = 0;  // of that, waiting for the lock (none: it only tries)
 
  private:
   void run() {
     try {
-      lock = take_gpu_lock(device::GpuLock::Mode::kShared, lock_wait);
-      context = std::make_unique<device::PrimaryContext>(0);
+      device::GpuLock lock(device::gpu_lock_dir(), device::gpu_lock_key(),
+                           device::GpuLock::Mode::kShared, device::GpuLock::Wait::kTry);
+      lock_wait = lock.waited_seconds();
+      // Busy: another process times (or is about to). A lock folder that cannot be written is no
+      // lock at all: the worker's own lock, after the request, warns about it.
+      if (!lock.busy()) context = std::make_unique<device::PrimaryContext>(0);
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -122,14 +128,17 @@ int worker_main() {
       throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
     auto t1 = Clock::now();
     setup->wait();
-    auto t2 = Clock::now();
-    // The per-GPU lock (device/gpu_lock.hpp): shared from before the context exists (GpuSetup),
-    // exclusive from the timing phase on. Declared before the context, it is released after the
-    // context is gone: no use of the GPU by this process (creating or tearing down a context
-    // included) overlaps another process's timing.
+    // The per-GPU lock (device/gpu_lock.hpp): shared from the request on, exclusive from the
+    // timing phase on. Declared before the context, it is released after the context is gone: no
+    // use of the GPU by this process (creating or tearing down a context, any launch) overlaps
+    // another process's timing. The context is the set-up's, or made now when the GPU was busy.
     double lock_wait = setup->lock_wait;
-    std::unique_ptr<device::GpuLock> gpu_held = std::move(setup->lock);
+    std::unique_ptr<device::GpuLock> gpu_held =
+        take_gpu_lock(device::GpuLock::Mode::kShared, lock_wait);
     std::unique_ptr<device::PrimaryContext> context = std::move(setup->context);
+    if (!context) context = std::make_unique<device::PrimaryContext>(0);
+    context->make_current();
+    auto t2 = Clock::now();
     verify::EvaluationSink sink;
     sink.started = [&](const std::string& uuid) {
       emit({{"event", "started"}, {"workload", uuid}});

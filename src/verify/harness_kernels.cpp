@@ -433,19 +433,103 @@ kh_checksum(const u8* p, u64 bytes, u64 key, u64* out) {
 
 // ---- sealed references and checked iterations (DESIGN §5: every timed iteration is checked) --
 // The reference's outputs stay on the device during timing, but only sealed: XORed with a
-// Philox keystream under a key the host draws per process and passes only as a kernel parameter,
+// ChaCha20 keystream under a key the host draws per process and passes only as a kernel parameter,
 // so a candidate that finds the buffer cannot read the answers in it. Each check writes a record
 // authenticated by a tag under the same key: a candidate cannot forge or erase a failed check.
+//
+// ChaCha20 is RFC 8439's block function (20 rounds), not a counter-based RNG: Philox is built to
+// look random, not to hide its key from someone holding known plaintext (a candidate knows the
+// poison and can guess outputs), while ChaCha20 is a vetted stream cipher. Its 256-bit key is
+// expanded from the 64-bit process key (kh_seal_key; the key's entropy stays 64 bits), the nonce is
+// the stream id and the high half of the block index, the counter the low half: one keystream per
+// seal, never reused. The host mirror (seal_keystream() in harness_kernels.hpp) is held to RFC
+// 8439's test vector and to these kernels by the tests.
 
-// The keystream of 16-byte chunk `c` of stream `s` (one stream per input set and tensor).
-__device__ __forceinline__ uint4 kh_keystream(u64 c, u64 s, u64 key) { return philox(c, s, key); }
+__device__ __forceinline__ void kh_quarter_round(u32& a, u32& b, u32& c, u32& d) {
+  a += b; d ^= a; d = __funnelshift_l(d, d, 16);
+  c += d; b ^= c; b = __funnelshift_l(b, b, 12);
+  a += b; d ^= a; d = __funnelshift_l(d, d, 8);
+  c += d; b ^= c; b = __funnelshift_l(b, b, 7);
+}
 
+// RFC 8439 section 2.3: the state (constants, key, counter, nonce) after 10 double rounds, plus
+// the state.
+__device__ __forceinline__ void kh_chacha20_block(const u32* key, u32 counter, u32 n0, u32 n1,
+                                                  u32 n2, u32* x) {
+  const u32 s[16] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u, key[0], key[1],
+                     key[2],      key[3],      key[4],      key[5],      key[6], key[7],
+                     counter,     n0,          n1,          n2};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) x[i] = s[i];
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    kh_quarter_round(x[0], x[4], x[8], x[12]);
+    kh_quarter_round(x[1], x[5], x[9], x[13]);
+    kh_quarter_round(x[2], x[6], x[10], x[14]);
+    kh_quarter_round(x[3], x[7], x[11], x[15]);
+    kh_quarter_round(x[0], x[5], x[10], x[15]);
+    kh_quarter_round(x[1], x[6], x[11], x[12]);
+    kh_quarter_round(x[2], x[7], x[8], x[13]);
+    kh_quarter_round(x[3], x[4], x[9], x[14]);
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) x[i] += s[i];
+}
+
+// The seal's 256-bit ChaCha20 key from the 64-bit process key: four SplitMix64 outputs seeded
+// with it, low word first. A fixed, public expansion, cheap enough to run wherever a kernel
+// receives the key (a ChaCha20 block would double the cost of every unsealed chunk): the
+// key's secrecy rests on its 64 random bits, which any public expansion keeps and none adds to.
+__device__ __forceinline__ void kh_seal_key(u64 key, u32* k) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    u64 z = key + (u64)(i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    k[2 * i] = (u32)z;
+    k[2 * i + 1] = (u32)(z >> 32);
+  }
+}
+
+// The keystream of 64-byte block `b` of stream `s` under the expanded key `k`: four 16-byte chunks.
+__device__ __forceinline__ void kh_keystream_block(u64 b, u64 s, const u32* k, uint4* out) {
+  u32 x[16];
+  kh_chacha20_block(k, (u32)b, (u32)s, (u32)(s >> 32), (u32)(b >> 32), x);
+  out[0] = make_uint4(x[0], x[1], x[2], x[3]);
+  out[1] = make_uint4(x[4], x[5], x[6], x[7]);
+  out[2] = make_uint4(x[8], x[9], x[10], x[11]);
+  out[3] = make_uint4(x[12], x[13], x[14], x[15]);
+}
+
+// The keystream of 16-byte chunk `c` of stream `s` (one stream per input set and tensor): quarter
+// c % 4 of block c / 4. A caller that walks whole blocks should use kh_keystream_block instead
+// (this computes the whole block for a quarter of it).
+__device__ __forceinline__ uint4 kh_keystream(u64 c, u64 s, u64 key) {
+  u32 k[8];
+  kh_seal_key(key, k);
+  uint4 b[4];
+  kh_keystream_block(c >> 2, s, k, b);
+  const u32 q = (u32)c & 3u;  // selects, not an indexed load: b stays in registers
+  return q == 0 ? b[0] : (q == 1 ? b[1] : (q == 2 ? b[2] : b[3]));
+}
+
+// Thread t seals block t of the grid's stride: the four chunks of a ChaCha20 block together.
 extern "C" __global__ void __launch_bounds__(KH_THREADS)
 kh_seal(const uint4* src, uint4* dst, u64 chunks, u64 stream, u64 key) {
-  for (u64 c = global_thread(); c < chunks; c += grid_threads()) {
-    const uint4 k = kh_keystream(c, stream, key);
-    const uint4 v = src[c];
-    dst[c] = make_uint4(v.x ^ k.x, v.y ^ k.y, v.z ^ k.z, v.w ^ k.w);
+  u32 k[8];
+  kh_seal_key(key, k);
+  const u64 blocks = (chunks + 3) / 4;
+  for (u64 b = global_thread(); b < blocks; b += grid_threads()) {
+    uint4 ks[4];
+    kh_keystream_block(b, stream, k, ks);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const u64 c = 4 * b + q;
+      if (c >= chunks) break;
+      const uint4 v = src[c];
+      dst[c] = make_uint4(v.x ^ ks[q].x, v.y ^ ks[q].y, v.z ^ ks[q].z, v.w ^ ks[q].w);
+    }
   }
 }
 
@@ -574,7 +658,7 @@ kh_check_sealed(const uint4* got, const uint4* sealed, u64 count, int dtype, int
 }
 
 // The record's tag: a Philox-based MAC of its other words under the key (domain-separated from
-// the keystream by the counter's high word).
+// the compare records' tags by the counter's high word).
 __device__ __forceinline__ u64 kh_tag(const u64* w, u64 key) {
   u64 h = 0x6A09E667F3BCC908ull;
   for (int k = 0; k < KH_RECORD_TAG; ++k) {
@@ -753,8 +837,8 @@ kh_compare_sealed(const uint4* got, const uint4* sealed, u64 count, int dtype, i
 #define KH_CMP_WORDS 18
 #define KH_CMP_TAG 17
 
-// A Philox-based MAC of the first n words under the key, domain-separated from the keystream and
-// from the timed checks' tags (kh_tag) by the counter's high word.
+// A Philox-based MAC of the first n words under the key, domain-separated from the timed checks'
+// tags (kh_tag) by the counter's high word.
 __device__ __forceinline__ u64 kh_tag_words(const u64* w, int n, u64 key) {
   u64 h = 0x6A09E667F3BCC908ull;
   for (int k = 0; k < n; ++k) {
@@ -1085,6 +1169,52 @@ NvrtcOutput run_nvrtc(const std::string& arch, const std::vector<std::string>& o
 }
 
 }  // namespace
+
+std::array<std::uint32_t, 16> chacha20_block(const std::array<std::uint32_t, 8>& key,
+                                             std::uint32_t counter,
+                                             const std::array<std::uint32_t, 3>& nonce) {
+  const std::array<std::uint32_t, 16> s = {
+      0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u, key[0],  key[1],   key[2],   key[3],
+      key[4],      key[5],      key[6],      key[7],      counter, nonce[0], nonce[1], nonce[2]};
+  std::array<std::uint32_t, 16> x = s;
+  auto rotl = [](std::uint32_t v, int n) { return (v << n) | (v >> (32 - n)); };
+  auto quarter = [&](int a, int b, int c, int d) {
+    x[a] += x[b], x[d] = rotl(x[d] ^ x[a], 16);
+    x[c] += x[d], x[b] = rotl(x[b] ^ x[c], 12);
+    x[a] += x[b], x[d] = rotl(x[d] ^ x[a], 8);
+    x[c] += x[d], x[b] = rotl(x[b] ^ x[c], 7);
+  };
+  for (int r = 0; r < 10; ++r) {
+    quarter(0, 4, 8, 12), quarter(1, 5, 9, 13), quarter(2, 6, 10, 14), quarter(3, 7, 11, 15);
+    quarter(0, 5, 10, 15), quarter(1, 6, 11, 12), quarter(2, 7, 8, 13), quarter(3, 4, 9, 14);
+  }
+  for (std::size_t i = 0; i < 16; ++i) x[i] += s[i];
+  return x;
+}
+
+std::array<std::uint32_t, 8> seal_key(std::uint64_t key) {  // kh_seal_key
+  std::array<std::uint32_t, 8> k{};
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    std::uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    k[2 * i] = static_cast<std::uint32_t>(z);
+    k[2 * i + 1] = static_cast<std::uint32_t>(z >> 32);
+  }
+  return k;
+}
+
+std::array<std::uint32_t, 4> seal_keystream(std::uint64_t chunk, std::uint64_t stream_id,
+                                            std::uint64_t key) {  // kh_keystream
+  const std::uint64_t block = chunk / 4;
+  const auto x = chacha20_block(
+      seal_key(key), static_cast<std::uint32_t>(block),
+      {static_cast<std::uint32_t>(stream_id), static_cast<std::uint32_t>(stream_id >> 32),
+       static_cast<std::uint32_t>(block >> 32)});
+  const std::size_t q = 4 * (chunk % 4);
+  return {x[q], x[q + 1], x[q + 2], x[q + 3]};
+}
 
 const std::string& HarnessKernels::source() {
   static const std::string text = kSource;
@@ -1530,7 +1660,7 @@ void HarnessKernels::seal(CUdeviceptr src, CUdeviceptr dst, std::size_t bytes, s
   }
   std::uint64_t chunks = (bytes + 15) / 16;
   void* params[] = {&src, &dst, &chunks, &stream_id, &key};
-  launch(seal_, "cuLaunchKernelEx(kh_seal)", chunks, stream, params);
+  launch(seal_, "cuLaunchKernelEx(kh_seal)", (chunks + 3) / 4, stream, params);  // one per block
 }
 
 void HarnessKernels::check_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count,

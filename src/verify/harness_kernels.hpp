@@ -37,6 +37,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -110,6 +111,19 @@ struct HarnessImage {
   bool cache_hit = false;
   double seconds = 0.0;
 };
+
+// The seal's keystream as the kernels compute it (kh_chacha20_block, kh_seal_key, kh_keystream in
+// the source), on the host, for tests.
+//   chacha20_block: RFC 8439 section 2.3's block function (20 rounds), the 16 output words.
+//   seal_key: the 256-bit key expanded from the 64-bit process key.
+//   seal_keystream: the 16 bytes (four little-endian words) XORed into chunk `chunk` (16 bytes at
+//   offset 16 * chunk) of a copy sealed under `key` and `stream_id`.
+std::array<std::uint32_t, 16> chacha20_block(const std::array<std::uint32_t, 8>& key,
+                                             std::uint32_t counter,
+                                             const std::array<std::uint32_t, 3>& nonce);
+std::array<std::uint32_t, 8> seal_key(std::uint64_t key);
+std::array<std::uint32_t, 4> seal_keystream(std::uint64_t chunk, std::uint64_t stream_id,
+                                            std::uint64_t key);
 
 class HarnessKernels {
  public:
@@ -195,7 +209,7 @@ class HarnessKernels {
     std::vector<std::uint64_t> host_;   // two words per slot, after wait()
   };
 
-  // Sealed references (DESIGN §5, timed iterations): `dst` = `src` XOR a Philox keystream under
+  // Sealed references (DESIGN §5, timed iterations): `dst` = `src` XOR a ChaCha20 keystream under
   // `key` for `stream_id` (16-byte chunks; both 16-byte aligned, readable and writable up to the
   // next 16-byte boundary). A candidate that finds `dst` cannot read the reference's answers in it
   // without the key, which only ever travels as a parameter of these kernels.

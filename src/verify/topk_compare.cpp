@@ -39,6 +39,11 @@ struct RowTally {
   std::uint64_t poison = 0;
   std::int64_t first_poison = -1;
   std::uint64_t reference_poison = 0;
+  // Valid ids after a -1 where the definition puts the padding after the valid ids.
+  std::uint64_t misplaced = 0;
+  std::int64_t first_misplaced = -1;  // element index of the first such id
+  std::int64_t first_misplaced_id = 0;
+  std::int64_t first_padding = -1;  // element index of the -1 before it
 
   void bad(std::int64_t element, double expected, double got) {
     ++mismatches;
@@ -53,13 +58,14 @@ struct RowTally {
 // One row; updates `t`.
 void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* got,
                  std::uint64_t row, std::uint64_t k, const TopkScorer& scorer, const Tolerance& tol,
-                 RowTally& t) {
+                 TopkPadding padding, RowTally& t) {
   const std::uint64_t base = row * k;
   const std::size_t size = dtype_size(dtype);
   const std::vector<std::uint8_t> poison = poison_element(dtype);
   std::vector<std::int64_t> e, g;  // valid entries (not -1, not poison)
   std::vector<std::uint64_t> g_pos;
   bool written = true;
+  std::int64_t padding_at = -1;  // the row's first -1 (element index)
   for (std::uint64_t j = 0; j < k; ++j) {
     const std::uint8_t* ep = expected + (base + j) * size;
     const std::uint8_t* gp = got + (base + j) * size;
@@ -76,9 +82,24 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
       continue;
     }
     const std::int64_t v = read_index(dtype, got, base + j);
-    if (v != -1) {
-      g.push_back(v);
-      g_pos.push_back(j);
+    const auto element = static_cast<std::int64_t>(base + j);
+    if (v == -1) {
+      if (padding_at < 0) padding_at = element;
+      continue;
+    }
+    g.push_back(v);
+    g_pos.push_back(j);
+    // Checked before the set comparison: the same set with a -1 among its ids is still wrong
+    // where the definition fixes the padding's place.
+    if (padding == TopkPadding::kAfterIds && padding_at >= 0) {
+      ++t.misplaced;
+      t.bad(element, static_cast<double>(read_index(dtype, expected, base + j)),
+            static_cast<double>(v));
+      if (t.first_misplaced < 0 || element < t.first_misplaced) {
+        t.first_misplaced = element;
+        t.first_misplaced_id = v;
+        t.first_padding = padding_at;
+      }
     }
   }
   if (!written || t.reference_poison > 0) return;  // reported as such, not as set differences
@@ -87,7 +108,7 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
   std::vector<std::int64_t> es = e, gs = g;
   std::sort(es.begin(), es.end());
   std::sort(gs.begin(), gs.end());
-  if (es == gs) return;
+  if (es == gs) return;  // (misplaced padding, if any, is already counted)
 
   const TopkRowScore score = scorer(row);
   double threshold = std::numeric_limits<double>::infinity();  // T: lowest score of the reference
@@ -107,8 +128,11 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
     const std::int64_t v = g[i];
     const std::uint64_t j = g_pos[i];
     const auto element = static_cast<std::int64_t>(base + j);
+    // An id after misplaced padding is already one mismatch (above): not counted twice.
+    const bool counted =
+        padding == TopkPadding::kAfterIds && padding_at >= 0 && element > padding_at;
     if (!g_set.insert(v).second) {  // listed twice
-      t.bad(element, expected_at(j), static_cast<double>(v));
+      if (!counted) t.bad(element, expected_at(j), static_cast<double>(v));
       continue;
     }
     if (e_set.count(v)) {
@@ -117,7 +141,7 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
     }
     const double s = score(v);
     if (std::isnan(s)) {  // not a valid choice for this row
-      t.bad(element, expected_at(j), static_cast<double>(v));
+      if (!counted) t.bad(element, expected_at(j), static_cast<double>(v));
       continue;
     }
     ++selected;
@@ -126,7 +150,7 @@ void compare_row(DType dtype, const std::uint8_t* expected, const std::uint8_t* 
       const double gap = threshold - s;
       t.max_gap = std::max(t.max_gap, gap);
       if (threshold != 0) t.max_rel_gap = std::max(t.max_rel_gap, gap / std::fabs(threshold));
-      t.bad(element, expected_at(j), static_cast<double>(v));
+      if (!counted) t.bad(element, expected_at(j), static_cast<double>(v));
     }
   }
   // Indices of the reference the candidate left out: only a tie at the threshold may be.
@@ -239,7 +263,7 @@ double dsa_indexer_score(const std::uint8_t* q_fp8, const std::uint8_t* k_cache,
 OutputCheck compare_topk_rows(const std::string& tensor, DType dtype, const std::uint8_t* expected,
                               const std::uint8_t* got, std::uint64_t rows, std::uint64_t k,
                               const TopkScorer& scorer, const Tolerance& tolerance,
-                              unsigned threads) {
+                              unsigned threads, TopkPadding padding) {
   if (dtype != DType::kInt32 && dtype != DType::kInt64) {
     throw input_error(
         "topk_set comparator",
@@ -251,7 +275,7 @@ OutputCheck compare_topk_rows(const std::string& tensor, DType dtype, const std:
   std::vector<RowTally> parts(threads);
   auto work = [&](unsigned t) {
     for (std::uint64_t r = t; r < rows; r += threads)
-      compare_row(dtype, expected, got, r, k, scorer, tolerance, parts[t]);
+      compare_row(dtype, expected, got, r, k, scorer, tolerance, padding, parts[t]);
   };
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, t);
@@ -276,11 +300,43 @@ OutputCheck compare_topk_rows(const std::string& tensor, DType dtype, const std:
       out.first_poison = p.first_poison;
     out.reference_unwritten += p.reference_poison;
   }
+  std::uint64_t misplaced = 0;
+  const RowTally* first = nullptr;
+  for (const auto& p : parts) {
+    misplaced += p.misplaced;
+    if (p.first_misplaced >= 0 && (!first || p.first_misplaced < first->first_misplaced))
+      first = &p;
+  }
+  if (first) {
+    const std::int64_t row = first->first_misplaced / static_cast<std::int64_t>(k);
+    const std::int64_t k_signed = static_cast<std::int64_t>(k);
+    out.failure = Failure{
+        "topk_padding",
+        fmt::format("{}: row {} has -1 padding at position {} before id {} at position {}; the "
+                    "definition puts the padding after the valid ids ({} ids after padding in all)",
+                    tensor, row, first->first_padding % k_signed, first->first_misplaced_id,
+                    first->first_misplaced % k_signed, misplaced),
+        {{"tensor", tensor},
+         {"row", row},
+         {"first_bad_index", first->first_misplaced},
+         {"padding_index", first->first_padding},
+         {"got", first->first_misplaced_id},
+         {"misplaced", misplaced},
+         {"elements", rows * k}}};
+  }
   const std::uint64_t bad = c.mismatches + out.poison_left;
   c.matched_ratio = c.elements == 0 ? 1.0
                                     : 1.0 - static_cast<double>(std::min(bad, c.elements)) /
                                                 static_cast<double>(c.elements);
   return out;
+}
+
+TopkPadding topk_padding_for(const CompareContext& context) {
+  const std::string family = context.definition ? context.definition->family() : "";
+  // dsa_topk_indexer: "-1 padding after the min(topk, seq_len) valid ids" (the definition's
+  // output; FlashInfer-Bench's reference fills the row with -1 and writes the ids at its start).
+  if (family == "dsa_topk_indexer") return TopkPadding::kAfterIds;
+  return TopkPadding::kAnywhere;
 }
 
 TopkScorer topk_scorer_for(const CompareContext& context) {
@@ -310,7 +366,8 @@ OutputCheck compare_topk_set(const std::string& tensor, DType dtype, const std::
   };
   const std::uint64_t bytes = count * dtype_size(dtype);
   if (bytes > 0 && std::memcmp(expected, got, bytes) != 0) scorer = topk_scorer_for(context);
-  return compare_topk_rows(tensor, dtype, expected, got, rows, k, scorer, tolerance, threads);
+  return compare_topk_rows(tensor, dtype, expected, got, rows, k, scorer, tolerance, threads,
+                           topk_padding_for(context));
 }
 
 }  // namespace kharness::verify

@@ -11,6 +11,10 @@
 //     the reference selected that it did not has a score <= T + tol, where T is the lowest score
 //     in the reference's set and tol = atol + rtol * |T| (the definition's tolerance pair, read
 //     as a score tie tolerance).
+//   - where the definition fixes where the padding goes (TopkPadding::kAfterIds), no valid id
+//     follows a -1 in the row: each one that does is a mismatch, and the check fails with kind
+//     "topk_padding" (evidence: the row, the positions of the -1 and of the id) whatever the
+//     matched ratio, since a consumer that stops at the first -1 would lose those ids.
 // Scores are recomputed on the host in double precision by a scorer for the operator, only for
 // rows whose sets differ. Each bad entry counts as one mismatch (its element index is
 // row * k + position); the matched ratio is over all row * k entries.
@@ -30,11 +34,21 @@ using TopkRowScore = std::function<double(std::int64_t index)>;
 // Makes the scorer of a row; called once per row whose sets differ, possibly from several threads.
 using TopkScorer = std::function<TopkRowScore(std::uint64_t row)>;
 
+// Where a row's -1 padding may sit.
+enum class TopkPadding {
+  kAnywhere,  // any position: the row is a set
+  kAfterIds,  // after every valid id (the row's tail)
+};
+
 // The set comparison above over `rows` rows of `k` int32 or int64 indices.
 OutputCheck compare_topk_rows(const std::string& tensor, DType dtype, const std::uint8_t* expected,
                               const std::uint8_t* got, std::uint64_t rows, std::uint64_t k,
                               const TopkScorer& scorer, const Tolerance& tolerance,
-                              unsigned threads = 0);
+                              unsigned threads = 0, TopkPadding padding = TopkPadding::kAnywhere);
+
+// Where the definition of `context` puts the padding: kAfterIds for "dsa_topk_indexer" (its output
+// is "-1 padding after the min(topk, seq_len) valid ids"), else kAnywhere.
+TopkPadding topk_padding_for(const CompareContext& context);
 
 // The scorer for the operator of `context` (by its definition's family); throws kharness::Error
 // (exit 2) when the family has none. Families: "dsa_topk_indexer" (FlashInfer-Bench

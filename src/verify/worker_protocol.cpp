@@ -103,10 +103,9 @@ int serve_worker(const std::string& name, const WorkerWork& work,
     const std::string input((std::istreambuf_iterator<char>(std::cin)),
                             std::istreambuf_iterator<char>());
     // Closed without a request (WorkerProcess::close): nothing to answer. _exit, not return: a GPU
-    // set-up still in flight on another thread (cuInit, a wait for the GPU lock) is not waited
-    // for. This process has loaded no module and launched nothing; the kernel frees its context,
-    // made or half-made, and its shared GPU lock with the process, as for a worker killed at its
-    // time limit.
+    // set-up still in flight on another thread (cuInit, the context) is not waited for. This
+    // process has loaded no module and launched nothing; the kernel frees its context, made or
+    // half-made, and any lock it holds with the process, as for a worker killed at its time limit.
     if (input.empty()) ::_exit(0);
     const json request = json_util::parse_or_discarded(input);
     if (request.is_discarded()) throw Error(ExitCode::kInternal, name, "the request is not JSON");

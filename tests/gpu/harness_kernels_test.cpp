@@ -456,6 +456,21 @@ TEST_F(HarnessKernelsGpuTest, OneGiBTimings) {
   // These synchronise per call: the time includes a launch round trip each.
   time("check_pattern", [&] { k().check_pattern(a.ptr(), bytes, {0xA5, 0x7F}, stream()); });
   time("checksum", [&] { k().checksum(a.ptr(), bytes, stream()); });
+  // The seal's ChaCha20 keystream: a seal (one block per thread) and the checks that unseal one
+  // 16-byte chunk per thread (each computes the whole 64-byte block for its quarter).
+  {
+    device::DeviceBuffer sealed(bytes), record(verify::kCompareRecordBytes);
+    const std::uint64_t key = 0x5EA1ull;
+    time("seal", [&] { k().seal(a.ptr(), sealed.ptr(), bytes, key, 1, stream()); });
+    time("check_sealed bf16", [&] {
+      k().check_sealed(a.ptr(), sealed.ptr(), bytes / 2, DType::kBFloat16, key, 1, 0xFFFF, 1e-2,
+                       1e-2, 0, 0, record.ptr(), stream());
+    });
+    time("compare_sealed bf16", [&] {
+      k().compare_sealed(a.ptr(), sealed.ptr(), bytes / 2, DType::kBFloat16, key, 1,
+                         Tolerance{1e-2, 1e-2, 1.0}, 0, record.ptr(), stream());
+    });
+  }
   std::cout << "harness kernels for " << k().arch() << (k().cache_hit() ? " (cached)" : "") << "\n";
 }
 
@@ -1145,6 +1160,36 @@ TEST_F(CompareSealedGpuTest, AReadBatchCarriesComparisonsBesideChecksums) {
 }
 
 // Shared memory written by one kernel is not what the next finds once it has been scrubbed.
+// The device seals with the keystream of the host mirror (verify::seal_keystream, held to RFC 8439
+// on the CPU): every chunk of a region that ends inside a 64-byte block, under two streams, and
+// the checks unseal it back (a sealed copy of the output itself compares equal).
+TEST_F(HarnessKernelsGpuTest, SealIsTheHostMirrorsChaCha20Keystream) {
+  constexpr std::size_t chunks = 4 * 37 + 3, bytes = 16 * chunks;
+  std::vector<std::uint8_t> plain(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) plain[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  device::DeviceBuffer src(bytes), sealed(bytes), record(verify::kCompareRecordBytes);
+  upload(src.ptr(), plain.data(), bytes);
+  const std::uint64_t key = 0xC4AC4A20ull << 16;
+  for (const std::uint64_t stream_id : {std::uint64_t{3}, (std::uint64_t{9} << 32) | 1}) {
+    k().seal(src.ptr(), sealed.ptr(), bytes, key, stream_id, stream());
+    const std::vector<std::uint8_t> got = download(sealed.ptr(), bytes);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::array<std::uint32_t, 4> ks = verify::seal_keystream(c, stream_id, key);
+      std::uint8_t want[16];
+      std::memcpy(want, ks.data(), 16);
+      for (std::size_t i = 0; i < 16; ++i) want[i] ^= plain[16 * c + i];
+      ASSERT_EQ(std::memcmp(want, &got[16 * c], 16), 0) << "chunk " << c << " stream " << stream_id;
+    }
+    k().compare_sealed(src.ptr(), sealed.ptr(), bytes / 4, DType::kFloat32, key, stream_id,
+                       Tolerance{0, 0, 1.0}, 7, record.ptr(), stream());
+    const auto raw = download(record.ptr(), verify::kCompareRecordBytes);
+    const auto r = HarnessKernels::open_compare_record(raw.data(), key);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->totals.mismatches, 0u);
+    EXPECT_EQ(r->differing, 0u);
+  }
+}
+
 TEST_F(HarnessKernelsGpuTest, ScrubSharedRuns) {
   k().scrub_shared(0xDEADBEEFu, stream());
   k().scrub_shared(0x01234567u, stream());
