@@ -107,9 +107,9 @@ json to_json(const TimingIntegrity& i) {
   json j = {{"checked_iterations", i.checked_iterations},
             {"check", i.check},
             {"module_globals", i.module_globals},
-            {"state_reset", i.state_reset},
-            {"fresh_inputs", i.fresh_inputs},
-            {"truth", i.truth}};
+            {"state_reset", i.state_reset}};
+  if (i.fresh_inputs > 0) j["fresh_inputs"] = i.fresh_inputs;
+  if (!i.truth.empty()) j["truth"] = i.truth;
   if (!i.point.empty()) {
     j["point"] = i.point;
     j["rows_checked"] = i.rows_checked;
