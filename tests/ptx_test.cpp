@@ -350,8 +350,9 @@ extern "C" __global__ void k(float* out) {
   ASSERT_TRUE(symbols.has_value());
   for (const auto& [name, size] : std::vector<std::pair<std::string, std::uint64_t>>{
            {"cst", 64}, {"cst_init", 16}, {"counter", 8}, {"table", 16}, {"_ZZ1kE5calls", 4}}) {
+    const std::string& want = name;  // a lambda cannot capture a structured binding in C++17
     auto it = std::find_if(symbols->begin(), symbols->end(),
-                           [&](const CubinSymbol& s) { return s.name == name; });
+                           [&](const CubinSymbol& s) { return s.name == want; });
     ASSERT_NE(it, symbols->end()) << name;
     EXPECT_EQ(it->size, size) << name;
     EXPECT_EQ(it->section.rfind(name.rfind("cst", 0) == 0 ? ".nv.constant" : ".nv.global", 0), 0u)
