@@ -630,7 +630,7 @@ class Evaluator {
 
   // ---- elementwise outputs, checked on the device ----------------------------------------------
   // For the elementwise comparator no output leaves the device: the reference's outputs are
-  // sealed (HarnessKernels::seal: XORed with a Philox keystream under key_) into SealedCopy
+  // sealed (HarnessKernels::seal: XORed with a ChaCha20 keystream under key_) into SealedCopy
   // buffers before its own buffers are scrubbed and freed, the candidate's outputs are compared
   // against them on the device (HarnessKernels::compare_sealed: compare_output's totals, bit for
   // bit, finished on the host by elementwise_check), and for the determinism rerun the first run's
@@ -1074,7 +1074,7 @@ std::uint64_t splitmix(std::uint64_t x) {
 Status status_of_kind(const std::string& kind) {
   if (kind == "output_not_written" || kind == "nan_or_inf" || kind == "tolerance" ||
       kind == "nondeterministic" || kind == "input_modified" || kind == "stale_output" ||
-      kind == "outside_support" || kind == "distribution") {
+      kind == "outside_support" || kind == "distribution" || kind == "topk_padding") {
     return Status::kIncorrectNumerical;
   }
   // Refused before it ran: a cooperative grid that cannot be resident on this GPU.
