@@ -276,7 +276,6 @@ TEST(PtxParser, StateAtEveryScope) {
   EXPECT_EQ(state.globals, (std::vector<std::string>{"counter"}));
   EXPECT_EQ(state.constants, (std::vector<std::string>{"cst", "cst_init"}));
   EXPECT_EQ(state.function_scope, (std::vector<std::string>{"cache", "inner"}));
-  EXPECT_EQ(parse_ptx_globals(ptx), state.globals);
 }
 
 // Real modules from NVRTC: the PTX scan and the cubin's symbol table agree on what a kernel can
@@ -426,12 +425,12 @@ TEST(PtxGlobals, EveryGlobalDefinitionNoDeclarationsNoParameters) {
 	ret;
 }
 )PTX";
-  EXPECT_EQ(parse_ptx_globals(ptx),
+  EXPECT_EQ(parse_ptx_state(ptx).globals,
             (std::vector<std::string>{"seen_inputs", "seen_count", "table", "managed_x", "hidden",
                                       "_ZZ1kE12local_static"}));
   // The module at the top of this file: cooperative groups' internal variable counts too.
-  EXPECT_EQ(parse_ptx_globals(kPtx).size(), 1u);
-  EXPECT_TRUE(parse_ptx_globals(".version 9.0\n.target sm_90a\n").empty());
+  EXPECT_EQ(parse_ptx_state(kPtx).globals.size(), 1u);
+  EXPECT_TRUE(parse_ptx_state(".version 9.0\n.target sm_90a\n").globals.empty());
 }
 
 }  // namespace

@@ -131,8 +131,6 @@ struct PtxState {
   std::vector<std::string> function_scope;
 };
 PtxState parse_ptx_state(const std::string& ptx);
-// parse_ptx_state(ptx).globals.
-std::vector<std::string> parse_ptx_globals(const std::string& ptx);
 
 // A data object of a cubin (ELF) in a section the module loads into device memory it keeps:
 // .nv.global (zero-initialised), .nv.global.init, .nv.constant<N> (not the per-kernel parameter

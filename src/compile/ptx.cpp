@@ -344,10 +344,6 @@ PtxState parse_ptx_state(const std::string& ptx_text) {
   return state;
 }
 
-std::vector<std::string> parse_ptx_globals(const std::string& ptx_text) {
-  return parse_ptx_state(ptx_text).globals;
-}
-
 namespace {
 
 // The integer in front of `suffix` in `text` ("128 bytes smem" with suffix " bytes smem").

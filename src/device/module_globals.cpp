@@ -60,13 +60,6 @@ ModuleGlobals::ModuleGlobals(const Module& module, const std::vector<StateVar>& 
   }
 }
 
-ModuleGlobals::ModuleGlobals(const Module& module, const std::vector<std::string>& names)
-    : ModuleGlobals(module, [&] {
-        std::vector<StateVar> vars;
-        for (const auto& n : names) vars.push_back(StateVar{n, 0});
-        return vars;
-      }()) {}
-
 std::size_t ModuleGlobals::bytes() const {
   std::size_t n = 0;
   for (const auto& v : vars_) n += v.initial.size();

@@ -50,8 +50,6 @@ class ModuleGlobals {
   // CudaError for a failing copy; a name the module does not resolve, or resolves to a size other
   // than the symbol table's, is listed in missing() instead.
   ModuleGlobals(const Module& module, const std::vector<StateVar>& vars);
-  // `names` with sizes unknown.
-  ModuleGlobals(const Module& module, const std::vector<std::string>& names);
 
   // Every name resolved: restore() resets every variable it was given.
   bool complete() const { return missing_.empty(); }

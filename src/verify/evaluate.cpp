@@ -1149,7 +1149,6 @@ std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int tri
 struct TimedOutputs::Impl {
   Evaluator evaluator;
   const Workload* workload = nullptr;
-  std::size_t workload_index = 0;
   std::vector<std::unique_ptr<TrialBuffers>> sets;
   std::uint64_t key = 0;
   bool on_device = false;
@@ -1265,7 +1264,6 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
   const Definition& def = ev.def_;
   m.key = key;
   m.workload = &workload;
-  m.workload_index = ev.workload_index(workload);
   m.row_rng.seed(splitmix(key ^ 0x726f7773ull));  // rows no kernel can predict
   // Elementwise outputs are checked on the device against sealed references; other comparators
   // (top-k sets, sampling) on the host.
@@ -1275,7 +1273,8 @@ TimedOutputs::TimedOutputs(const Operator& op, const Compiled& reference, const 
     auto b = std::make_unique<TrialBuffers>();
     // Seeds apart from the correctness trials' (which use trial numbers 0, 1, 2, ...); every
     // iteration then fills them again from its own seed (refresh).
-    ev.make_inputs(workload, trial_seed(options.seed, m.workload_index, 1000 + i), *b, s);
+    ev.make_inputs(workload, trial_seed(options.seed, ev.workload_index(workload), 1000 + i), *b,
+                   s);
     ev.make_outputs(*b, candidate.solution->plan, s);
     m.sets.push_back(std::move(b));
   }
@@ -1532,9 +1531,9 @@ std::optional<Failure> TimedOutputs::collect(CUstream stream) {
       }
     }
   }
+  // The batch's slots go with it. No refresh is left unchecked here (the timing loop checks every
+  // iteration it refreshes before it harvests), so known[] holds every set's inputs.
   m.sums.clear();
-  // Refreshes enqueued since the last check keep their slots valid: none is in flight past a
-  // collect (the timing loop checks every iteration it refreshes before it harvests).
   for (auto& b : m.before) b.clear();
   return failure;
 }
