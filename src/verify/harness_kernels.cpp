@@ -903,8 +903,7 @@ kh_compare_record(const KhTotals* partials, int parts, const uint4* got, const u
 // `to` (the fixed poison the comparators look for), after the candidate ran.
 extern "C" __global__ void __launch_bounds__(KH_THREADS)
 kh_replace_element(unsigned char* p, u64 count, int size, u64 from, u64 to) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count;
-       i += (u64)gridDim.x * blockDim.x) {
+  for (u64 i = global_thread(); i < count; i += grid_threads()) {
     if (size == 1) {
       if (p[i] == (unsigned char)from) p[i] = (unsigned char)to;
     } else if (size == 2) {
@@ -931,8 +930,7 @@ struct KhRows {
 extern "C" __global__ void __launch_bounds__(KH_THREADS)
 kh_gather_rows(const unsigned char* src, unsigned char* dst, u64 row_bytes, KhRows rows) {
   const u64 total = row_bytes * rows.count;
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < total;
-       i += (u64)gridDim.x * blockDim.x) {
+  for (u64 i = global_thread(); i < total; i += grid_threads()) {
     const u64 r = i / row_bytes;
     dst[i] = src[(u64)rows.index[r] * row_bytes + (i - r * row_bytes)];
   }
