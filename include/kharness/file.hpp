@@ -50,8 +50,4 @@ void use_component_walk(bool on);
 bool kernel_has_openat2();
 }  // namespace file_testing
 
-// Does `path`, every symlink resolved, name something inside folder `dir` (also resolved)?
-// False for a symlink that points out of it or a path that does not resolve.
-bool resolves_inside(const std::filesystem::path& path, const std::filesystem::path& dir);
-
 }  // namespace kharness

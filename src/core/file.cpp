@@ -223,18 +223,4 @@ std::string read_regular_file(const fs::path& path, std::size_t max_bytes) {
   return std::move(*text);
 }
 
-bool resolves_inside(const fs::path& path, const fs::path& dir) {
-  std::error_code ec;
-  fs::path root = fs::canonical(dir, ec);
-  if (ec) return false;
-  fs::path target = fs::canonical(path, ec);
-  if (ec) return false;
-  auto r = root.begin();
-  auto t = target.begin();
-  for (; r != root.end(); ++r, ++t) {
-    if (t == target.end() || *r != *t) return false;
-  }
-  return true;
-}
-
 }  // namespace kharness
