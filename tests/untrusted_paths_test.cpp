@@ -311,8 +311,11 @@ TEST(BadSubmission, StaticModuleSizeAndOutputsAreCapped) {
   EXPECT_EQ(
       ptx_static_bytes(".global .align 16 .v4 .f32 v[2][3];\n.const .u32 c[4] = {1,2,3,4};\n"),
       16u * 6 + 16);
-  // Inside a function only module scope counts.
+  // Inside a function a .local does not count; a .global declared there by inline PTX does.
   EXPECT_EQ(ptx_static_bytes(".entry k()\n{\n.local .b8 x[1000000];\n}\n.global .b8 g;\n"), 1u);
+  EXPECT_EQ(ptx_static_bytes(".func f()\n{\n\t.global .align 8 .b8 big[2147483648];\n"
+                             "\tld.global.u64 %rd1, [big];\n}\n"),
+            std::uint64_t{1} << 31);
   auto v = check_output_rules(".global .b8 a[2147483648];\n", "");
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].rule, "module_size");

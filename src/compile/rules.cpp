@@ -1351,16 +1351,14 @@ std::string human_bytes(std::uint64_t bytes) {
 std::uint64_t ptx_static_bytes(const std::string& ptx) {
   std::uint64_t total = 0;
   std::size_t pos = 0;
-  int depth = 0;  // braces: only module scope counts (a function's .local/.shared do not)
+  // Every .global and .const declaration, at any scope: one that inline PTX declares inside a
+  // function body is static storage of the module as well (parse_ptx_state); a function's .local
+  // and .shared are not, and instructions (ld.global...) are no declarations.
   while (pos < ptx.size()) {
     std::size_t eol = ptx.find('\n', pos);
     if (eol == std::string::npos) eol = ptx.size();
     std::string_view line(ptx.data() + pos, eol - pos);
     pos = eol + 1;
-    const bool module_scope = depth == 0;
-    for (char c : line) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
-    if (depth < 0) depth = 0;
-    if (!module_scope) continue;
     // ".visible .global .align 4 .b8 name[N][M];", ".const .u32 x[4] = {...};"
     std::vector<std::string_view> words;
     for (std::size_t i = 0; i < line.size();) {
