@@ -109,7 +109,7 @@ TEST(FamilyInliner, ASharedFileThatIsALinkIsNotRead) {
   write(families / "x" / "sol.cu", kFamilySolution);
   write(tmp.path() / "host.txt", kSecret);
   fs::create_directories(families / "_shared");
-  for (const fs::path target : {tmp.path() / "host.txt", fs::path("/proc/self/environ")}) {
+  for (const fs::path& target : {tmp.path() / "host.txt", fs::path("/proc/self/environ")}) {
     fs::remove(families / "_shared" / "a.cuh");
     fs::create_symlink(target, families / "_shared" / "a.cuh");
     testing::expect_input_error([&] { load_solution(families / "x" / "sol.cu"); }, "sol.cu:2",

@@ -91,9 +91,8 @@ std::size_t pp_number_end(std::string_view src, std::size_t i) {
   ++i;
   while (i < n) {
     char c = src[i];
-    if (is_ident_char(c) || c == '.') {
-      ++i;
-    } else if ((c == '+' || c == '-') && std::strchr("eEpP", src[i - 1]) != nullptr) {
+    if (is_ident_char(c) || c == '.' ||
+        ((c == '+' || c == '-') && std::strchr("eEpP", src[i - 1]) != nullptr)) {
       ++i;
     } else if (c == '\'' && i + 1 < n && is_ident_char(src[i + 1])) {
       i += 2;
