@@ -45,7 +45,7 @@ format_check() {
   local bad=() f
   while IFS= read -r f; do
     "$CLANG_FORMAT" --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-  done < <(git ls-files 'src/*.cpp' 'src/*.hpp' 'include/*.hpp' 'tests/*.cpp' 'tests/*.hpp')
+  done < <(git ls-files 'src/*.cpp' 'src/*.hpp' 'src/*.cu' 'include/*.hpp' 'tests/*.cpp' 'tests/*.hpp')
   if ((${#bad[@]})); then
     echo "lint: ${#bad[@]} file(s) not formatted as .clang-format says (clang-format -i FILE):"
     printf '  %s\n' "${bad[@]}"
