@@ -19,9 +19,9 @@
 #include "compile/compile_internal.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
+#include "kharness/harness_kernels_text.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/numeric.hpp"
-#include "kharness/harness_kernels_text.hpp"
 #include "kharness/probability_rows_core_text.hpp"
 #include "verify/index_inputs.hpp"
 
