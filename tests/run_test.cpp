@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "http_server.hpp"
+#include "kharness/archive.hpp"
 #include "kharness/text.hpp"
+#include "kharness/verdict.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -38,6 +40,43 @@ std::string everything_under(const std::filesystem::path& dir) {
     if (e.is_regular_file()) all += read_file(e.path().string()) + "\n" + e.path().string() + "\n";
   }
   return all;
+}
+
+// A run's candidates are archived as every other command's are, from the pipeline's record of
+// their evaluation: sources, compile summary and log, PTX and cubin, with the prompt and answer
+// added.
+TEST(Run, ArchivesEachCandidateWithItsCompiledArtifacts) {
+  TempDir tmp;
+  auto r = kharness(archive_arg(tmp) +
+                    "run --operator rmsnorm_h4096 --budget 2 --provider replay --responses '" +
+                    replay_dir() + "' --compile-only --arch sm_90a --seed 1 --run-dir '" +
+                    (tmp.path() / "run").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  archive::Archive store(tmp.path() / "archive");
+  const std::vector<archive::CandidateSummary> stored = store.candidates();
+  ASSERT_EQ(stored.size(), 3u);
+  for (const archive::CandidateSummary& s : stored) {
+    const archive::CandidateRecord c = store.load(s.id).record;
+    SCOPED_TRACE(c.name);
+    EXPECT_FALSE(c.ptx.empty());
+    EXPECT_NE(c.ptx.find(".entry"), std::string::npos);
+    EXPECT_FALSE(c.cubin.empty());
+    EXPECT_EQ(c.cubin.substr(0, 4), std::string("\x7f"
+                                                "ELF"));
+    EXPECT_TRUE(c.compile.is_object());
+    EXPECT_FALSE(c.sources.empty());
+    ASSERT_TRUE(c.verdict.has_value());
+    if (c.name != "c0000") {
+      EXPECT_FALSE(c.prompt.empty());
+      EXPECT_FALSE(c.response.empty());
+    }
+  }
+  // The files are there too, as `show` reads them.
+  const std::filesystem::path folder = tmp.path() / "archive";
+  int ptx_files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(folder))
+    ptx_files += e.path().filename() == "kernel.ptx" ? 1 : 0;
+  EXPECT_EQ(ptx_files, 3);
 }
 
 TEST(Run, ReplayCompileOnlyEndToEnd) {

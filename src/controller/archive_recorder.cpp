@@ -27,11 +27,14 @@ Verdict as_evaluated(Verdict v) {
 archive::CandidateRecord to_archive_record(const CandidateRecord& c,
                                            const std::string& operator_name,
                                            const std::string& parent_archive_id) {
-  archive::CandidateRecord a;
+  // The pipeline's record of the evaluation (sources, plan, compile log, PTX, cubin) where there
+  // was one; the candidate's own fields below replace what the run knows better.
+  archive::CandidateRecord a = c.evaluated ? *c.evaluated : archive::CandidateRecord{};
   a.name = c.id;
   a.operator_name = operator_name;
   a.origin = c.provider.empty() ? "model" : c.provider;
-  if (!c.source.empty()) {
+  a.verdict.reset();
+  if (!c.evaluated && !c.source.empty()) {
     try {
       Solution s = parse_single_file_solution(c.source, "solution.cu");
       a.sources = s.sources;

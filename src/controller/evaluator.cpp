@@ -39,6 +39,7 @@ Evaluated StageEvaluator::evaluate(const EvaluationRequest& request) {
   out.verdict = std::move(e.verdict);
   out.cache_key = std::move(e.cache_key);
   out.cached_from = std::move(e.cached_from);
+  out.record = std::move(e.record);
   // A verdict from the cache is archived as the run's recorder archives it (its score over the
   // operator's baseline, estimated through the incumbent): the verdict as evaluated again.
   if (!out.cached_from.empty()) out.verdict = as_evaluated(std::move(out.verdict));

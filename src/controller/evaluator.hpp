@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kharness/archive.hpp"
 #include "kharness/bench.hpp"
 #include "kharness/device.hpp"
 #include "kharness/verdict.hpp"
@@ -53,6 +55,10 @@ struct Evaluated {
   Verdict verdict;
   std::string cache_key;    // "" when not keyed
   std::string cached_from;  // the archived candidate whose verdict this is; "" when evaluated
+  // The pipeline's archive record of the evaluation (sources, compile log, PTX, cubin, verdict):
+  // the run's recorder archives it with the candidate's prompt and answer. Null: none (a fake
+  // evaluator, a malformed candidate).
+  std::shared_ptr<const archive::CandidateRecord> record;
 };
 
 class Evaluator {

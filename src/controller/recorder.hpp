@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "controller/outcome.hpp"
+#include "kharness/archive.hpp"
 #include "llm/provider.hpp"
 
 namespace kharness::controller {
@@ -48,6 +50,11 @@ struct CandidateRecord {
   std::string diagnosis;        // for the best kernels: the profile stage's diagnosis of it
   nlohmann::json verdict;       // the last verdict (null when nothing ran)
   nlohmann::json best_verdict;  // for a promoted one: the verdict as the prompt shows it
+  // The pipeline's archive record of the evaluation whose verdict this record keeps (compile log,
+  // PTX, cubin included): what the archive keeps of the candidate, with the fields above added.
+  // In memory only: the run folder does not keep it (the archive does), and --resume does not
+  // read it back.
+  std::shared_ptr<const archive::CandidateRecord> evaluated;
 };
 
 nlohmann::json to_json(const CandidateRecord& r);  // without the large texts

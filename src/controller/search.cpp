@@ -96,6 +96,7 @@ struct Search::Impl {
   // The verdict cache's key of one evaluation, and the archived candidate that answered it.
   struct CacheNote {
     std::string key, cached_from;
+    std::shared_ptr<const archive::CandidateRecord> record;  // the pipeline's archive record
   };
   struct Kernel {
     std::string id;
@@ -181,7 +182,7 @@ struct Search::Impl {
     req.gpu = gpu ? gpu : first_gpu();
     req.seed = options.seed + 7919 * counter;
     Evaluated e = evaluator.evaluate(req);
-    if (cache) *cache = {e.cache_key, e.cached_from};
+    if (cache) *cache = {e.cache_key, e.cached_from, std::move(e.record)};
     return std::move(e.verdict);
   }
 
@@ -263,6 +264,7 @@ struct Search::Impl {
     r.gpu_seconds = seconds_since(t);
     r.cache_key = cache.key;
     r.cached_from = cache.cached_from;
+    r.evaluated = cache.record;
     r.stage = options.compile_only ? "compile" : "full";
     r.workloads_evaluated = options.compile_only ? 0 : static_cast<int>(v.workloads.size());
     r.verdict = to_json(v);
@@ -288,6 +290,7 @@ struct Search::Impl {
     add_elite(best);
     r.diagnosis = profile_diagnosis = diagnose(best.file);  // the best kernel's, as for promotions
     recorder.record(r);
+    r.evaluated.reset();  // archived: the run's records keep no PTX or cubin in memory
     remember(r, &v);
     records.push_back(r);
   }
@@ -490,6 +493,7 @@ struct Search::Impl {
   static void note_cache(CandidateRecord& r, const CacheNote& cache) {
     r.cache_key = cache.key;
     r.cached_from = cache.cached_from;
+    r.evaluated = cache.record;
   }
 
   // What the evaluations say, in candidate order: the record's status, the cascade's decision,
@@ -740,6 +744,7 @@ struct Search::Impl {
         }
         promoted_now = promoted_now || r.promoted;
         recorder.record(r);
+        r.evaluated.reset();  // archived: the run's records keep no PTX or cubin in memory
         remember(r, last ? &*last : nullptr);
         records.push_back(r);
         ++candidates;

@@ -151,17 +151,17 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
         result.verdict.source = path;
         record_holdout(request, op_name, result.verdict);
         result.cached_from = stored->summary.id;
-        if (!options_.archive) return result;
-        archive::CandidateRecord record = stored->record;
-        record.origin = path;
-        record.cached_from = stored->summary.id;
-        record.parent_id.clear();
-        record.step = -1;
-        record.prompt.clear();
-        record.response.clear();
-        record.usage = nullptr;
-        record.extra = extra;
-        result.candidate_id = archive(record);
+        auto record = std::make_shared<archive::CandidateRecord>(std::move(stored->record));
+        record->origin = path;
+        record->cached_from = stored->summary.id;
+        record->parent_id.clear();
+        record->step = -1;
+        record->prompt.clear();
+        record->response.clear();
+        record->usage = nullptr;
+        record->extra = extra;
+        if (options_.archive) result.candidate_id = archive(*record);
+        result.record = std::move(record);
         return result;
       }
     }
@@ -200,24 +200,23 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
     return bad_input(std::move(result), path, op_name, e, extra);  // e.g. a workload's inputs
   }
   record_holdout(request, op_name, result.verdict);
-  if (archive_ && options_.archive) {
-    archive::CandidateRecord record;
-    const Verdict& verdict = result.verdict;
-    record.name = verdict.solution;
-    record.operator_name = verdict.definition;
-    record.origin = path;
-    record.verdict = verdict;
-    record.cache_key = key;
-    record.compile = verdict.compile.empty() ? nlohmann::json() : verdict.compile;
-    record.sources = loaded->candidate.sources;
-    record.entry = loaded->candidate.entry;
-    record.plan = loaded->candidate.plan.raw;
-    record.compile_log = loaded->candidate_compiled.log;
-    record.ptx = loaded->candidate_compiled.ptx;
-    record.cubin = loaded->candidate_compiled.cubin;
-    record.extra = extra;
-    result.candidate_id = archive(record);
-  }
+  auto record = std::make_shared<archive::CandidateRecord>();
+  const Verdict& verdict = result.verdict;
+  record->name = verdict.solution;
+  record->operator_name = verdict.definition;
+  record->origin = path;
+  record->verdict = verdict;
+  record->cache_key = key;
+  record->compile = verdict.compile.empty() ? nlohmann::json() : verdict.compile;
+  record->sources = loaded->candidate.sources;
+  record->entry = loaded->candidate.entry;
+  record->plan = loaded->candidate.plan.raw;
+  record->compile_log = loaded->candidate_compiled.log;
+  record->ptx = loaded->candidate_compiled.ptx;
+  record->cubin = loaded->candidate_compiled.cubin;
+  record->extra = extra;
+  if (archive_ && options_.archive) result.candidate_id = archive(*record);
+  result.record = std::move(record);
   spdlog::debug("{}: loaded {}x, compiled {}x{}", path, result.loads, result.compiles,
                 loaded->candidate_compiled.cache_hit ? " (compile cache hit)" : "");
   return result;

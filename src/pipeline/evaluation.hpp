@@ -49,8 +49,8 @@ struct EvaluationOptions {
   std::vector<std::string> solutions;                  // for the run record
   nlohmann::json run_info = nlohmann::json::object();  // added to the run record
   // false: the verdict cache is read but nothing is archived and no archive run is begun: the
-  // caller archives the verdict itself with Evaluation::cache_key (the controller's recorder,
-  // whose record of a candidate holds its prompt and answer too).
+  // caller archives Evaluation::record itself (the controller's recorder, whose record of a
+  // candidate holds its prompt and answer too).
   bool archive = true;
 };
 
@@ -74,6 +74,12 @@ struct Evaluation {
   std::string candidate_id;  // "" when not archived
   std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
   std::string cache_key;     // the verdict cache's key of this evaluation; "" when not keyed
+  // The archive's record of this evaluation, as the pipeline builds it for every command:
+  // sources, plan, compile summary and log, PTX, cubin, verdict, cache key (a verdict-cache hit:
+  // the stored candidate's artifacts). Null for a malformed solution. Under options.archive the
+  // pipeline archives it; otherwise the caller does, with what it adds (the controller: prompt,
+  // answer, usage, parent and step).
+  std::shared_ptr<const archive::CandidateRecord> record;
   // A malformed solution (bad input, exit 2 for a lone `check`): the verdict is REJECTED
   // "bad_input" with the error's message, and `error` holds the error for a caller that stops.
   bool bad_input = false;
