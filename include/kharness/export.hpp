@@ -19,12 +19,8 @@
 
 namespace kharness::exchange {
 
-// The generated launcher's file in the exported sources, and the marker its first line carries.
-// The second line names the kernel source kharness compiles: "// kharness-entry: PATH".
-inline constexpr const char* kFibLauncherFile = "kharness_fib_launcher.cu";
-inline constexpr const char* kFibLauncherMarker =
-    "// kharness: generated FlashInfer-Bench host launcher";
-inline constexpr const char* kFibEntryPrefix = "// kharness-entry: ";
+// The launcher's file name and markers (kFibLauncherFile, ...) are solution.hpp's: the loader
+// recognises an exported solution by them.
 
 struct FibExportOptions {
   std::string name;    // the Solution's name; empty: the solution's

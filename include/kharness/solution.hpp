@@ -89,3 +89,15 @@ std::pair<nlohmann::json, int> extract_plan_comment(const std::string& text,
                                                     const std::string& file_name);
 
 }  // namespace kharness
+
+// What `export --fib` (kharness/export.hpp) writes and the loader reads back: the generated host
+// launcher's file in the exported sources, and the marker its first line carries; the second line
+// names the kernel source kharness compiles: "// kharness-entry: PATH". The loader leaves that
+// file out (a solution never runs host code under kharness), so they live here, with the loader.
+namespace kharness::exchange {
+inline constexpr const char* kFibLauncherFile = "kharness_fib_launcher.cu";
+inline constexpr const char* kFibLauncherMarker =
+    "// kharness: generated FlashInfer-Bench host launcher";
+inline constexpr const char* kFibEntryPrefix = "// kharness-entry: ";
+}  // namespace kharness::exchange
+

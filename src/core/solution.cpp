@@ -12,7 +12,6 @@
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
-#include "kharness/export.hpp"
 #include "kharness/family_source.hpp"
 #include "kharness/file.hpp"
 #include "kharness/text.hpp"
