@@ -100,4 +100,3 @@ inline constexpr const char* kFibLauncherMarker =
     "// kharness: generated FlashInfer-Bench host launcher";
 inline constexpr const char* kFibEntryPrefix = "// kharness-entry: ";
 }  // namespace kharness::exchange
-

@@ -277,17 +277,6 @@ class WorkloadBench {
   }
 
  private:
-  // Rounds between two harvests (reads of the check records and of CUPTI's): a random length per
-  // batch, so a kernel cannot time the harness's reads, in [kMinBatch, hi] where hi is
-  // kFirstMaxBatch until a round's duration is known, then as many rounds as take about
-  // kBatchSeconds (at most kMaxBatch): a harvest costs milliseconds of host waits and CUPTI
-  // flushing (measured on an H200: ~5.7 ms a harvest for a 2.5 us kernel, more than its 10
-  // rounds), so fast kernels get long batches and slow ones short (little overshoot past the
-  // stopping criterion).
-  static constexpr std::size_t kMinBatch = 4;
-  static constexpr std::size_t kFirstMaxBatch = 16;
-  static constexpr std::size_t kMaxBatch = 48;
-  static constexpr double kBatchSeconds = 0.03;
   static constexpr double kClockReadSeconds = 0.1;
 
   // As many input sets as asked for, fewer only when device memory cannot hold them (the report
@@ -498,12 +487,7 @@ class WorkloadBench {
 
   void next_batch() {
     batch_fill_ = 0;
-    std::size_t hi = kFirstMaxBatch;
-    if (round_seconds_ > 0) {
-      hi = std::clamp(static_cast<std::size_t>(kBatchSeconds / round_seconds_), kMinBatch,
-                      kMaxBatch);
-    }
-    batch_length_ = kMinBatch + static_cast<std::size_t>(rng_() % (hi - kMinBatch + 1));
+    batch_length_ = batch_length(round_seconds_, rng_());
   }
 
   void harvest(CUstream s) {
@@ -804,6 +788,16 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
       "distribution test; guard zones checked after every batch; a latency below the physical "
       "lower bound is suspect"};
   verdict.score = score;
+}
+
+std::size_t batch_length(double round_seconds, std::uint64_t random) {
+  std::size_t hi = kFirstMaxBatch;
+  if (round_seconds > 0) {
+    const double fit = kBatchSeconds / round_seconds;
+    hi = fit >= static_cast<double>(kMaxBatch) ? kMaxBatch
+                                               : std::max(kMinBatch, static_cast<std::size_t>(fit));
+  }
+  return kMinBatch + static_cast<std::size_t>(random % (hi - kMinBatch + 1));
 }
 
 int warmup_rounds(int max_rounds, double budget_seconds, double first_round_seconds) {

@@ -20,6 +20,7 @@
 #include "verify/compare.hpp"
 #include "verify/harness_kernels.hpp"
 #include "verify/index_inputs.hpp"
+#include "verify/precedence.hpp"
 #include "verify/safetensors.hpp"
 #include "verify/sampling_compare.hpp"
 
@@ -232,14 +233,8 @@ class Evaluator {
       if (sink.started) sink.started(w.uuid);
       WorkloadVerdict wv = run_workload(w, workload_index(w));
       if (sink.finished) sink.finished(wv);
-      bool stop = fatal_;
-      if (wv.status != Status::kPassed && v.status == Status::kPassed) {
-        v.status = wv.status;
-        v.failure = wv.failure;
-        if (v.failure) v.failure->evidence["workload"] = w.uuid;
-      }
-      v.workloads.push_back(std::move(wv));
-      if (stop) break;  // the context is unusable: nothing more can run in this process
+      // A lost context (fatal_) ends the verdict: nothing more can run in this process.
+      if (add_workload(v, std::move(wv), fatal_)) break;
     }
     v.seconds = seconds_since(start);
     v.phases = phases_.seconds();
@@ -261,36 +256,21 @@ class Evaluator {
     // Sampling: the workload's trials together draw on sampling_launches(rows) input sets (the
     // trials' own, then more in each trial), all judged as one sample at its end.
     SamplingDraws draws;
-    std::uint64_t sets_left = 0;
-    if (sampling_) {
-      sets_left = sampling_launches(element_count(def_.outputs.at(0), w.bindings(def_)));
-    }
+    SamplingBudget budget(
+        sampling_ ? sampling_launches(element_count(def_.outputs.at(0), w.bindings(def_))) : 0,
+        options_.trials);
     for (int t = 0; t < options_.trials; ++t) {
-      const int trials_left = options_.trials - t;
-      const std::uint64_t sets =
-          sampling_ ? std::max<std::uint64_t>(1, (sets_left + trials_left - 1) / trials_left) : 1;
-      sets_left -= std::min(sets_left, sets);
+      const std::uint64_t sets = sampling_ ? budget.next_trial() : 1;
       TrialResult trial =
           run_trial(w, trial_seed(options_.seed, index, t), t == 0 && options_.determinism,
                     sampling_ ? &draws : nullptr, sets);
-      bool failed = trial.status != Status::kPassed;
-      if (failed && wv.status == Status::kPassed) {
-        wv.status = trial.status;
-        wv.failure = trial.failure;
-        if (wv.failure) wv.failure->evidence["seed"] = trial.seed;
-      }
-      wv.trials.push_back(std::move(trial));
-      if (failed) break;  // one failing trial decides the workload
+      if (add_trial(wv, std::move(trial))) break;  // one failing trial decides the workload
     }
     if (sampling_ && wv.status == Status::kPassed) {
       const auto t0 = std::chrono::steady_clock::now();
       const SamplingJudgement j = draws.judge();
       phases_.add("sampling_test", t0);
-      if (auto f = sampling_failure(def_.outputs.at(0).name, j)) {
-        wv.status = status_of_kind(f->kind);
-        wv.failure = std::move(f);
-        wv.failure->evidence["trials"] = wv.trials.size();
-      }
+      if (auto f = sampling_failure(def_.outputs.at(0).name, j)) add_sampling_failure(wv, *f);
     }
     return wv;
   }
