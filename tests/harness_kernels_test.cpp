@@ -172,6 +172,27 @@ TEST(HarnessKernels, ValidatesGenerators) {
 // The record of a device comparison (compare_sealed): what the host writes for a record under a
 // key, open_compare_record reads back field for field; a byte changed anywhere, or another key,
 // and it does not open. (The GPU test holds the device's records to the same encoding.)
+// A point reference's failure names the element of the whole output, not of the gathered rows:
+// rows {7, 2, 40} of a 16-element row, gathered element 20 is row 2 (the second drawn), column 4.
+TEST(HarnessKernels, PointReferenceIndicesArePlacedInTheWholeOutput) {
+  const std::vector<std::uint32_t> picked = {7, 2, 40};
+  EXPECT_EQ(verify::place_in_rows(0, picked, 16), 7u * 16);
+  EXPECT_EQ(verify::place_in_rows(20, picked, 16), 2u * 16 + 4);
+  EXPECT_EQ(verify::place_in_rows(47, picked, 16), 40u * 16 + 15);
+  EXPECT_EQ(verify::place_in_rows(48, picked, 16), 48u);  // beyond the gathered rows: as it is
+  EXPECT_EQ(verify::place_in_rows(verify::CheckRecord::npos, picked, 16),
+            verify::CheckRecord::npos);
+  verify::CheckRecord r;
+  r.first_index = 20;
+  r.first_mismatch = 20;
+  r.first_unwritten = 33;
+  verify::place_point_record(r, picked, 16);
+  EXPECT_EQ(r.first_index, 36u);
+  EXPECT_EQ(r.first_mismatch, 36u);
+  EXPECT_EQ(r.first_unwritten, 40u * 16 + 1);
+  EXPECT_EQ(r.first_nonfinite, verify::CheckRecord::npos);  // none: still none
+}
+
 TEST(HarnessKernels, CompareRecordsOpenOnlyUntouchedAndUnderTheirKey) {
   verify::CompareRecord r;
   r.totals.elements = 1000003;

@@ -1159,6 +1159,10 @@ struct TimedOutputs::Impl {
     std::uint64_t iteration = 0;
     int set = 0;
     std::map<std::string, std::size_t> before, after;  // `before` empty: known[set]
+    // The point reference: the rows drawn, and per output the elements of one row, so that a
+    // failing element of the gathered rows is reported at its place in the whole output.
+    std::vector<std::uint32_t> picked;
+    std::vector<std::uint64_t> row_elements;
   };
   std::vector<Pending> pending;
   std::vector<std::string> fixed_inputs;  // inputs read from files: the same every iteration
@@ -1376,6 +1380,7 @@ void TimedOutputs::enqueue_check(int set, std::uint64_t iteration, const Iterati
       ev.kernels_.gather_rows(out.data(), m.got_rows[t].ptr(), row, picked, stream);
       got = m.got_rows[t].ptr();
       bytes = row * picked.size();
+      p.row_elements.push_back(row / dtype_size(spec.dtype));
     }
     ev.kernels_.seal(m.truth[t].ptr(), m.sealed[t].ptr(), bytes, m.key, Impl::stream_id(set, t),
                      stream);
@@ -1387,6 +1392,7 @@ void TimedOutputs::enqueue_check(int set, std::uint64_t iteration, const Iterati
                              iteration, t, record, stream);
   }
   if (m.point) m.rows_checked += picked.size();
+  p.picked = picked;
   m.pending.push_back(std::move(p));
 }
 
@@ -1501,6 +1507,7 @@ std::optional<Failure> TimedOutputs::collect(CUstream stream) {
                           {{"iteration", p.iteration}, {"input_set", p.set}}};
         break;
       }
+      if (m.point) place_point_record(*r, p.picked, p.row_elements.at(t));
       if (auto f = record_failure(*r, ev.def_.outputs[t], ev.tolerance_)) {
         failure = stale(*f, p.iteration, p.set);
         if (m.point) {

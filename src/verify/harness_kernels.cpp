@@ -299,6 +299,22 @@ std::array<std::uint32_t, 4> seal_keystream(std::uint64_t chunk, std::uint64_t s
   return {x[q], x[q + 1], x[q + 2], x[q + 3]};
 }
 
+std::uint64_t place_in_rows(std::uint64_t gathered, const std::vector<std::uint32_t>& picked,
+                            std::uint64_t row_elements) {
+  if (gathered == CheckRecord::npos || row_elements == 0) return gathered;
+  const std::uint64_t row = gathered / row_elements;
+  if (row >= picked.size()) return gathered;  // not a gathered element: left as it is
+  return static_cast<std::uint64_t>(picked[row]) * row_elements + gathered % row_elements;
+}
+
+void place_point_record(CheckRecord& record, const std::vector<std::uint32_t>& picked,
+                        std::uint64_t row_elements) {
+  for (std::uint64_t* index : {&record.first_index, &record.first_unwritten,
+                               &record.first_nonfinite, &record.first_mismatch}) {
+    *index = place_in_rows(*index, picked, row_elements);
+  }
+}
+
 const std::string& HarnessKernels::source() {
   static const std::string text = kHarnessKernelsText;
   return text;

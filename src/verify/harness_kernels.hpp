@@ -83,6 +83,15 @@ struct CheckRecord {
 };
 inline constexpr std::size_t kCheckRecordBytes = 128;
 
+// A point reference compares only the rows drawn for an iteration, gathered one after another:
+// element `gathered` of that comparison is element place_in_rows(...) of the whole output (row
+// picked[gathered / row_elements], the same column). place_point_record moves a record's indices
+// (first failing element, first unwritten, non-finite, mismatch) to their places in the output.
+std::uint64_t place_in_rows(std::uint64_t gathered, const std::vector<std::uint32_t>& picked,
+                            std::uint64_t row_elements);
+void place_point_record(CheckRecord& record, const std::vector<std::uint32_t>& picked,
+                        std::uint64_t row_elements);
+
 // One comparison of a correctness trial's output on the device (compare_sealed), as read back and
 // authenticated: the totals compare_output reduces the same two tensors to (verify/compare.hpp),
 // bit for bit, the number of elements whose bits differ (the determinism rerun's bitwise test),
