@@ -21,7 +21,8 @@
 
 #include "kharness/subprocess.hpp"
 #include "kharness/verify.hpp"
-#include "verify/worker_protocol.hpp"
+#include "pipeline/worker_client.hpp"
+#include "worker/channel.hpp"
 
 namespace kharness {
 namespace {
@@ -201,7 +202,7 @@ TEST(Watchdog, AWorkerWritesOneHangLineAndExitsWithItsStatus) {
     ::dup2(out[1], 1);
     ::close(out[0]);
     ::close(out[1]);
-    verify::ProtocolStream protocol;
+    worker::ProtocolStream protocol;
     protocol.emit({{"event", "started"}, {"workload", "w1"}});
     auto watchdog = protocol.watch_launches(0.2);
     device::ActivityPhase phase("candidate");
@@ -244,7 +245,7 @@ TEST(Watchdog, NoLimitIsNoWatchdog) {
     ::dup2(out[1], 1);
     ::close(out[0]);
     ::close(out[1]);
-    verify::ProtocolStream protocol;
+    worker::ProtocolStream protocol;
     const bool none_started = protocol.watch_launches(0) == nullptr &&
                               protocol.watch_launches(std::nan("")) == nullptr &&
                               protocol.watch_launches(-1) == nullptr;
@@ -292,7 +293,7 @@ json passed_workload(const std::string& uuid) {
 }
 
 TEST(WorkerVerdict, AHangLineIsTimeoutWithTheWatchdogsEvidence) {
-  const Verdict v = verify::verdict_from_worker(
+  const Verdict v = pipeline::verdict_from_worker(
       request(), Verdict{},
       worker_run({{{"event", "started"}, {"workload", "w1"}}, hang_line()}, device::kHangExitCode));
   EXPECT_EQ(v.status, Status::kTimeout);
@@ -318,12 +319,12 @@ TEST(WorkerVerdict, AHangLineIsTimeoutWithTheWatchdogsEvidence) {
 
 TEST(WorkerVerdict, AHangAfterPassedWorkloadsKeepsThem) {
   const Verdict v =
-      verify::verdict_from_worker(request(), Verdict{},
-                                  worker_run({{{"event", "started"}, {"workload", "w1"}},
-                                              passed_workload("w1"),
-                                              {{"event", "started"}, {"workload", "w2"}},
-                                              hang_line()},
-                                             device::kHangExitCode));
+      pipeline::verdict_from_worker(request(), Verdict{},
+                                    worker_run({{{"event", "started"}, {"workload", "w1"}},
+                                                passed_workload("w1"),
+                                                {{"event", "started"}, {"workload", "w2"}},
+                                                hang_line()},
+                                               device::kHangExitCode));
   EXPECT_EQ(v.status, Status::kTimeout);
   ASSERT_EQ(v.workloads.size(), 2u);
   EXPECT_EQ(v.workloads[0].status, Status::kPassed);
@@ -334,7 +335,7 @@ TEST(WorkerVerdict, AHangAfterPassedWorkloadsKeepsThem) {
 TEST(WorkerVerdict, AHangInTimingHasNoWorkloadInFlight) {
   json hang = hang_line();
   hang["label"] = "timing: launch 0 (kernel rmsnorm_kernel)";
-  const Verdict v = verify::verdict_from_worker(
+  const Verdict v = pipeline::verdict_from_worker(
       request(), Verdict{},
       worker_run({{{"event", "started"}, {"workload", "w1"}}, passed_workload("w1"), hang},
                  device::kHangExitCode));
@@ -348,28 +349,28 @@ TEST(WorkerVerdict, AHangInTimingHasNoWorkloadInFlight) {
 TEST(WorkerVerdict, TheWholeWorkerLimitAndCrashesAreAsBefore) {
   SubprocessResult slow = worker_run({{{"event", "started"}, {"workload", "w1"}}}, -1);
   slow.timed_out = true;
-  Verdict v = verify::verdict_from_worker(request(), Verdict{}, slow);
+  Verdict v = pipeline::verdict_from_worker(request(), Verdict{}, slow);
   EXPECT_EQ(v.status, Status::kTimeout);
   EXPECT_EQ(v.failure->message, "no verdict within 300 s (workload w1 was running)");
   EXPECT_FALSE(v.failure->evidence.contains("watchdog"));
 
   SubprocessResult crash = worker_run({{{"event", "started"}, {"workload", "w1"}}}, -1);
   crash.signal = 11;
-  v = verify::verdict_from_worker(request(), Verdict{}, crash);
+  v = pipeline::verdict_from_worker(request(), Verdict{}, crash);
   EXPECT_EQ(v.status, Status::kRuntimeError);
   EXPECT_EQ(v.failure->kind, "worker_crashed");
 
   // A hang line wins over the outer limit when both happened (the process took long to end).
   SubprocessResult both = worker_run({hang_line()}, -1);
   both.timed_out = true;
-  v = verify::verdict_from_worker(request(), Verdict{}, both);
+  v = pipeline::verdict_from_worker(request(), Verdict{}, both);
   EXPECT_EQ(v.failure->evidence["watchdog"], true);
 }
 
 TEST(WorkerVerdict, AFinalVerdictIsTakenAsItIs) {
   Verdict passed;
   passed.solution = "good";
-  const Verdict v = verify::verdict_from_worker(
+  const Verdict v = pipeline::verdict_from_worker(
       request(), Verdict{},
       worker_run({passed_workload("w1"), {{"event", "verdict"}, {"verdict", to_json(passed)}}}, 0));
   EXPECT_EQ(v.status, Status::kPassed);

@@ -62,12 +62,4 @@ struct CheckRequest {
   std::optional<GpuInfo> gpu;
 };
 
-// Never throws for a misbehaving candidate. Throws Error for bad input (exit 2), no GPU (exit 3)
-// and an internal failure such as a failing reference (exit 4).
-Verdict check_solution(const CheckRequest& request);
-
-// The hidden worker mode: reads one request from stdin, streams JSON lines to stdout. Returns the
-// process exit code.
-int worker_main();
-
 }  // namespace kharness

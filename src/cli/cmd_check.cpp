@@ -33,6 +33,7 @@
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
 #include "pipeline/evaluation.hpp"
+#include "pipeline/worker.hpp"
 
 namespace kharness::cli {
 namespace {
@@ -713,7 +714,7 @@ Runner setup_validate(CLI::App& app) { return setup_mode(app, "validate"); }
 Runner setup_score(CLI::App& app) { return setup_mode(app, "score"); }
 
 Runner setup_worker(CLI::App&) {
-  return [](const GlobalOptions&) { return static_cast<ExitCode>(worker_main()); };
+  return [](const GlobalOptions&) { return static_cast<ExitCode>(pipeline::worker_main()); };
 }
 
 }  // namespace kharness::cli

@@ -15,8 +15,9 @@
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
 #include "kharness/version.hpp"
+#include "pipeline/request.hpp"
+#include "pipeline/worker_client.hpp"
 #include "verify/load.hpp"
-#include "verify/request.hpp"
 
 namespace kharness::pipeline {
 
@@ -173,16 +174,16 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   // without a request when the candidate does not compile), and the environment and the GPU's
   // clocks are read alongside.
   try {
-    verify::Prepared prepared;
+    Prepared prepared;
     const bool gpu_work = request.mode != Mode::kCompile;
-    if (gpu_work && gpu_available()) prepared.worker = verify::start_worker(request);
+    if (gpu_work && gpu_available()) prepared.worker = start_worker(request);
     const auto compile_start = std::chrono::steady_clock::now();
-    verify::compile(*loaded, verify::compile_options(request), [&] {
+    verify::compile(*loaded, compile_options(request), [&] {
       if (archive_ && !options_.use_cache) key = cache_key(request, *loaded);
       if (!gpu_work) return;
       prepared.environment = environment();
       if (prepared.environment->gpu_ready())
-        prepared.gpu = verify::evaluation_gpu(request, *prepared.environment);
+        prepared.gpu = evaluation_gpu(request, *prepared.environment);
     });
     const double compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
@@ -192,7 +193,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
                   prepared.worker ? "; the worker started before it" : "");
     result.cache_key = key;
     if (!loaded->candidate_compiled.cache_hit) ++result.compiles;
-    result.verdict = verify::check_loaded(request, *loaded, std::move(prepared));
+    result.verdict = check_loaded(request, *loaded, std::move(prepared));
     result.verdict.phases["parent_compile"] = compile_seconds;
   } catch (const Error& e) {
     if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness failure
@@ -412,7 +413,7 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
 }
 
 // Probed once per Evaluator: the cache keys and the verdicts' environment read this one probe,
-// and each evaluation reads only its own GPU's clocks again (verify::evaluation_gpu). The driver
+// and each evaluation reads only its own GPU's clocks again (evaluation_gpu). The driver
 // (cuInit) loads once per process whoever probes first.
 EnvironmentReport Evaluator::environment() {
   std::lock_guard<std::mutex> lock(mutex_);

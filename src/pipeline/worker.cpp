@@ -1,7 +1,7 @@
 // The evaluation worker (`kharness __worker`): one solution verified and then timed in a process
-// of its own, on the GPU the parent chose (verify/check.cpp spawns it and reads its protocol
-// lines). Verification (verify/) and timing (bench/) are two stages this module runs in order, so
-// neither stage depends on the other.
+// of its own, on the GPU the parent chose (pipeline/worker_client.cpp spawns it and reads its
+// protocol lines). Verification (verify/) and timing (bench/) are two stages this module runs in
+// order, so neither stage depends on the other.
 //
 // The parent starts the worker before it compiles and sends the request once the compile is done,
 // so the worker's start-up overlaps the compile: the GPU set-up (driver, context) begins before
@@ -12,6 +12,8 @@
 // worker_ready_wait (what of the set-up the load did not hide, the lock's wait and a context made
 // late included), worker_teardown and worker_run
 // (from the request to the verdict line).
+#include "pipeline/worker.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -31,10 +33,10 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/verify.hpp"
-#include "verify/request.hpp"
-#include "verify/worker_protocol.hpp"
+#include "pipeline/request.hpp"
+#include "worker/channel.hpp"
 
-namespace kharness {
+namespace kharness::pipeline {
 
 using nlohmann::json;
 
@@ -47,7 +49,7 @@ double since(Clock::time_point t) {
 }
 
 // The per-GPU lock (device/gpu_lock.hpp) in `mode`, on this process's device 0, in the folder the
-// parent named (KHARNESS_LOCK_DIR: verify/worker_protocol.hpp). Adds its wait to `waited`.
+// parent named (KHARNESS_LOCK_DIR: worker/channel.hpp). Adds its wait to `waited`.
 std::unique_ptr<device::GpuLock> take_gpu_lock(device::GpuLock::Mode mode, double& waited) {
   auto lock =
       std::make_unique<device::GpuLock>(device::gpu_lock_dir(), device::gpu_lock_key(), mode);
@@ -113,17 +115,17 @@ class GpuSetup {
 
 int worker_main() {
   std::unique_ptr<GpuSetup> setup;  // begun before the request is read
-  auto work = [&](const json& j, verify::ProtocolStream& protocol) {
+  auto work = [&](const json& j, worker::ProtocolStream& protocol) {
     const Clock::time_point request_time = Clock::now();
     auto emit = [&](const json& line) { protocol.emit(line); };
-    CheckRequest request = verify::request_from_json(j);
+    CheckRequest request = request_from_json(j);
     // A launch that does not finish ends this process in seconds, with a `hang` line.
     std::unique_ptr<device::Watchdog> watchdog =
         protocol.watch_launches(request.launch_timeout_seconds);
     auto t0 = Clock::now();
     // The candidate and the reference: compile cache hits of the parent's compile, while the GPU
     // set-up goes on.
-    verify::Loaded loaded = verify::load_request(request);
+    verify::Loaded loaded = load_request(request);
     if (!loaded.candidate_compiled.ok())
       throw Error(ExitCode::kInternal, "worker", "the candidate does not compile");
     auto t1 = Clock::now();
@@ -175,9 +177,8 @@ int worker_main() {
         baseline->name = "cublaslt";
       } else if (bench_options.baseline && baseline_path) {
         baseline = std::make_unique<Solution>(load_solution(*baseline_path));
-        baseline_compiled = std::make_unique<CompileResult>(
-            compile_solution(*baseline, &loaded.op.definition, &loaded.op.workloads,
-                             verify::compile_options(request)));
+        baseline_compiled = std::make_unique<CompileResult>(compile_solution(
+            *baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
         if (!baseline_compiled->ok()) {
           throw Error(chosen.empty() ? ExitCode::kInternal : ExitCode::kUsage,
                       baseline_path->string(), "the baseline does not compile");
@@ -219,7 +220,7 @@ int worker_main() {
     }
     protocol.emit_and_exit({{"event", "verdict"}, {"verdict", to_json(v)}}, 0);
   };
-  return verify::serve_worker("worker", work, [&] { setup = std::make_unique<GpuSetup>(); });
+  return worker::serve_worker("worker", work, [&] { setup = std::make_unique<GpuSetup>(); });
 }
 
-}  // namespace kharness
+}  // namespace kharness::pipeline

@@ -32,7 +32,7 @@
 #include "verify/evaluate.hpp"
 #include "verify/harness_kernels.hpp"
 #include "verify/load.hpp"
-#include "verify/worker_protocol.hpp"
+#include "worker/channel.hpp"
 
 namespace kharness {
 namespace {
@@ -532,8 +532,8 @@ Profile profile_solution(const ProfileRequest& request) {
   }
 
   const auto worker_start = Clock::now();
-  const verify::WorkerReply reply =
-      verify::call_worker({"__profile_worker", "profile worker", request_json(request, w.uuid),
+  const worker::WorkerReply reply =
+      worker::call_worker({"__profile_worker", "profile worker", request_json(request, w.uuid),
                            request.timeout_seconds, std::nullopt});
   const double worker_seconds = since(worker_start);
   const SubprocessResult& r = reply.process;
@@ -575,8 +575,8 @@ Profile profile_solution(const ProfileRequest& request) {
 }
 
 int profile_worker_main() {
-  return verify::serve_worker(
-      "profile worker", [](const json& j, verify::ProtocolStream& protocol) {
+  return worker::serve_worker(
+      "profile worker", [](const json& j, worker::ProtocolStream& protocol) {
         const ProfileRequest request = request_from_json(j);
         // A launch that does not finish ends this process in seconds, with a `hang` line.
         std::unique_ptr<device::Watchdog> watchdog =

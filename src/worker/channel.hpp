@@ -15,13 +15,12 @@
 //
 // Parent end: call_worker() spawns the worker (a fresh exec, scrubbed environment, wall-clock
 // limit, one GPU) and reads its lines back (an `error` line throws its Error); what the lines mean
-// is the caller's: verdict_from_worker turns a `check` worker's reply into the verdict (its final
-// verdict, or TIMEOUT for a `hang` line or the whole-worker limit, or RUNTIME_ERROR for a crash,
-// with the workload that was in flight). WorkerProcess is call_worker in two steps: the worker
-// starts first, so that its start-up (exec, driver, GPU lock, context) overlaps the parent's
-// compile, and gets its request once the compile is done. The GPU lock folder goes to the worker
-// in its environment (KHARNESS_LOCK_DIR: the parent's gpu_lock_dir()), as it takes the lock
-// before its request comes.
+// is the caller's (pipeline/worker_client.hpp: verdict_from_worker turns an evaluation worker's
+// reply into the verdict; profile/: the profile worker's). WorkerProcess is call_worker in two
+// steps: the worker starts first, so that its start-up (exec, driver, GPU lock, context) overlaps
+// the parent's compile, and gets its request once the compile is done. The GPU lock folder goes to
+// the worker in its environment (KHARNESS_LOCK_DIR: the parent's gpu_lock_dir()), as it takes the
+// lock before its request comes.
 #pragma once
 
 #include <cstdio>
@@ -36,10 +35,8 @@
 #include "device/watchdog.hpp"
 #include "kharness/device.hpp"
 #include "kharness/subprocess.hpp"
-#include "kharness/verdict.hpp"
-#include "kharness/verify.hpp"
 
-namespace kharness::verify {
+namespace kharness::worker {
 
 // ---- worker end ----
 
@@ -139,12 +136,4 @@ class WorkerProcess {
 // input, no GPU, internal), with the code and place the line names (else 4 and `name`).
 WorkerReply read_reply(SubprocessResult process, const std::string& name);
 
-// The verdict of a `check` worker run: `verdict` holds what the parent knows before the run
-// (solution, source, definition, seed, compile summary, environment) and gets the rest from the
-// reply's events and how the worker ended.
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict, const WorkerReply& reply);
-// The same from the worker's raw output (read_reply first: throws Error for an `error` line).
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
-                            const SubprocessResult& r);
-
-}  // namespace kharness::verify
+}  // namespace kharness::worker

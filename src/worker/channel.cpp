@@ -1,4 +1,4 @@
-#include "verify/worker_protocol.hpp"
+#include "worker/channel.hpp"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -22,7 +22,7 @@
 #include "kharness/error.hpp"
 #include "kharness/sandbox.hpp"
 
-namespace kharness::verify {
+namespace kharness::worker {
 
 using nlohmann::json;
 
@@ -143,23 +143,6 @@ std::string visible_devices_for(const GpuInfo& g) {
   return std::to_string(g.index);
 }
 
-// The failure of a worker stopped by its launch watchdog.
-Failure hang_failure(const CheckRequest& request, const json& hang, const std::string& running) {
-  const double limit = hang.value("limit_seconds", request.launch_timeout_seconds);
-  const std::string label = hang.value("label", "");
-  const std::string call = hang.value("call", "");
-  Failure f{"timeout",
-            fmt::format("{} did not finish within {:g} s (launch watchdog{})",
-                        label.empty() ? "a launch" : label, limit,
-                        running.empty() ? "" : fmt::format("; workload {} was running", running)),
-            {{"launch_timeout_seconds", limit},
-             {"watchdog", true},
-             {"label", label},
-             {"call", call},
-             {"waited_seconds", hang.value("seconds", 0.0)}}};
-  return f;
-}
-
 // How a worker is spawned: under KHARNESS_WORKER_WRAPPER, in the scrubbed environment with the
 // GPU lock folder and, for a pool's worker, its one GPU.
 SubprocessOptions worker_options(const WorkerCall& call) {
@@ -241,89 +224,4 @@ WorkerReply read_reply(SubprocessResult process, const std::string& name) {
   return reply;
 }
 
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
-                            const SubprocessResult& r) {
-  return verdict_from_worker(request, std::move(verdict), read_reply(r, "worker"));
-}
-
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
-                            const WorkerReply& reply) {
-  const SubprocessResult& r = reply.process;
-  verdict.worker_stderr = r.stderr_data;
-  verdict.worker_stderr_truncated = r.stderr_truncated;
-  // What the evaluation waited for: the worker from its request to its end (a worker started
-  // early ran input_seconds before, overlapping the parent's compile).
-  const double waited = std::max(0.0, r.seconds - r.input_seconds);
-  verdict.seconds = waited;
-
-  std::string running;  // the workload in flight when the worker stopped
-  std::optional<Verdict> final_verdict;
-  for (const json& event : reply.events) {
-    const std::string type = event.value("event", "");
-    if (type == "started") {
-      running = event.value("workload", "");
-    } else if (type == "workload") {
-      verdict.workloads.push_back(workload_verdict_from_json(event.at("result")));
-      running.clear();
-    } else if (type == "verdict") {
-      final_verdict = verdict_from_json(event.at("verdict"));
-    }
-  }
-  if (final_verdict && reply.finished()) {
-    Verdict v = std::move(*final_verdict);
-    v.compile = verdict.compile;
-    v.environment = verdict.environment;
-    v.worker_stderr = verdict.worker_stderr;
-    v.worker_stderr_truncated = verdict.worker_stderr_truncated;
-    v.phases["worker_process"] = waited;
-    if (r.input_seconds > 0) v.phases["worker_head_start"] = r.input_seconds;
-    // The worker's time from its request to its verdict line is worker_run; the rest of the wait
-    // is the request's way in and the worker's exit after its verdict line.
-    if (auto run = v.phases.find("worker_run"); run != v.phases.end())
-      v.phases["worker_exit"] = std::max(0.0, waited - run->second);
-    v.seconds = verdict.seconds;
-    v.source = verdict.source;
-    return v;
-  }
-  // The worker did not finish: a hang (TIMEOUT: its launch watchdog, or the whole-worker limit) or
-  // a crash (RUNTIME_ERROR).
-  Failure failure;
-  if (reply.hang) {
-    verdict.status = Status::kTimeout;
-    failure = hang_failure(request, *reply.hang, running);
-  } else if (r.timed_out) {
-    verdict.status = Status::kTimeout;
-    failure = Failure{
-        "timeout",
-        fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
-                    running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
-        {{"timeout_seconds", request.timeout_seconds}}};
-  } else {
-    verdict.status = Status::kRuntimeError;
-    failure = Failure{
-        "worker_crashed",
-        fmt::format("the worker {}{}", r.describe(),
-                    running.empty() ? "" : fmt::format(" while running workload {}", running)),
-        {{"worker", r.describe()}}};
-  }
-  if (!running.empty()) {
-    failure.evidence["workload"] = running;
-    WorkloadVerdict wv;
-    wv.uuid = running;
-    wv.status = verdict.status;
-    wv.failure = failure;
-    verdict.workloads.push_back(std::move(wv));
-  }
-  verdict.failure = failure;
-  // An earlier workload's failure is the more useful first line.
-  for (const auto& w : verdict.workloads) {
-    if (w.status != Status::kPassed && w.uuid != running) {
-      verdict.status = w.status;
-      verdict.failure = w.failure;
-      break;
-    }
-  }
-  return verdict;
-}
-
-}  // namespace kharness::verify
+}  // namespace kharness::worker
