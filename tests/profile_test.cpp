@@ -480,13 +480,15 @@ TEST(ProfileCli, ASolutionThatDoesNotCompileFails) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
 }
 
+// A profile is a task of the one GPU worker that evaluations use (`__worker`).
 TEST(ProfileCli, TheWorkerAnswersOneJsonLine) {
   if (gpu_available()) GTEST_SKIP() << "a GPU is present";
-  json request = {{"solution", testing::fixture("profile/spill.cu").string()},
+  json request = {{"task", "profile"},
+                  {"solution", testing::fixture("profile/spill.cu").string()},
                   {"arch", "sm_90a"},
                   {"workload", "aa7138b5-3fd1-4aa6-9c75-4406ceef39b8"}};
   auto r = testing::run_command("echo '" + request.dump() + "' | '" + KHARNESS_BINARY +
-                                "' __profile_worker 2>/dev/null");
+                                "' __worker 2>/dev/null");
   EXPECT_EQ(r.exit_code, 3) << r.out;
   json line = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(line.is_discarded()) << r.out;
@@ -497,7 +499,7 @@ TEST(ProfileCli, TheWorkerAnswersOneJsonLine) {
 TEST(ProfileCli, IsInTheCommandTable) {
   auto r = testing::kharness("--help");
   EXPECT_TRUE(contains(r.out, "profile")) << r.out;
-  EXPECT_FALSE(contains(r.out, "__profile_worker")) << r.out;
+  EXPECT_FALSE(contains(r.out, "__worker")) << r.out;
 }
 
 }  // namespace

@@ -57,9 +57,9 @@ TEST(Subprocess, WorkerArgvRunsKharnessUnderTheWrapper) {
   ::unsetenv("KHARNESS_WORKER_WRAPPER");
   EXPECT_EQ(worker_argv("__worker"), (std::vector<std::string>{self_executable(), "__worker"}));
   ::setenv("KHARNESS_WORKER_WRAPPER", "  compute-sanitizer --tool  memcheck ", 1);
-  EXPECT_EQ(worker_argv("__profile_worker"),
+  EXPECT_EQ(worker_argv("__compile_worker"),
             (std::vector<std::string>{"compute-sanitizer", "--tool", "memcheck", self_executable(),
-                                      "__profile_worker"}));
+                                      "__compile_worker"}));
   ::unsetenv("KHARNESS_WORKER_WRAPPER");
 }
 

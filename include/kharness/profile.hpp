@@ -217,8 +217,12 @@ struct ProfileRequest {
 // not permitted (3, with the fix), a solution that fails to compile or to run (1), internal (4).
 Profile profile_solution(const ProfileRequest& request);
 
-// The hidden worker mode (`kharness __profile_worker`): reads a request from stdin, writes one
-// JSON line. Returns the process exit code.
-int profile_worker_main();
+namespace worker {
+class ProtocolStream;
+}
+
+// The worker's side of a profile: `request` is the JSON profile_solution sends to the evaluation
+// worker (`kharness __worker`, whose request names the task "profile"); one `profile` line out.
+void serve_profile(const nlohmann::json& request, worker::ProtocolStream& protocol);
 
 }  // namespace kharness

@@ -113,8 +113,4 @@ Runner setup_profile(CLI::App& app) {
   return [args](const GlobalOptions& global) { return run_profile(*args, global); };
 }
 
-Runner setup_profile_worker(CLI::App&) {
-  return [](const GlobalOptions&) { return static_cast<ExitCode>(profile_worker_main()); };
-}
-
 }  // namespace kharness::cli

@@ -49,7 +49,6 @@ const std::vector<Command>& commands() {
       // compiler process of the compile stage.
       {"__worker", "", setup_worker},
       {"__compile_worker", "", setup_compile_worker},
-      {"__profile_worker", "", setup_profile_worker},
   };
   return table;
 }

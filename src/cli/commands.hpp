@@ -20,7 +20,6 @@ Runner setup_tune_space(CLI::App& app);
 Runner setup_worker(CLI::App& app);
 Runner setup_compile_worker(CLI::App& app);
 Runner setup_profile(CLI::App& app);
-Runner setup_profile_worker(CLI::App& app);
 Runner setup_run(CLI::App& app);
 Runner setup_export(CLI::App& app);
 Runner setup_compare(CLI::App& app);

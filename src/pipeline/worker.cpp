@@ -32,6 +32,7 @@
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
+#include "kharness/profile.hpp"
 #include "kharness/verify.hpp"
 #include "pipeline/request.hpp"
 #include "worker/channel.hpp"
@@ -116,6 +117,9 @@ class GpuSetup {
 int worker_main() {
   std::unique_ptr<GpuSetup> setup;  // begun before the request is read
   auto work = [&](const json& j, worker::ProtocolStream& protocol) {
+    // One worker for every GPU task: a profile's request says so (profile/profile.cpp), and
+    // takes its own lock and context as a timing does.
+    if (j.value("task", "evaluate") == "profile") return serve_profile(j, protocol);
     const Clock::time_point request_time = Clock::now();
     auto emit = [&](const json& line) { protocol.emit(line); };
     CheckRequest request = request_from_json(j);

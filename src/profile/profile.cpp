@@ -72,7 +72,8 @@ json request_json(const ProfileRequest& r, const std::string& workload_uuid) {
           {"seed", r.seed},
           {"extra_metrics", r.extra_metrics},
           {"launch_timeout_seconds", r.launch_timeout_seconds},
-          {"verbose", spdlog::get_level() <= spdlog::level::debug}};
+          {"verbose", spdlog::get_level() <= spdlog::level::debug},
+          {"task", "profile"}};
 }
 
 ProfileRequest request_from_json(const json& j) {
@@ -533,7 +534,7 @@ Profile profile_solution(const ProfileRequest& request) {
 
   const auto worker_start = Clock::now();
   const worker::WorkerReply reply =
-      worker::call_worker({"__profile_worker", "profile worker", request_json(request, w.uuid),
+      worker::call_worker({"__worker", "profile worker", request_json(request, w.uuid),
                            request.timeout_seconds, std::nullopt});
   const double worker_seconds = since(worker_start);
   const SubprocessResult& r = reply.process;
@@ -574,21 +575,18 @@ Profile profile_solution(const ProfileRequest& request) {
   return p;
 }
 
-int profile_worker_main() {
-  return worker::serve_worker(
-      "profile worker", [](const json& j, worker::ProtocolStream& protocol) {
-        const ProfileRequest request = request_from_json(j);
-        // A launch that does not finish ends this process in seconds, with a `hang` line.
-        std::unique_ptr<device::Watchdog> watchdog =
-            protocol.watch_launches(request.launch_timeout_seconds);
-        try {
-          protocol.emit({{"event", "profile"}, {"profile", to_json(run_worker_profile(request))}});
-        } catch (const profile::CuptiError& e) {
-          throw Error(ExitCode::kInternal, "CUPTI",
-                      fmt::format("{} (run `kharness -v profile ...` for the CUPTI call sequence)",
-                                  e.what()));
-        }
-      });
+void serve_profile(const json& j, worker::ProtocolStream& protocol) {
+  const ProfileRequest request = request_from_json(j);
+  // A launch that does not finish ends this process in seconds, with a `hang` line.
+  std::unique_ptr<device::Watchdog> watchdog =
+      protocol.watch_launches(request.launch_timeout_seconds);
+  try {
+    protocol.emit({{"event", "profile"}, {"profile", to_json(run_worker_profile(request))}});
+  } catch (const profile::CuptiError& e) {
+    throw Error(
+        ExitCode::kInternal, "CUPTI",
+        fmt::format("{} (run `kharness -v profile ...` for the CUPTI call sequence)", e.what()));
+  }
 }
 
 }  // namespace kharness

@@ -1,5 +1,5 @@
 // The worker channel: both ends of the protocol between kharness and a worker process of its own
-// (`check`'s __worker, `profile`'s __profile_worker): the request as one JSON object on the
+// (`kharness __worker`, which evaluates or profiles): the request as one JSON object on the
 // worker's stdin, the answer as one JSON object a line on a private copy of its stdout.
 //
 // Worker end: serve_worker() is the whole of a worker's main: ProtocolStream sets the process up
@@ -81,7 +81,7 @@ int serve_worker(const std::string& name, const WorkerWork& work,
 // ---- parent end ----
 
 struct WorkerCall {
-  std::string subcommand;       // "__worker", "__profile_worker"
+  std::string subcommand;       // "__worker"
   std::string name;             // "worker", "profile worker": the `where` of its failures
   nlohmann::json request;       // written to the worker's stdin
   double timeout_seconds = 60;  // the whole worker's wall-clock limit
