@@ -33,6 +33,7 @@
 #include "kharness/verify.hpp"
 #include "kharness/version.hpp"
 #include "pipeline/evaluation.hpp"
+#include "pipeline/score.hpp"
 #include "pipeline/worker.hpp"
 
 namespace kharness::cli {
@@ -528,29 +529,22 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     std::uint64_t seed = parse_seed_flag("--seed", args.seed);
     Pool pool = make_pool(args);
     run_info["workers"] = pool.gpus.size();
-    verdicts.resize(mine.size());
     pipeline::Evaluator evaluator(
         evaluation_options(args, global, seed, pool.arch, "score", pool.sharing, run_info));
-    Progress progress(mine.size());
-    run_pool(mine.size(), pool.gpus.size(), [&](std::size_t i, std::size_t worker) {
-      const std::string& path = solutions[mine[i]];
-      progress.starting(i, path);
-      Verdict v;
-      std::string note;
-      nlohmann::json extra = {{"score_index", mine[i]}};
-      if (!args.shard.empty()) extra["shard"] = args.shard;
-      // A malformed submission comes back as its REJECTED verdict; no GPU, or a kharness bug,
-      // throws: scoring cannot go on.
+    std::vector<pipeline::Submission> queue;
+    for (std::size_t index : mine) {
+      const std::string& path = solutions[index];
       auto refused = submissions.refused.find(path);
-      pipeline::Evaluation r =
-          refused != submissions.refused.end()
-              ? evaluator.reject(path, input_error(path, refused->second), extra)
-              : evaluator.evaluate(path, pool.gpus[worker], extra);
-      v = std::move(r.verdict);
-      note = cached_note(r);
-      progress.finished(i, path, v, note);
-      verdicts[i] = std::move(v);
-    });
+      queue.push_back({path, index, refused == submissions.refused.end() ? "" : refused->second});
+    }
+    Progress progress(mine.size());
+    pipeline::PipelineJudge judge(evaluator);
+    verdicts = pipeline::score_submissions(
+        judge, queue, pool.gpus, args.shard,
+        {[&](std::size_t i, const std::string& path) { progress.starting(i, path); },
+         [&](std::size_t i, const std::string& path, const pipeline::Evaluation& r) {
+           progress.finished(i, path, r.verdict, cached_note(r));
+         }});
     evaluator.finish();
   }
   write_report("--json", args.json_file,
