@@ -43,10 +43,10 @@ class PipelineTest : public ::testing::Test {
     ::setenv("KHARNESS_CACHE", (dir_.path() / "compile-cache").string().c_str(), 1);
     options_.command = "check";
     options_.mode = Mode::kCompile;
-    options_.operator_name = "rmsnorm_h4096";
-    options_.operators_dirs = {testing::source_dir() / "operators"};
+    options_.target.operator_name = "rmsnorm_h4096";
+    options_.target.operators_dirs = {testing::source_dir() / "operators"};
     options_.archive_dir = dir_.path() / "archive";
-    options_.arch = "sm_90a";
+    options_.target.arch = "sm_90a";
     options_.seed = 1;
     options_.seed_given = true;
   }
@@ -84,7 +84,7 @@ TEST_F(PipelineTest, NoCacheCompilesIntoAPrivateCacheThatIsRemovedAfterwards) {
   const char* old_tmpdir = std::getenv("TMPDIR");
   std::string saved = old_tmpdir ? old_tmpdir : "";
   ::setenv("TMPDIR", tmp.path().c_str(), 1);
-  options_.use_cache = false;
+  options_.target.use_cache = false;
   {
     pipeline::Evaluator evaluator(options_);
     EXPECT_EQ(private_caches(tmp.path()), 1);
@@ -129,7 +129,7 @@ TEST_F(PipelineTest, AMalformedSolutionIsRejectedOnceAndArchived) {
 }
 
 TEST_F(PipelineTest, AnUnknownOperatorIsBadInputNamingIt) {
-  options_.operator_name = "no_such_operator";
+  options_.target.operator_name = "no_such_operator";
   pipeline::Evaluator evaluator(options_);
   pipeline::Evaluation e = evaluator.evaluate(testing::fixture("good/rmsnorm_simple.cu").string());
   EXPECT_TRUE(e.bad_input);
@@ -151,7 +151,7 @@ TEST_F(PipelineTest, ACompileErrorIsTheVerdictWithTheReferenceCompiledAlongside)
   SKIP_WITH_A_GPU();
   options_.mode = Mode::kCheck;
   for (bool cache : {true, false}) {
-    options_.use_cache = cache;
+    options_.target.use_cache = cache;
     pipeline::Evaluator evaluator(options_);
     pipeline::Evaluation e =
         evaluator.evaluate(testing::fixture("bad/syntax_error_line37.cu").string());
@@ -172,7 +172,7 @@ TEST_F(PipelineTest, WithoutAGpuACandidateThatCompilesIsAnEnvironmentError) {
   SKIP_WITH_A_GPU();
   options_.mode = Mode::kValidate;
   for (bool cache : {true, false}) {
-    options_.use_cache = cache;
+    options_.target.use_cache = cache;
     pipeline::Evaluator evaluator(options_);
     try {
       evaluator.evaluate(testing::fixture("good/rmsnorm_simple.cu").string());
@@ -203,11 +203,11 @@ fs::path operator_with_broken_reference(const fs::path& dir) {
 // compile, run at the same time, says: a candidate rejected by the rules before NVRTC (done long
 // before the reference), one that does not compile, and one that does.
 TEST_F(PipelineTest, AReferenceThatDoesNotCompileWinsWhicheverCompileEndsFirst) {
-  options_.operators_dirs = {operator_with_broken_reference(dir_.path() / "operators")};
+  options_.target.operators_dirs = {operator_with_broken_reference(dir_.path() / "operators")};
   for (const char* candidate :
        {"bad/host_code.cu", "bad/syntax_error_line37.cu", "good/rmsnorm_simple.cu"}) {
     for (bool cache : {true, false}) {
-      options_.use_cache = cache;
+      options_.target.use_cache = cache;
       pipeline::Evaluator evaluator(options_);
       try {
         pipeline::Evaluation e = evaluator.evaluate(testing::fixture(candidate).string());
@@ -228,7 +228,7 @@ TEST_F(PipelineTest, NoCacheKeysAlongsideTheCompileWithTheSameKey) {
   const std::string good = testing::fixture("good/rmsnorm_simple.cu").string();
   pipeline::Evaluator cached(options_);
   const std::string key = cached.evaluate(good).cache_key;
-  options_.use_cache = false;
+  options_.target.use_cache = false;
   pipeline::Evaluator uncached(options_);
   pipeline::Evaluation e = uncached.evaluate(good);
   EXPECT_FALSE(key.empty());

@@ -291,8 +291,8 @@ class SearchTest : public ::testing::Test {
       : op_(OperatorRegistry::from_environment({}).load(kOperator)),
         seed_source_(read_file(seed_for(op_, "sm_90a")->string())),
         pipeline_(op_, clock_) {
-    options_.operator_name = kOperator;
-    options_.arch = "sm_90a";
+    options_.target.operator_name = kOperator;
+    options_.target.arch = "sm_90a";
     options_.provider = "fake";
     options_.model = "m";
     options_.budget = 1;
@@ -813,7 +813,7 @@ TEST(StageEvaluator, AMalformedCandidateIsARejectedVerdictNotAnError) {
   write_file_atomic(file.string(),
                     "/* kharness\n{\"definition\": \"rmsnorm_h4096\", \"launches\": oops}\n*/\n");
   controller::StageSettings settings;
-  settings.operator_name = kOperator;
+  settings.target.operator_name = kOperator;
   pipeline::EvaluationOptions options = controller::pipeline_options(settings);
   options.archive_dir = dir.path() / "archive";
   pipeline::Evaluator pipeline(options);
@@ -839,8 +839,8 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
   std::filesystem::create_directories(dir.path() / "second");
   write_file_atomic((dir.path() / "second" / "c0001.cu").string(), seed);  // another run's file
   controller::StageSettings settings;
-  settings.operator_name = kOperator;
-  settings.arch = "sm_90a";
+  settings.target.operator_name = kOperator;
+  settings.target.arch = "sm_90a";
   pipeline::EvaluationOptions options = controller::pipeline_options(settings);
   options.archive_dir = dir.path() / "archive";
   pipeline::Evaluator pipeline(options);
@@ -884,8 +884,8 @@ TEST(StageEvaluator, AnArchivedCandidateTimedAgainstTheIncumbentAnswersAgain) {
       read_file((testing::source_dir() / "operators" / kOperator / "seed.cu").string());
   write_file_atomic((dir.path() / "c0001.cu").string(), seed);
   controller::StageSettings settings;
-  settings.operator_name = kOperator;
-  settings.arch = "sm_90a";
+  settings.target.operator_name = kOperator;
+  settings.target.arch = "sm_90a";
   pipeline::EvaluationOptions options = controller::pipeline_options(settings);
   options.archive_dir = dir.path() / "archive";
   pipeline::Evaluator pipeline(options);

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "kharness/target.hpp"
+
 namespace kharness {
 
 inline constexpr const char* kProfileSchema = "kharness.profile/1";
@@ -200,11 +202,8 @@ std::map<std::string, std::string> split_sass_by_function(const std::string& sas
 
 struct ProfileRequest {
   std::filesystem::path solution;
-  std::string operator_name;  // empty: the plan's "definition"
-  std::vector<std::filesystem::path> operators_dirs;
+  Target target;
   std::string workload;  // uuid or prefix; empty: the operator's first workload
-  std::string arch;      // normalised NVRTC target
-  bool use_cache = true;
   double timeout_seconds = 120;
   // A launch (a wait on the GPU in the worker) that lasts longer is a hang: the worker stops in
   // seconds and profile_solution throws Error (exit 1) naming the launch. <= 0: no launch watchdog.

@@ -14,6 +14,7 @@
 #include "kharness/bench.hpp"
 #include "kharness/device.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 
 namespace kharness {
@@ -36,10 +37,7 @@ struct CheckOptions {
 
 struct CheckRequest {
   std::filesystem::path solution;
-  std::string operator_name;  // empty: the plan's "definition"
-  std::vector<std::filesystem::path> operators_dirs;
-  std::string arch;  // normalised NVRTC target
-  bool use_cache = true;
+  Target target;
   // The compile cache the parent compiled into and the worker reads (pipeline/evaluation.hpp: a
   // private one under --no-cache, so that an evaluation compiles once). Empty: the default cache
   // when use_cache, none otherwise.

@@ -221,13 +221,10 @@ pipeline::EvaluationOptions evaluation_options(
   pipeline::EvaluationOptions o;
   o.command = command;
   o.mode = parse_enum<Mode>(args.mode).value();
-  o.operator_name = args.operator_name;
-  o.operators_dirs = global.operators_dirs;
+  o.target = make_target(args.operator_name, global, std::move(arch), args.no_cache);
   o.archive_dir = global.archive_dir;
-  o.arch = std::move(arch);
   o.seed = seed;
   o.seed_given = !args.seed.empty();
-  o.use_cache = !args.no_cache;
   o.timeout_seconds = args.timeout;
   o.launch_timeout_seconds = args.launch_timeout;
   o.sharing = sharing;

@@ -67,11 +67,8 @@ ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
   require_compile_sandbox("profile");
   ProfileRequest request;
   request.solution = args.solution;
-  request.operator_name = args.operator_name;
-  request.operators_dirs = global.operators_dirs;
+  request.target = make_target(args.operator_name, global, resolve_arch(args.arch), args.no_cache);
   request.workload = args.workload;
-  request.arch = resolve_arch(args.arch);
-  request.use_cache = !args.no_cache;
   request.timeout_seconds = args.timeout;
   request.launch_timeout_seconds = args.launch_timeout;
   request.seed = parse_seed_flag("--seed", args.seed);

@@ -93,7 +93,7 @@ std::string utc_stamp() {
 // The run's settings as run.json keeps them (never a key: those come from the environment).
 json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
   return {{"schema", "kharness.run/1"},
-          {"operator", a.search.operator_name},
+          {"operator", a.search.target.operator_name},
           {"provider", a.provider},
           {"model", a.model},
           {"base_url", a.base_url},
@@ -131,7 +131,7 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::str
       }
     }
   };
-  take("--operator", "operator", a.search.operator_name);
+  take("--operator", "operator", a.search.target.operator_name);
   take("--provider", "provider", a.provider);
   take("--model", "model", a.model);
   // Where answers come from is never read back: a run folder from elsewhere (a CI artifact, a
@@ -242,11 +242,12 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
     apply_stored(args, files->load_run(), app, (run_dir / "run.json").string());
     earlier = files->load_candidates();
   } else {
-    if (args.search.operator_name.empty())
+    if (args.search.target.operator_name.empty())
       throw input_error("--operator", "required (or --resume RUN)");
-    run_dir = args.run_dir.empty()
-                  ? fs::path("runs") / fmt::format("{}-{}", args.search.operator_name, utc_stamp())
-                  : fs::path(args.run_dir);
+    run_dir =
+        args.run_dir.empty()
+            ? fs::path("runs") / fmt::format("{}-{}", args.search.target.operator_name, utc_stamp())
+            : fs::path(args.run_dir);
     std::error_code ec;
     if (fs::exists(run_dir / "run.json", ec))
       throw input_error(run_dir.string(),
@@ -266,8 +267,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
         global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
     try {
       store.emplace(dir);
-      archived =
-          std::make_unique<controller::ArchiveRecorder>(*files, *store, args.search.operator_name);
+      archived = std::make_unique<controller::ArchiveRecorder>(*files, *store,
+                                                               args.search.target.operator_name);
       if (!earlier.empty()) archived->load_run();  // re-links the archive run of the run folder
       recorder_ptr = archived.get();
     } catch (const Error& e) {
@@ -296,7 +297,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   po.answers_used = earlier.empty() ? 0 : earlier.size() - 1;  // all but the seed
   po.config = llm::load_config(args.providers_config);
   po.cancel = &g_stop;
-  po.context = {{"operator", args.search.operator_name},
+  po.context = {{"operator", args.search.target.operator_name},
                 {"arch", arch},
                 {"compile_only", args.search.compile_only},
                 {"seed", seed},
@@ -320,8 +321,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
 
   // The flags bound to args.search are in place; the rest is resolved here.
   controller::SearchOptions so = args.search;
-  so.operators_dirs = global.operators_dirs;
-  so.arch = arch;
+  so.target.operators_dirs = global.operators_dirs;
+  so.target.arch = arch;
   // A worker may wait for the other workers' timings on its GPU (gpu_sharing).
   so.eval_timeout *= gpu_sharing(so.gpus);
   so.provider = args.provider;
@@ -332,7 +333,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.cascade = !args.no_cascade;
   so.profile = !args.no_profile;
   so.seed = seed;
-  so.use_cache = !args.no_cache;
+  so.target.use_cache = !args.no_cache;
   so.bench.baseline = true;
   so.skills_dir = data_dir() / "skills";
   so.work_dir = run_dir;
@@ -358,7 +359,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   ProgressLine line;
   if (!global.quiet)
     std::fprintf(stderr, "kharness run: %s on %s with %s%s; records in %s\n",
-                 so.operator_name.c_str(), arch.c_str(), args.provider.c_str(),
+                 so.target.operator_name.c_str(), arch.c_str(), args.provider.c_str(),
                  so.model.empty() ? "" : (" (" + so.model + ")").c_str(), run_dir.c_str());
   controller::SearchResult result;
   try {
@@ -390,7 +391,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
 Runner setup_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   const controller::SearchOptions& d = args->search;  // the defaults the help states
-  app.add_option("--operator", args->search.operator_name, "Operator to optimise")
+  app.add_option("--operator", args->search.target.operator_name, "Operator to optimise")
       ->type_name("NAME");
   app.add_option("--provider", args->provider,
                  "anthropic, openai, command, replay or tune (default: anthropic/openai when "

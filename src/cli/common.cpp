@@ -251,6 +251,16 @@ ExitCode exit_code_of(const std::vector<Verdict>& verdicts) {
   return clean ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
+Target make_target(std::string operator_name, const GlobalOptions& global, std::string arch,
+                   bool no_cache) {
+  Target t;
+  t.operator_name = std::move(operator_name);
+  t.operators_dirs = global.operators_dirs;
+  t.arch = std::move(arch);
+  t.use_cache = !no_cache;
+  return t;
+}
+
 void add_launch_timeout_option(CLI::App& app, double* seconds) {
   app.add_option("--launch-timeout", *seconds,
                  fmt::format("A launch still running after this many seconds is a hang: TIMEOUT "

@@ -14,6 +14,7 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 
 namespace kharness::cli {
@@ -72,5 +73,10 @@ std::string render_violations(const std::vector<RuleViolation>& violations);
 // DESIGN §4 for verdicts: 0 when every verdict is a clean pass; 1 when any failed or is suspect
 // (a PASSED verdict timed faster than light).
 ExitCode exit_code_of(const std::vector<Verdict>& verdicts);
+
+// The target of a command's evaluations: --operator, the catalogue folders of the global options,
+// the resolved architecture, and --no-cache.
+Target make_target(std::string operator_name, const GlobalOptions& global, std::string arch,
+                   bool no_cache);
 
 }  // namespace kharness::cli

@@ -13,10 +13,7 @@ pipeline::EvaluationOptions pipeline_options(const StageSettings& settings) {
   pipeline::EvaluationOptions o;
   o.command = "run";
   o.mode = Mode::kValidate;
-  o.operator_name = settings.operator_name;
-  o.operators_dirs = settings.operators_dirs;
-  o.arch = settings.arch;
-  o.use_cache = settings.use_cache;
+  o.target = settings.target;
   o.timeout_seconds = settings.eval_timeout;
   o.launch_timeout_seconds = settings.launch_timeout;
   o.bench = settings.bench;
@@ -49,11 +46,8 @@ Evaluated StageEvaluator::evaluate(const EvaluationRequest& request) {
 std::string StageEvaluator::diagnose(const DiagnosisRequest& request) {
   ProfileRequest req;
   req.solution = request.solution;
-  req.operator_name = settings_.operator_name;
-  req.operators_dirs = settings_.operators_dirs;
+  req.target = settings_.target;
   req.workload = request.workload;
-  req.arch = settings_.arch;
-  req.use_cache = settings_.use_cache;
   req.seed = request.seed;
   req.launch_timeout_seconds = settings_.launch_timeout;
   return diagnosis_text(profile_solution(req));

@@ -20,6 +20,7 @@
 #include "kharness/archive.hpp"
 #include "kharness/bench.hpp"
 #include "kharness/device.hpp"
+#include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 
 namespace kharness::pipeline {
@@ -76,10 +77,7 @@ class Evaluator {
 // The pipeline for verdicts (pipeline::Evaluator: one load, one compile, the verdict cache; the
 // run's recorder archives), profile_solution for the diagnosis, with the run's fixed settings.
 struct StageSettings {
-  std::string operator_name;
-  std::vector<std::filesystem::path> operators_dirs;
-  std::string arch;
-  bool use_cache = true;
+  Target target;
   double eval_timeout = 300;   // seconds, a whole evaluation
   double launch_timeout = 10;  // the launch watchdog's limit
   bench::BenchOptions bench;

@@ -50,10 +50,7 @@ std::vector<std::string> bucket_representatives(const Operator& op) {
 
 StageSettings stage_settings(const SearchOptions& options) {
   StageSettings s;
-  s.operator_name = options.operator_name;
-  s.operators_dirs = options.operators_dirs;
-  s.arch = options.arch;
-  s.use_cache = options.use_cache;
+  s.target = options.target;
   s.eval_timeout = options.eval_timeout;
   s.launch_timeout = options.launch_timeout;
   s.bench = options.bench;
@@ -144,11 +141,13 @@ struct Search::Impl {
         clock(c),
         rng(options.seed ^ 0x5eedULL),
         t0(c.seconds()) {
-    op = OperatorRegistry::from_environment(options.operators_dirs).load(options.operator_name);
-    op.seed = seed_for(op, options.arch);  // the arch's own seed (TMA, wgmma) when it has one
+    op = OperatorRegistry::from_environment(options.target.operators_dirs)
+             .load(options.target.operator_name);
+    op.seed =
+        seed_for(op, options.target.arch);  // the arch's own seed (TMA, wgmma) when it has one
     reps = bucket_representatives(op);
-    task_text = render_task(op, options.arch);
-    skills = load_skills(options.skills_dir, op, options.arch);
+    task_text = render_task(op, options.target.arch);
+    skills = load_skills(options.skills_dir, op, options.target.arch);
     profiling = options.profile && !options.compile_only;
     scratch = options.work_dir / "solutions";
     std::filesystem::create_directories(scratch);
@@ -373,7 +372,7 @@ struct Search::Impl {
     req.reasoning_effort = options.reasoning_effort;
     req.timeout_seconds = options.request_timeout;
     std::vector<std::string> dirs;
-    for (const auto& d : options.operators_dirs) dirs.push_back(d.string());
+    for (const auto& d : options.target.operators_dirs) dirs.push_back(d.string());
     // Facts for providers that do not read prose (tune: operator, operators_dirs, budget,
     // rng_seed).
     req.context = {{"operator", op.definition.name},
@@ -382,7 +381,7 @@ struct Search::Impl {
                    {"rng_seed", options.seed},
                    {"definition_file", op.definition_file.string()},
                    {"seed", op.seed ? op.seed->string() : ""},
-                   {"arch", options.arch},
+                   {"arch", options.target.arch},
                    {"best_id", best.id},
                    {"best_score", best.score},
                    {"seed_score", seed_score},  // tune: the seed is evaluated, skip its defaults
@@ -807,7 +806,7 @@ struct Search::Impl {
           r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
     }
     std::string text =
-        fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.arch,
+        fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.target.arch,
                     options.compile_only ? "compile only" : "validated");
     text += table;
     // The best kernel's record: its speed-of-light fraction (mean over its timed workloads) and,
@@ -856,7 +855,7 @@ struct Search::Impl {
     if (result.fatal) text += "Stopped by: " + result.fatal->message() + "\n";
     result.summary = {{"schema", "kharness.run/1"},
                       {"operator", op.definition.name},
-                      {"arch", options.arch},
+                      {"arch", options.target.arch},
                       {"provider", options.provider},
                       {"model", options.model},
                       {"compile_only", options.compile_only},

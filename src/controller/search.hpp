@@ -21,15 +21,14 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
+#include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 #include "llm/provider.hpp"
 
 namespace kharness::controller {
 
 struct SearchOptions {
-  std::string operator_name;
-  std::vector<std::filesystem::path> operators_dirs;
-  std::string arch;
+  Target target;
   std::string provider;  // name, for records and prices
   std::string model;
   nlohmann::json prices = nlohmann::json::object();  // the providers config
@@ -65,7 +64,6 @@ struct SearchOptions {
   // The pipeline's settings, for the StageEvaluator (stage_settings below).
   double eval_timeout = 300;
   double launch_timeout = 10;  // the launch watchdog's limit, in evaluations and profiles
-  bool use_cache = true;
   bench::BenchOptions bench;
   std::filesystem::path skills_dir;
   std::filesystem::path work_dir;  // the run folder: candidate files are evaluated from here

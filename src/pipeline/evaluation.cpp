@@ -56,7 +56,7 @@ Verdict bad_input_verdict(const std::string& path, const std::string& definition
 }
 
 Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
-  if (!options_.use_cache) private_compile_cache_ = make_private_cache();
+  if (!options_.target.use_cache) private_compile_cache_ = make_private_cache();
   if (options_.holdout > 0) {
     holdout_seed_ = holdout_seed_from_environment();
     if (!holdout_seed_.from_environment) {
@@ -74,14 +74,14 @@ Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
     verify::CheckOptions check = options_.check;
     check.seed = options_.seed;
     nlohmann::json opts = {{"mode", std::string(name_of(options_.mode))},
-                           {"arch", options_.arch},
+                           {"arch", options_.target.arch},
                            {"check", check.to_json()},
                            {"bench", options_.bench.to_json()}};
     nlohmann::json info = {{"command", options_.command},
-                           {"operator", options_.operator_name},
+                           {"operator", options_.target.operator_name},
                            {"solutions", options_.solutions},
                            {"options", opts},
-                           {"cache", options_.use_cache}};
+                           {"cache", options_.target.use_cache}};
     info.update(options_.run_info);
     run_id_ = archive_->begin_run(info);
   } catch (const Error& e) {
@@ -124,7 +124,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   std::optional<verify::Loaded> loaded;
   const std::string& path = in.path;
   const nlohmann::json& extra = in.extra;
-  std::string op_name = options_.operator_name;
+  std::string op_name = options_.target.operator_name;
   try {
     // Loaded once: the candidate (parsed here), its operator and the reference; the cache key,
     // the compile, the worker's request and the archive's record all read this one load.
@@ -132,8 +132,8 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
     ++result.loads;
     if (op_name.empty()) op_name = candidate.plan.definition;
     request = make_request(in, op_name);
-    loaded = verify::load(std::move(candidate), request.operator_name, request.operators_dirs,
-                          request.extra_workloads);
+    loaded = verify::load(std::move(candidate), request.target.operator_name,
+                          request.target.operators_dirs, request.extra_workloads);
   } catch (const Error& e) {
     if (e.code() != ExitCode::kUsage) throw;
     return bad_input(std::move(result), path, op_name, e, extra);
@@ -143,9 +143,9 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   // Under --no-cache the key is only the archive's record of the evaluation: made alongside the
   // compile.
   std::string key;
-  if (archive_ && options_.use_cache) key = cache_key(request, *loaded);
+  if (archive_ && options_.target.use_cache) key = cache_key(request, *loaded);
   result.cache_key = key;
-  if (!key.empty() && options_.use_cache) {
+  if (!key.empty() && options_.target.use_cache) {
     if (auto stored = cached(key, path)) {
       if (stored->record.verdict) {
         result.verdict = *stored->record.verdict;
@@ -179,7 +179,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
     if (gpu_work && gpu_available()) prepared.worker = start_worker(request);
     const auto compile_start = std::chrono::steady_clock::now();
     verify::compile(*loaded, compile_options(request), [&] {
-      if (archive_ && !options_.use_cache) key = cache_key(request, *loaded);
+      if (archive_ && !options_.target.use_cache) key = cache_key(request, *loaded);
       if (!gpu_work) return;
       prepared.environment = environment();
       if (prepared.environment->gpu_ready())
@@ -225,7 +225,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
 
 Evaluation Evaluator::reject(const std::string& path, const Error& error,
                              const nlohmann::json& extra) {
-  return bad_input(Evaluation{}, path, options_.operator_name, error, extra);
+  return bad_input(Evaluation{}, path, options_.target.operator_name, error, extra);
 }
 
 // A malformed submission is that submission's failure (REJECTED "bad_input"), not the end of a
@@ -277,7 +277,8 @@ const HoldoutDraw* Evaluator::holdout_for(const std::string& op_name) const {
     std::lock_guard<std::mutex> lock(draws_mutex_);  // the pool's workers draw concurrently
     auto it = draws_.find(op_name);
     if (it == draws_.end()) {
-      Operator op = OperatorRegistry::from_environment(options_.operators_dirs).load(op_name);
+      Operator op =
+          OperatorRegistry::from_environment(options_.target.operators_dirs).load(op_name);
       it = draws_.emplace(op_name, draw_holdout(op, options_.holdout, holdout_seed_.value)).first;
       for (const auto& note : it->second.notes) spdlog::warn("--holdout: {}", note);
     }
@@ -307,10 +308,7 @@ CheckRequest Evaluator::make_request(const EvaluationRequest& in,
   CheckRequest request;
   request.solution = in.path;
   request.gpu = in.gpu;
-  request.operator_name = options_.operator_name;
-  request.operators_dirs = options_.operators_dirs;
-  request.arch = options_.arch;
-  request.use_cache = options_.use_cache;
+  request.target = options_.target;
   request.compile_cache_dir = private_compile_cache_;
   request.timeout_seconds = options_.timeout_seconds * options_.sharing;
   request.launch_timeout_seconds = options_.launch_timeout_seconds;
@@ -334,7 +332,7 @@ CheckRequest Evaluator::make_request(const EvaluationRequest& in,
 // evaluated under its own seed, is keyed as under any).
 nlohmann::json Evaluator::cache_options(const CheckRequest& request) const {
   nlohmann::json j = {{"mode", std::string(name_of(request.mode))},
-                      {"arch", options_.arch},
+                      {"arch", options_.target.arch},
                       {"check", request.options.to_json()}};
   if (!options_.seed_given) j["check"].erase("seed");
   if (options_.holdout > 0) {

@@ -23,6 +23,7 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/holdout.hpp"
+#include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 #include "kharness/verify.hpp"
 #include "verify/load.hpp"
@@ -33,13 +34,10 @@ namespace kharness::pipeline {
 struct EvaluationOptions {
   std::string command = "check";  // kept in the archive's run record
   Mode mode = Mode::kCheck;
-  std::string operator_name;  // empty: each plan's "definition"
-  std::vector<std::filesystem::path> operators_dirs;
+  Target target;                      // use_cache: the verdict cache too
   std::filesystem::path archive_dir;  // empty: archive::Archive::default_dir()
-  std::string arch;                   // normalised NVRTC target
   std::uint64_t seed = 0;
   bool seed_given = false;  // a verdict under a random seed stands for any seed in the cache
-  bool use_cache = true;    // the verdict cache and the compile cache
   double timeout_seconds = 60;
   double launch_timeout_seconds = 10;
   int sharing = 1;  // the most workers on one GPU: each worker's timeout is that many times longer

@@ -47,8 +47,8 @@ double since(Clock::time_point t) {
 using verify::Loaded;
 
 Loaded load_and_compile(const ProfileRequest& r) {
-  return verify::load_and_compile(r.solution, r.operator_name, r.operators_dirs,
-                                  make_compile_options(r.arch, r.use_cache));
+  return verify::load_and_compile(r.solution, r.target.operator_name, r.target.operators_dirs,
+                                  make_compile_options(r.target.arch, r.target.use_cache));
 }
 
 const Workload& pick_workload(const Operator& op, const std::string& want) {
@@ -61,30 +61,22 @@ const Workload& pick_workload(const Operator& op, const std::string& want) {
 }
 
 json request_json(const ProfileRequest& r, const std::string& workload_uuid) {
-  std::vector<std::string> dirs;
-  for (const auto& d : r.operators_dirs) dirs.push_back(std::filesystem::absolute(d).string());
-  return {{"solution", std::filesystem::absolute(r.solution).string()},
-          {"operator", r.operator_name},
-          {"operators_dirs", dirs},
-          {"workload", workload_uuid},
-          {"arch", r.arch},
-          {"use_cache", r.use_cache},
-          {"seed", r.seed},
-          {"extra_metrics", r.extra_metrics},
-          {"launch_timeout_seconds", r.launch_timeout_seconds},
-          {"verbose", spdlog::get_level() <= spdlog::level::debug},
-          {"task", "profile"}};
+  json j = r.target.to_json();
+  j.update({{"solution", std::filesystem::absolute(r.solution).string()},
+            {"workload", workload_uuid},
+            {"seed", r.seed},
+            {"extra_metrics", r.extra_metrics},
+            {"launch_timeout_seconds", r.launch_timeout_seconds},
+            {"verbose", spdlog::get_level() <= spdlog::level::debug},
+            {"task", "profile"}});
+  return j;
 }
 
 ProfileRequest request_from_json(const json& j) {
   ProfileRequest r;
   r.solution = j.at("solution").get<std::string>();
-  r.operator_name = j.value("operator", "");
-  for (const auto& d : j.value("operators_dirs", std::vector<std::string>{}))
-    r.operators_dirs.emplace_back(d);
+  r.target = Target::from_json(j);
   r.workload = j.value("workload", "");
-  r.arch = j.at("arch").get<std::string>();
-  r.use_cache = j.value("use_cache", true);
   r.seed = j.value("seed", std::uint64_t{0});
   r.extra_metrics = j.value("extra_metrics", std::vector<std::string>{});
   r.launch_timeout_seconds = j.value("launch_timeout_seconds", r.launch_timeout_seconds);
