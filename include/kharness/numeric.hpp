@@ -26,6 +26,8 @@ namespace kharness {
 // The value of one element (`dtype_size(dtype)` bytes at `element`). Every bit pattern has a
 // value: NaNs, infinities and subnormals decode as such; bool is 0 for a zero byte, else 1.
 double to_double(DType dtype, const std::uint8_t* element);
+// Element i of an index tensor (int64, else int32) at `base`.
+std::int64_t read_index(DType dtype, const std::uint8_t* base, std::uint64_t i);
 
 // Writes `dtype_size(dtype)` bytes at `out`: `value` rounded as described above.
 void from_double(DType dtype, double value, std::uint8_t* out);

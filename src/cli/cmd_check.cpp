@@ -600,9 +600,7 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                       : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker");
   if (mode != "score") solutions->required();  // score --from-archive may go without
   add_gpus_option(app, &args->gpus);
-  app.add_option("--operator", args->operator_name,
-                 "Operator name or definition file (default: the plan's)")
-      ->type_name("NAME");
+  add_operator_option(app, &args->operator_name);
   app.add_option("--workloads", args->workloads,
                  "Only these workloads (uuids or prefixes; repeatable or comma-separated)")
       ->delimiter(',')

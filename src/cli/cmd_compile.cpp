@@ -82,12 +82,7 @@ Runner setup_compile_worker(CLI::App&) {
 
 Runner setup_compile(CLI::App& app) {
   auto args = std::make_shared<CompileArgs>();
-  app.add_option("solution", args->solution,
-                 "A .cu file, a folder with solution.json, or a FlashInfer-Bench Solution JSON")
-      ->required();
-  app.add_option("--operator", args->operator_name,
-                 "Operator name or definition file (default: the plan's \"definition\")")
-      ->type_name("NAME");
+  add_solution_options(app, &args->solution, &args->operator_name);
   app.add_option("--arch", args->arch,
                  "Target: sm_80, sm_89, sm_90, sm_90a, sm_100a, sm_120, ... (default: this GPU, "
                  "else sm_90a)")

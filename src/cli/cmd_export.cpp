@@ -91,12 +91,7 @@ ExitCode run_export(const ExportArgs& args, const GlobalOptions& global) {
 
 Runner setup_export(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
-  app.add_option("solution", args->solution,
-                 "A .cu file, a folder with solution.json, or a FlashInfer-Bench Solution JSON")
-      ->required();
-  app.add_option("--operator", args->operator_name,
-                 "Operator name or definition file (default: the plan's \"definition\")")
-      ->type_name("NAME");
+  add_solution_options(app, &args->solution, &args->operator_name);
   app.add_option("--fib", args->fib,
                  "Write a FlashInfer-Bench Solution JSON (CUDA, tvm-ffi, with a host launcher "
                  "generated from the plan)")

@@ -88,11 +88,7 @@ ExitCode run_profile(const ProfileArgs& args, const GlobalOptions& global) {
 
 Runner setup_profile(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
-  app.add_option("solution", args->solution, "Solution (.cu, folder or FlashInfer-Bench JSON)")
-      ->required();
-  app.add_option("--operator", args->operator_name,
-                 "Operator name or definition file (default: the plan's)")
-      ->type_name("NAME");
+  add_solution_options(app, &args->solution, &args->operator_name);
   app.add_option("--workload", args->workload,
                  "Workload uuid or prefix (default: the operator's first)")
       ->type_name("UUID");

@@ -251,6 +251,19 @@ ExitCode exit_code_of(const std::vector<Verdict>& verdicts) {
   return clean ? ExitCode::kPassed : ExitCode::kFailed;
 }
 
+void add_operator_option(CLI::App& app, std::string* operator_name) {
+  app.add_option("--operator", *operator_name,
+                 "Operator name or definition file (default: the plan's \"definition\")")
+      ->type_name("NAME");
+}
+
+void add_solution_options(CLI::App& app, std::string* solution, std::string* operator_name) {
+  app.add_option("solution", *solution,
+                 "A .cu file, a folder with solution.json, or a FlashInfer-Bench Solution JSON")
+      ->required();
+  add_operator_option(app, operator_name);
+}
+
 Target make_target(std::string operator_name, const GlobalOptions& global, std::string arch,
                    bool no_cache) {
   Target t;

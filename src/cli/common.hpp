@@ -74,6 +74,11 @@ std::string render_violations(const std::vector<RuleViolation>& violations);
 // (a PASSED verdict timed faster than light).
 ExitCode exit_code_of(const std::vector<Verdict>& verdicts);
 
+// The positional solution of compile, export and profile, and --operator (which every command that
+// judges a solution has).
+void add_operator_option(CLI::App& app, std::string* operator_name);
+void add_solution_options(CLI::App& app, std::string* solution, std::string* operator_name);
+
 // The target of a command's evaluations: --operator, the catalogue folders of the global options,
 // the resolved architecture, and --no-cache.
 Target make_target(std::string operator_name, const GlobalOptions& global, std::string arch,

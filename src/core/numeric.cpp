@@ -136,6 +136,17 @@ T saturate_integer(double value) {
 
 }  // namespace
 
+std::int64_t read_index(DType dtype, const std::uint8_t* base, std::uint64_t i) {
+  if (dtype == DType::kInt64) {
+    std::int64_t v;
+    std::memcpy(&v, base + i * 8, 8);
+    return v;
+  }
+  std::int32_t v;
+  std::memcpy(&v, base + i * 4, 4);
+  return v;
+}
+
 double to_double(DType dtype, const std::uint8_t* element) {
   switch (dtype) {
     case DType::kFloat32:

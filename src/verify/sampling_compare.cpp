@@ -25,17 +25,6 @@ constexpr std::uint64_t kDrawsPerBin = 128;
 constexpr int kMaxBins = 64;
 constexpr double kTests = 3;  // mean, score, bins: Bonferroni
 
-std::int64_t read_int(DType dtype, const std::uint8_t* base, std::uint64_t i) {
-  if (dtype == DType::kInt64) {
-    std::int64_t v;
-    std::memcpy(&v, base + i * 8, 8);
-    return v;
-  }
-  std::int32_t v;
-  std::memcpy(&v, base + i * 4, 4);
-  return v;
-}
-
 std::uint64_t mix(std::uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -565,10 +554,10 @@ OutputCheck compare_sampling(const std::string& tensor, DType dtype,
         std::memcpy(&pf, p_bytes + i * 4, 4);
         p = pf;
       }
-      const std::int64_t k = k_bytes ? read_int(k_spec->dtype, k_bytes, i) : 0;
+      const std::int64_t k = k_bytes ? read_index(k_spec->dtype, k_bytes, i) : 0;
       placed[static_cast<std::size_t>(i)] =
           place_draw(probs + i * vocab, vocab, k_bytes != nullptr, k, p_bytes != nullptr, p,
-                     read_int(dtype, got, static_cast<std::uint64_t>(i)));
+                     read_index(dtype, got, static_cast<std::uint64_t>(i)));
     }
   };
   if (threads == 0) threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
@@ -593,7 +582,7 @@ OutputCheck compare_sampling(const std::string& tensor, DType dtype,
       continue;
     }
     draws.add(placed[static_cast<std::size_t>(i)], i,
-              read_int(dtype, got, static_cast<std::uint64_t>(i)));
+              read_index(dtype, got, static_cast<std::uint64_t>(i)));
   }
   const std::uint64_t outside = draws.support().outside - outside_before;
   c.mismatches = outside;
@@ -605,7 +594,7 @@ OutputCheck compare_sampling(const std::string& tensor, DType dtype,
       if (!poisoned[static_cast<std::size_t>(i)] &&
           placed[static_cast<std::size_t>(i)].kind == PlacedDraw::Kind::kOutside) {
         j.first_outside_row = i;
-        j.first_outside_token = read_int(dtype, got, static_cast<std::uint64_t>(i));
+        j.first_outside_token = read_index(dtype, got, static_cast<std::uint64_t>(i));
         break;
       }
     }

@@ -20,17 +20,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::int64_t read_index(DType dtype, const std::uint8_t* base, std::uint64_t i) {
-  if (dtype == DType::kInt64) {
-    std::int64_t v;
-    std::memcpy(&v, base + i * 8, 8);
-    return v;
-  }
-  std::int32_t v;
-  std::memcpy(&v, base + i * 4, 4);
-  return v;
-}
-
 struct RowTally {
   std::uint64_t mismatches = 0;
   std::int64_t first_bad = -1;
