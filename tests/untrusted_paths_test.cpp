@@ -401,7 +401,6 @@ TEST(ResumeTrust, ARunFolderNeverNamesTheCommandUrlOrAnswers) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
-
 // ---- Run folders: files read beneath the folder, type errors named -------------------------
 
 namespace run_folder {

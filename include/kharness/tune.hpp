@@ -169,7 +169,7 @@ class Search {
   std::vector<char> proposed_flag_;
   std::vector<std::size_t> order_;
   std::vector<std::size_t> unproposed_;
-  std::vector<std::size_t> slot_;  // index -> its place in unproposed_
+  std::vector<std::size_t> slot_;                       // index -> its place in unproposed_
   std::vector<std::pair<std::size_t, double>> scored_;  // passed configurations
   std::map<std::size_t, double> score_of_;              // the same, by index
   // Passed configurations that may still have unproposed neighbours, best score first (equal

@@ -193,8 +193,9 @@ auto reading(const std::string& source, F&& read) -> decltype(read()) {
     const auto open = what.find("key '");
     const auto close = open == std::string::npos ? open : what.find("' not found", open + 5);
     if (close != std::string::npos) {
-      throw input_error(field(source, printable_line(bounded(what.substr(open + 5, close - open - 5), 80))),
-                        "missing required field");
+      throw input_error(
+          field(source, printable_line(bounded(what.substr(open + 5, close - open - 5), 80))),
+          "missing required field");
     }
     throw input_error(source, "a field is missing or out of range");
   } catch (const nlohmann::json::exception&) {

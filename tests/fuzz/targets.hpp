@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <memory>
 #include <set>
-#include <vector>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "controller/recorder.hpp"
 #include "core/json_util.hpp"
@@ -241,9 +241,7 @@ struct ScratchTree {
 struct Bytes {
   const std::string& input;
   std::size_t at = 0;
-  unsigned next() {
-    return at < input.size() ? static_cast<unsigned char>(input[at++]) : 0U;
-  }
+  unsigned next() { return at < input.size() ? static_cast<unsigned char>(input[at++]) : 0U; }
   bool done() const { return at >= input.size(); }
 };
 
@@ -268,9 +266,9 @@ inline void run_walk(const std::string& input) {
   namespace fs = std::filesystem;
   static ScratchTree tree("walk");
   tree.reset();
-  static const char* const kNames[] = {"a",        "b",        "x.cu",      "y.cu",
-                                       "s.json",   "_families", "_shared",  "solution.json",
-                                       ".hidden",  "f",        "k.cuh",     "sol.cu"};
+  static const char* const kNames[] = {"a",       "b",         "x.cu",    "y.cu",
+                                       "s.json",  "_families", "_shared", "solution.json",
+                                       ".hidden", "f",         "k.cuh",   "sol.cu"};
   constexpr std::size_t kNameCount = sizeof(kNames) / sizeof(kNames[0]);
   std::vector<fs::path> dirs = {tree.root / "sub"};
   std::vector<fs::path> entries;
@@ -300,14 +298,22 @@ inline void run_walk(const std::string& input) {
       // A link: to another entry, the host file, a folder above, itself, or nowhere.
       const unsigned kind = in.next() % 8;
       fs::path target;
-      if (kind == 0 && !entries.empty()) target = entries[in.next() % entries.size()];
-      else if (kind == 1) target = tree.secret;
-      else if (kind == 2) target = ".";
-      else if (kind == 3) target = "..";
-      else if (kind == 4) target = dirs[in.next() % dirs.size()];
-      else if (kind == 5) target = path.filename();  // a loop of one
-      else if (kind == 6) target = "/";
-      else target = "missing";
+      if (kind == 0 && !entries.empty())
+        target = entries[in.next() % entries.size()];
+      else if (kind == 1)
+        target = tree.secret;
+      else if (kind == 2)
+        target = ".";
+      else if (kind == 3)
+        target = "..";
+      else if (kind == 4)
+        target = dirs[in.next() % dirs.size()];
+      else if (kind == 5)
+        target = path.filename();  // a loop of one
+      else if (kind == 6)
+        target = "/";
+      else
+        target = "missing";
       fs::create_symlink(target, path, ec);
       if (!ec) entries.push_back(path);
     }
@@ -367,8 +373,8 @@ inline void run_families(const std::string& input) {
   std::size_t start = 0;
   while (parts.size() < 8) {
     const std::size_t split = input.find("\n---\n", start);
-    parts.push_back(input.substr(start, split == std::string::npos ? std::string::npos
-                                                                   : split - start));
+    parts.push_back(
+        input.substr(start, split == std::string::npos ? std::string::npos : split - start));
     if (split == std::string::npos) break;
     start = split + 5;
   }
@@ -401,8 +407,12 @@ inline void run_run_folder(const std::string& input) {
   v.status = Status::kPassed;
   {
     controller::FileRecorder files(run);
-    files.begin({{"operator", "rmsnorm_h4096"}, {"budget", 3}, {"provider", "replay"},
-                 {"seed", 7}, {"workers", 1}, {"kharness_version", "0.1"}});
+    files.begin({{"operator", "rmsnorm_h4096"},
+                 {"budget", 3},
+                 {"provider", "replay"},
+                 {"seed", 7},
+                 {"workers", 1},
+                 {"kharness_version", "0.1"}});
     controller::CandidateRecord c;
     c.id = "c0001";
     c.status = controller::CandidateStatus::of(Status::kPassed);
@@ -428,20 +438,48 @@ inline void run_run_folder(const std::string& input) {
     const std::string key = keys[in.next() % keys.size()];
     nlohmann::json value;
     switch (in.next() % 14) {
-      case 0: value = nullptr; break;
-      case 1: value = true; break;
-      case 2: value = -1; break;
-      case 3: value = 0; break;
-      case 4: value = std::numeric_limits<std::int64_t>::max(); break;
-      case 5: value = std::numeric_limits<std::uint64_t>::max(); break;
-      case 6: value = 1e308; break;
-      case 7: value = -0.5; break;
-      case 8: value = ""; break;
-      case 9: value = "../../../etc/passwd"; break;
-      case 10: value = std::string(in.next() * 64, 'x'); break;
-      case 11: value = nlohmann::json::array({1, "two", nullptr}); break;
-      case 12: value = nlohmann::json::object({{"nested", {{"deeper", 1}}}}); break;
-      default: value = "\x1b]52;c;cHduZWQ=\x07"; break;
+      case 0:
+        value = nullptr;
+        break;
+      case 1:
+        value = true;
+        break;
+      case 2:
+        value = -1;
+        break;
+      case 3:
+        value = 0;
+        break;
+      case 4:
+        value = std::numeric_limits<std::int64_t>::max();
+        break;
+      case 5:
+        value = std::numeric_limits<std::uint64_t>::max();
+        break;
+      case 6:
+        value = 1e308;
+        break;
+      case 7:
+        value = -0.5;
+        break;
+      case 8:
+        value = "";
+        break;
+      case 9:
+        value = "../../../etc/passwd";
+        break;
+      case 10:
+        value = std::string(in.next() * 64, 'x');
+        break;
+      case 11:
+        value = nlohmann::json::array({1, "two", nullptr});
+        break;
+      case 12:
+        value = nlohmann::json::object({{"nested", {{"deeper", 1}}}});
+        break;
+      default:
+        value = "\x1b]52;c;cHduZWQ=\x07";
+        break;
     }
     doc[key] = value;
   }

@@ -56,17 +56,19 @@ TEST(UntrustedScore, OneVerdictPerSubmissionAndExitOne) {
   // A module of 2 GiB of static storage: over the output cap.
   write(subs / "oversized_module.cu", good + "\n__device__ char kh_big[2147483648ULL];\n");
   // A family whose _shared file is a link to the host file.
-  write(subs / "_families" / "f" / "seed.cu",
-        good.substr(0, good.find("*/") + 3) + "#include \"../_shared/a.cuh\"\n" +
-            good.substr(good.find("*/") + 3));
+  write(subs / "_families" / "f" / "seed.cu", good.substr(0, good.find("*/") + 3) +
+                                                  "#include \"../_shared/a.cuh\"\n" +
+                                                  good.substr(good.find("*/") + 3));
   fs::create_directories(subs / "_families" / "_shared");
   fs::create_symlink(host, subs / "_families" / "_shared" / "a.cuh");
   // Host code (main) in a kernel file.
   fs::copy_file(testing::fixture("bad/host_code.cu"), subs / "host_code.cu");
 
   const fs::path out = tmp.path() / "report.json";
-  auto r = testing::kharness("score '" + subs.string() + "' --operator rmsnorm_h4096 --no-cache "
-                             "--json '" + out.string() + "'");
+  auto r = testing::kharness("score '" + subs.string() +
+                             "' --operator rmsnorm_h4096 --no-cache "
+                             "--json '" +
+                             out.string() + "'");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_EQ(r.out.find(kSecret), std::string::npos) << r.out;
   ASSERT_TRUE(fs::exists(out)) << r.out;
@@ -80,13 +82,18 @@ TEST(UntrustedScore, OneVerdictPerSubmissionAndExitOne) {
     if (name == "solution.json") name = source.parent_path().filename().string();
     EXPECT_TRUE(status.emplace(name, v.value("status", "")).second) << "two verdicts: " << name;
   }
-  const std::map<std::string, std::string> expected = {
-      {"good_single.cu", "PASSED"},      {"good_folder", "PASSED"},
-      {"link_out.cu", "REJECTED"},       {"link_other_team.cu", "REJECTED"},
-      {"link_loop", "REJECTED"},         {"dup_sources", "REJECTED"},
-      {"bad_json.json", "REJECTED"},     {"wrong_types", "REJECTED"},
-      {"forbidden_include.cu", "REJECTED"}, {"oversized_module.cu", "REJECTED"},
-      {"seed.cu", "REJECTED"},           {"host_code.cu", "REJECTED"}};
+  const std::map<std::string, std::string> expected = {{"good_single.cu", "PASSED"},
+                                                       {"good_folder", "PASSED"},
+                                                       {"link_out.cu", "REJECTED"},
+                                                       {"link_other_team.cu", "REJECTED"},
+                                                       {"link_loop", "REJECTED"},
+                                                       {"dup_sources", "REJECTED"},
+                                                       {"bad_json.json", "REJECTED"},
+                                                       {"wrong_types", "REJECTED"},
+                                                       {"forbidden_include.cu", "REJECTED"},
+                                                       {"oversized_module.cu", "REJECTED"},
+                                                       {"seed.cu", "REJECTED"},
+                                                       {"host_code.cu", "REJECTED"}};
   EXPECT_EQ(status, expected) << report.dump(1);
 }
 
