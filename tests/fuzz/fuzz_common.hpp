@@ -50,7 +50,8 @@ void expect_accepted_or_clean_input_error(Fn&& fn) {
                     "): " + e.message());
     }
     const std::string message = e.message();
-    for (const char* library : {"type must be", "cannot use ", "json.exception", "is out of range"}) {
+    for (const char* library :
+         {"type must be", "cannot use ", "json.exception", "is out of range"}) {
       if (message.find(library) != std::string::npos)
         throw Finding("quotes the JSON library: " + message);
     }
