@@ -8,6 +8,8 @@
 # The space is rmsnorm_h4096's seed and knobs (19 valid THREADS x VEC pairs) with three more
 # knobs the seed only names in a comment, so every combination of them is valid:
 # 19 x 16 x 8 x C configurations, C = 4 and 8 (9,728 and 19,456).
+# On the shared CPU machine: 9,728 configurations in 0.64 s and 19,456 in 1.26 s (1.97x); the
+# quadratic search before took 42.6 s for the 9,728.
 # Environment: RUNS (default 3, the best is reported), MAX_RATIO (default 3: the larger space may
 # take at most this many times the smaller one's time).
 # Exit status: 0 when the ratio is within MAX_RATIO, 1 when not, 2 on bad usage or a failing command.
