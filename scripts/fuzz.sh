@@ -5,7 +5,8 @@
 # the script; the input is left in build-fuzz/artifacts/ (make it a regression test: a fixture
 # under tests/fixtures/fuzz/TARGET/, which tests/fuzz_regression_test.cpp replays on every build).
 #
-#   scripts/fuzz.sh [TARGET...]     targets: json plan definition rules archive (default: all)
+#   scripts/fuzz.sh [TARGET...]     targets: json plan definition rules archive walk families
+#                                   run_folder (default: all)
 #   FUZZ_SECONDS (default 30)       per target
 #   FUZZ_BUILD_DIR (build-fuzz), FUZZ_JOBS (2)
 set -euo pipefail
@@ -15,7 +16,7 @@ BUILD="${FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
 TIMEOUT="${FUZZ_TIMEOUT:-10}"
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(json plan definition rules archive)
+((${#TARGETS[@]})) || TARGETS=(json plan definition rules archive walk families run_folder)
 
 say() { echo "fuzz: $*"; }
 die() { echo "fuzz: error: $*" >&2; exit 1; }
@@ -65,6 +66,9 @@ for t in "${TARGETS[@]}"; do
         { printf "\\x$(printf %02x $((i % 7)))"; cat "$f"; } >"$BUILD/seeds/archive/$i"
         i=$((i + 1))
       done ;;
+    families) seed families "$ROOT"/operators/*/seed.cu ;;
+    # walk and run_folder read their input as steps (make this, link that): their seeds are the
+    # hand-written probes under tests/fixtures/fuzz/TARGET/ alone.
   esac
   [[ -d "$ROOT/tests/fixtures/fuzz/$t" ]] && seed "$t" "$ROOT"/tests/fixtures/fuzz/"$t"/*
   shopt -u nullglob globstar

@@ -21,7 +21,10 @@ TEST(FuzzRegression, EveryRecordedInputIsAcceptedOrAnInputError) {
       {"plan", fuzz::run_plan},
       {"definition", fuzz::run_definition},
       {"rules", fuzz::run_rules},
-      {"archive", fuzz::run_archive}};
+      {"archive", fuzz::run_archive},
+      {"walk", fuzz::run_walk},
+      {"families", fuzz::run_families},
+      {"run_folder", fuzz::run_run_folder}};
   int replayed = 0;
   for (const auto& [name, run] : targets) {
     fs::path dir = testing::fixture("fuzz/" + name);

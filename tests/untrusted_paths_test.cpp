@@ -16,6 +16,7 @@
 
 #include "archive/sqlite.hpp"
 #include "compile/compile_internal.hpp"
+#include "controller/recorder.hpp"
 #include "kharness/file.hpp"
 #include "kharness/report.hpp"
 #include "kharness/rules.hpp"
@@ -398,6 +399,92 @@ TEST(ResumeTrust, ARunFolderNeverNamesTheCommandUrlOrAnswers) {
   write_file_atomic((run / "run.json").string(), original);
   r = kharness(archive + "run --resume " + quote(run) + " --budget 2 --responses " + replay);
   EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// ---- Run folders: files read beneath the folder, type errors named -------------------------
+
+namespace run_folder {
+
+// A run folder as a run writes it: run.json and one candidate with its verdict.
+fs::path write_run(const fs::path& dir) {
+  controller::FileRecorder files(dir);
+  files.begin({{"operator", "rmsnorm_h4096"}, {"budget", 3}});
+  controller::CandidateRecord c;
+  c.id = "c0001";
+  c.status = controller::CandidateStatus::of(Status::kPassed);
+  c.source = "__global__ void k() {}\n";
+  Verdict v;
+  v.solution = "k";
+  v.status = Status::kPassed;
+  c.verdict = to_json(v);
+  files.record(c);
+  return dir / "candidates" / "c0001";
+}
+
+// Replaces `key` of the JSON file with `value`.
+void set_field(const fs::path& file, const std::string& key, const json& value) {
+  json j = json::parse(read_file(file.string()));
+  j[key] = value;
+  write(file, j.dump());
+}
+
+}  // namespace run_folder
+
+TEST(RunFolder, FilesThatAreLinksAreRefused) {
+  TempDir tmp;
+  write(tmp.path() / "host" / "run.json", std::string("{\"x\": \"") + kSecret + "\"}");
+  const fs::path run = tmp.path() / "run";
+  const fs::path candidate = run_folder::write_run(run);
+  fs::remove(run / "run.json");
+  fs::create_symlink(tmp.path() / "host" / "run.json", run / "run.json");
+  controller::FileRecorder files(run);
+  testing::expect_input_error([&] { files.load_run(); }, "run.json", "symlink");
+  // A candidate's solution.cu linked to a host file is not read as the candidate's source.
+  fs::remove(candidate / "solution.cu");
+  fs::create_symlink(tmp.path() / "host" / "run.json", candidate / "solution.cu");
+  testing::expect_input_error([&] { files.load_candidates(); }, "solution.cu", "symlink");
+  // A candidate folder that is a link is not one of the run's.
+  fs::remove_all(candidate);
+  const fs::path other = run_folder::write_run(tmp.path() / "other");
+  fs::create_symlink(other, candidate);
+  EXPECT_TRUE(files.load_candidates().empty());
+}
+
+TEST(RunFolder, AFieldOfTheWrongTypeIsNamedWithoutTheJsonLibrarysWords) {
+  TempDir tmp;
+  const fs::path run = tmp.path() / "run";
+  const fs::path candidate = run_folder::write_run(run);
+  controller::FileRecorder files(run);
+  ASSERT_EQ(files.load_candidates().size(), 1u);
+  const std::string record = read_file((candidate / "record.json").string());
+  const std::string verdict = read_file((candidate / "verdict.json").string());
+  auto expect_named = [&](const std::string& field, const std::string& expected) {
+    try {
+      files.load_candidates();
+      ADD_FAILURE() << field << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kUsage) << e.message();
+      EXPECT_TRUE(has(e.message(), field)) << e.message();
+      EXPECT_TRUE(has(e.message(), expected)) << e.message();
+      EXPECT_FALSE(has(e.message(), "type must be")) << e.message();
+      EXPECT_FALSE(has(e.message(), "json.exception")) << e.message();
+      EXPECT_EQ(lines(e.message()), 0) << e.message();
+    }
+  };
+  run_folder::set_field(candidate / "record.json", "step", "three");
+  expect_named("step", "expected a number, got string");
+  write(candidate / "record.json", record);
+  run_folder::set_field(candidate / "record.json", "promoted", json::array());
+  expect_named("promoted", "expected a boolean, got array");
+  write(candidate / "record.json", record);
+  run_folder::set_field(candidate / "verdict.json", "solution", 7);
+  expect_named("solution", "expected a string, got integer");
+  write(candidate / "verdict.json", verdict);
+  // Inside a nested field the file is named and the library's words are not quoted.
+  run_folder::set_field(candidate / "record.json", "usage", json{{"input_tokens", "many"}});
+  expect_named("record.json", "wrong type");
+  write(candidate / "record.json", record);
+  EXPECT_EQ(files.load_candidates().size(), 1u);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -125,7 +126,7 @@ struct SearchOptions {
 // The search over the valid configurations of a space:
 //  1. the seed's defaults;
 //  2. exploration: a space-filling sample (farthest-point over random draws, distance counted in
-//     value steps per knob), about a quarter of the budget, at most 12;
+//     value steps per knob to the 64 latest proposals), about a quarter of the budget, at most 12;
 //  3. local search: from the best configuration so far, its unvisited neighbours (one knob one
 //     valid step up or down, then pairs of knobs), repeating a move that just improved first;
 //     when the best has none left, the next best; when no evaluated configuration has any,
@@ -139,8 +140,8 @@ class Search {
   // The result of an earlier proposal: a score to maximise, or nullopt for a failed candidate.
   // Proposals never reported take no part in steering.
   void report(std::size_t index, std::optional<double> score);
-  bool exhausted() const { return proposed_.size() >= valid_.size(); }
-  std::size_t proposed() const { return proposed_.size(); }
+  bool exhausted() const { return order_.size() >= valid_.size(); }
+  std::size_t proposed() const { return order_.size(); }
   const std::vector<Config>& valid() const { return valid_; }
   // The best reported configuration (index) and its score; nullopt when none passed.
   std::optional<std::pair<std::size_t, double>> best() const;
@@ -161,9 +162,21 @@ class Search {
   std::size_t default_index_ = 0;
   bool has_default_ = false;
   std::mt19937_64 rng_;
-  std::set<std::size_t> proposed_;
+  // What was proposed, kept so that every step costs the same however many came before (listing
+  // every configuration of a 19,456-configuration space took minutes when each proposal compared
+  // itself with all earlier ones): a flag per configuration, the proposals in order, and the
+  // unproposed ones in a list with each one's place in it, for a uniform draw and O(1) removal.
+  std::vector<char> proposed_flag_;
+  std::vector<std::size_t> order_;
+  std::vector<std::size_t> unproposed_;
+  std::vector<std::size_t> slot_;                       // index -> its place in unproposed_
   std::vector<std::pair<std::size_t, double>> scored_;  // passed configurations
-  std::map<std::size_t, std::size_t> reached_from_;     // index -> the center it was a move of
+  std::map<std::size_t, double> score_of_;              // the same, by index
+  // Passed configurations that may still have unproposed neighbours, best score first (equal
+  // scores in the order they were reported); one found with none left is dropped for good.
+  std::multimap<double, std::size_t, std::greater<>> centres_;
+  std::map<std::size_t, std::size_t> reached_from_;  // index -> the center it was a move of
+  bool was_proposed(std::size_t index) const { return proposed_flag_[index] != 0; }
 };
 
 }  // namespace kharness::tune

@@ -6,6 +6,7 @@
 
 #include "core/json_util.hpp"
 #include "kharness/error.hpp"
+#include "kharness/file.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verdict.hpp"
 
@@ -116,7 +117,9 @@ json FileRecorder::load_run() {
   std::filesystem::path f = dir_ / "run.json";
   std::error_code ec;
   if (!std::filesystem::exists(f, ec)) throw input_error(dir_.string(), "no run.json: not a run");
-  json j = json_util::parse_text<json>(read_file(f.string()), f.string());
+  // A run folder may come from elsewhere (a CI artifact, a shared run): its files are read
+  // beneath it with no symlink on the way, regular files only, size-capped.
+  json j = json_util::parse_text<json>(read_file_beneath(dir_, "run.json"), f.string());
   if (!j.is_object()) throw input_error(f.string(), "not a JSON object");
   return j;
 }
@@ -125,8 +128,10 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
   std::vector<CandidateRecord> out;
   std::error_code ec;
   std::vector<std::filesystem::path> dirs;
+  // Candidate folders as they are, not through links (a link is no candidate of this run).
   for (const auto& e : std::filesystem::directory_iterator(dir_ / "candidates", ec)) {
-    if (e.is_directory() && std::filesystem::exists(e.path() / "record.json"))
+    if (e.is_directory(ec) && !e.is_symlink(ec) &&
+        std::filesystem::exists(std::filesystem::symlink_status(e.path() / "record.json", ec)))
       dirs.push_back(e.path());
   }
   std::sort(dirs.begin(), dirs.end());
@@ -134,15 +139,15 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
     // An edited or damaged run folder is an input error naming the file: --resume must not
     // continue from a state it cannot read.
     const std::string file = (d / "record.json").string();
-    json j = json_util::parse_text<json>(read_file(file), file);
+    const std::filesystem::path inside = std::filesystem::path("candidates") / d.filename();
+    json j = json_util::parse_text<json>(read_file_beneath(dir_, inside / "record.json"), file);
     json_util::require_object(j, file, "");
     CandidateRecord r;
-    try {
-      r = record_from_json(j);
-    } catch (const json::exception& e) {  // a field of a wrong type
-      throw input_error(file, "a field has the wrong type: " +
-                                  printable_line(bounded(json_util::exception_text(e))));
-    }
+    // A field of a wrong type is named (the record's own writer says what each one holds);
+    // anything the check cannot see (inside a nested field) is still an input error.
+    static const json kReference = to_json(CandidateRecord{});
+    json_util::expect_types_like(j, kReference, file);
+    r = json_util::reading(file, [&] { return record_from_json(j); });
     // "c0001": the search numbers its candidates from the id.
     if (r.id.size() < 2 || r.id.size() > 10 || r.id[0] != 'c' ||
         r.id.find_first_not_of("0123456789", 1) != std::string::npos)
@@ -151,7 +156,9 @@ std::vector<CandidateRecord> FileRecorder::load_candidates() {
           fmt::format("'{}' is not a candidate id (c0001)", printable_line(bounded(r.id, 40))));
     auto opt = [&](const char* name) {
       std::error_code e2;
-      return std::filesystem::exists(d / name, e2) ? read_file((d / name).string()) : std::string();
+      return std::filesystem::exists(std::filesystem::symlink_status(d / name, e2))
+                 ? read_file_beneath(dir_, inside / name)
+                 : std::string();
     };
     r.source = opt("solution.cu");
     r.answer.text = opt("answer.md");

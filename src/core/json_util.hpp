@@ -182,13 +182,51 @@ std::string dump(const J& j, int indent = -1) {
 // Runs `read`, a reader of JSON from `source`; a nlohmann exception it lets through (a field of a
 // wrong type that no check caught: .at(), .get<>(), .value()) becomes an input error naming the
 // file, not an internal error.
+// The message names the missing key when the library says which ("key 'x' not found"), and never
+// quotes the library's own words: they name no file or field a user can find.
 template <class F>
 auto reading(const std::string& source, F&& read) -> decltype(read()) {
   try {
     return read();
-  } catch (const nlohmann::json::exception& e) {
-    throw input_error(source, "a field has the wrong type or is missing: " +
-                                  printable_line(bounded(exception_text(e))));
+  } catch (const nlohmann::json::out_of_range& e) {
+    const std::string what = exception_text(e);
+    const auto open = what.find("key '");
+    const auto close = open == std::string::npos ? open : what.find("' not found", open + 5);
+    if (close != std::string::npos) {
+      throw input_error(
+          field(source, printable_line(bounded(what.substr(open + 5, close - open - 5), 80))),
+          "missing required field");
+    }
+    throw input_error(source, "a field is missing or out of range");
+  } catch (const nlohmann::json::exception&) {
+    throw input_error(source, "a field has the wrong type");
+  }
+}
+
+// Checks each field of the object `j` that `reference` (what the writer writes, e.g. the JSON of a
+// default record) also has against the kind of value the writer puts there: a number, a string, a
+// boolean, an object or an array (a null in either is not checked). Throws input_error naming the
+// file and field: a reader can then convert what is left without a type error.
+template <class J>
+void expect_types_like(const J& j, const J& reference, const std::string& source,
+                       const std::string& path = "") {
+  if (!j.is_object() || !reference.is_object()) return;
+  auto kind = [](const J& v) -> const char* {
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_object()) return "an object";
+    if (v.is_array()) return "an array";
+    return nullptr;
+  };
+  for (auto it = reference.begin(); it != reference.end(); ++it) {
+    auto at = j.find(it.key());
+    if (at == j.end()) continue;
+    const char* want = kind(it.value());
+    const char* got = kind(*at);
+    if (want == nullptr || got == nullptr || want == got) continue;
+    throw input_error(field(source, join_path(path, it.key())),
+                      fmt::format("expected {}, got {}", want, type_name(*at)));
   }
 }
 

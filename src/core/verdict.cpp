@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/text.hpp"
 
@@ -172,6 +173,9 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
       w.trials.push_back(std::move(t));
     }
     return w;
+  } catch (const nlohmann::json::exception&) {  // its words name no field: not quoted
+    throw Error(ExitCode::kInternal, "worker verdict",
+                "not a workload verdict: a field of a workload has the wrong type");
   } catch (const std::exception& e) {
     throw Error(ExitCode::kInternal, "worker verdict",
                 fmt::format("not a workload verdict: {}", e.what()));
@@ -212,12 +216,17 @@ Verdict verdict_from_json(const json& j) {
     for (const auto& wj : array_member(j, "workloads"))
       v.workloads.push_back(workload_verdict_from_json(wj));
     return v;
+  } catch (const nlohmann::json::exception&) {  // its words name no field: not quoted
+    throw Error(ExitCode::kInternal, "worker verdict", "not a verdict: a field has the wrong type");
   } catch (const std::exception& e) {
     throw Error(ExitCode::kInternal, "worker verdict", fmt::format("not a verdict: {}", e.what()));
   }
 }
 
 Verdict verdict_from_json(const json& j, const std::string& source) {
+  // A top-level field of the wrong type is named, as the verdict's own writer types it.
+  static const json kReference = to_json(Verdict{});
+  json_util::expect_types_like(j, kReference, source);
   try {
     return verdict_from_json(j);
   } catch (const Error& e) {

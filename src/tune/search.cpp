@@ -11,11 +11,19 @@ namespace {
 
 constexpr std::size_t kMaxExplore = 12;
 constexpr std::size_t kExplorePool = 48;  // random draws a farthest point is chosen among
+// A draw's distance is to the nearest of this many latest proposals, not to all of them: every
+// proposal of a search, and every one of a sample of up to 64, is covered, while listing a whole
+// space stays linear in its size.
+constexpr std::size_t kExploreMemory = 64;
 
 }  // namespace
 
 Search::Search(const TuneSpace& space, std::vector<Config> valid, SearchOptions options)
     : valid_(std::move(valid)), options_(options), rng_(options.seed) {
+  proposed_flag_.assign(valid_.size(), 0);
+  unproposed_.resize(valid_.size());
+  slot_.resize(valid_.size());
+  for (std::size_t i = 0; i < valid_.size(); ++i) unproposed_[i] = slot_[i] = i;
   for (const auto& k : space.knobs) arity_.push_back(k.values.size());
   // valid_configs lists configurations in lexicographic order: found by binary search. A map
   // of a million configurations (the product cap) took seconds and hundreds of MB.
@@ -43,15 +51,22 @@ std::optional<std::size_t> Search::find(const Config& config) const {
 }
 
 std::size_t Search::take(std::size_t index) {
-  proposed_.insert(index);
+  proposed_flag_[index] = 1;
+  order_.push_back(index);
+  // Swap-remove from the unproposed list.
+  std::size_t at = slot_[index];
+  std::size_t last = unproposed_.back();
+  unproposed_[at] = last;
+  slot_[last] = at;
+  unproposed_.pop_back();
   return index;
 }
 
 std::optional<std::size_t> Search::next() {
   if (exhausted()) return std::nullopt;
-  if (has_default_ && !proposed_.count(default_index_)) return take(default_index_);
+  if (has_default_ && !was_proposed(default_index_)) return take(default_index_);
   // Exploration until the planned sample is drawn (the default counts as its first point).
-  if (proposed_.size() < explore_count_ + 1) {
+  if (order_.size() < explore_count_ + 1) {
     if (auto i = explore()) return take(*i);
   }
   if (auto i = local_move()) return take(*i);
@@ -59,29 +74,29 @@ std::optional<std::size_t> Search::next() {
   return std::nullopt;
 }
 
-// Farthest point (in value steps normalised by each knob's range) from everything proposed,
+// Farthest point (in value steps normalised by each knob's range) from the latest proposals,
 // among a pool of random unproposed configurations.
 std::optional<std::size_t> Search::explore() {
   std::vector<std::size_t> pool;
-  std::size_t remaining = valid_.size() - proposed_.size();
-  if (remaining == 0) return std::nullopt;
-  if (remaining <= kExplorePool) {
-    for (std::size_t i = 0; i < valid_.size(); ++i) {
-      if (!proposed_.count(i)) pool.push_back(i);
-    }
+  if (unproposed_.empty()) return std::nullopt;
+  if (unproposed_.size() <= kExplorePool) {
+    pool = unproposed_;
+    std::sort(pool.begin(), pool.end());  // ties go to the lowest index, whatever the list order
   } else {
-    std::uniform_int_distribution<std::size_t> pick(0, valid_.size() - 1);
+    std::uniform_int_distribution<std::size_t> pick(0, unproposed_.size() - 1);
     std::set<std::size_t> seen;
     while (pool.size() < kExplorePool) {
-      std::size_t i = pick(rng_);
-      if (!proposed_.count(i) && seen.insert(i).second) pool.push_back(i);
+      std::size_t i = unproposed_[pick(rng_)];
+      if (seen.insert(i).second) pool.push_back(i);
     }
   }
+  const std::size_t first = order_.size() > kExploreMemory ? order_.size() - kExploreMemory : 0;
   std::size_t best = pool.front();
   double best_distance = -1.0;
   for (std::size_t i : pool) {
     double nearest = std::numeric_limits<double>::infinity();
-    for (std::size_t p : proposed_) {
+    for (std::size_t n = first; n < order_.size(); ++n) {
+      const std::size_t p = order_[n];
       double d = 0.0;
       for (std::size_t k = 0; k < arity_.size(); ++k) {
         if (arity_[k] < 2) continue;
@@ -115,7 +130,7 @@ std::vector<std::size_t> Search::neighbours(std::size_t center) const {
         if (dir > 0 && n[k] + 1 >= arity_[k]) break;
         n[k] = dir < 0 ? n[k] - 1 : n[k] + 1;
         if (auto i = find(n)) {
-          if (!proposed_.count(*i)) singles.push_back(*i);
+          if (!was_proposed(*i)) singles.push_back(*i);
           break;
         }
       }
@@ -130,7 +145,7 @@ std::vector<std::size_t> Search::neighbours(std::size_t center) const {
           Config n = c;
           n[a] = da < 0 ? n[a] - 1 : n[a] + 1;
           n[b] = db < 0 ? n[b] - 1 : n[b] + 1;
-          if (auto i = find(n); i && !proposed_.count(*i)) pairs.push_back(*i);
+          if (auto i = find(n); i && !was_proposed(*i)) pairs.push_back(*i);
         }
       }
     }
@@ -148,7 +163,7 @@ std::vector<std::size_t> Search::neighbours(std::size_t center) const {
       if (ok) n[k] = static_cast<std::size_t>(v);
     }
     if (ok) {
-      if (auto i = find(n); i && !proposed_.count(*i)) repeat = *i;
+      if (auto i = find(n); i && !was_proposed(*i)) repeat = *i;
     }
   }
   // A copy of the generator: the order is a function of the state, not of how often it is asked.
@@ -166,14 +181,15 @@ std::vector<std::size_t> Search::neighbours(std::size_t center) const {
 }
 
 std::optional<std::size_t> Search::local_move() {
-  std::vector<std::pair<std::size_t, double>> elites = scored_;
-  std::stable_sort(elites.begin(), elites.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  for (const auto& [center, score] : elites) {
-    (void)score;
-    auto moves = neighbours(center);
-    if (moves.empty()) continue;
-    reached_from_.emplace(moves.front(), center);
+  // Proposals only add to what is proposed: a centre with no unproposed neighbour never gets one
+  // back, so it is dropped instead of being asked again at every later step.
+  for (auto it = centres_.begin(); it != centres_.end();) {
+    auto moves = neighbours(it->second);
+    if (moves.empty()) {
+      it = centres_.erase(it);
+      continue;
+    }
+    reached_from_.emplace(moves.front(), it->second);
     return moves.front();
   }
   return std::nullopt;
@@ -186,11 +202,12 @@ void Search::report(std::size_t index, std::optional<double> score) {
   }
   // Momentum only for moves that improved on where they came from.
   if (auto it = reached_from_.find(index); it != reached_from_.end()) {
-    auto from = std::find_if(scored_.begin(), scored_.end(),
-                             [&](const auto& s) { return s.first == it->second; });
-    if (from == scored_.end() || *score <= from->second) reached_from_.erase(it);
+    auto from = score_of_.find(it->second);
+    if (from == score_of_.end() || *score <= from->second) reached_from_.erase(it);
   }
   scored_.emplace_back(index, *score);
+  score_of_.emplace(index, *score);
+  centres_.emplace(*score, index);
 }
 
 std::optional<std::pair<std::size_t, double>> Search::best() const {

@@ -38,4 +38,25 @@ void expect_accepted_or_input_error(Fn&& fn) {
   }
 }
 
+// As expect_accepted_or_input_error, and the refusal is one line that does not quote the JSON
+// library (its "type must be string, but is number" names no file or field a user can find).
+template <class Fn>
+void expect_accepted_or_clean_input_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kUsage) {
+      throw Finding("not an input error (exit " + std::to_string(static_cast<int>(e.code())) +
+                    "): " + e.message());
+    }
+    const std::string message = e.message();
+    for (const char* library :
+         {"type must be", "cannot use ", "json.exception", "is out of range"}) {
+      if (message.find(library) != std::string::npos)
+        throw Finding("quotes the JSON library: " + message);
+    }
+    if (message.find('\n') != std::string::npos) throw Finding("not one line: " + message);
+  }
+}
+
 }  // namespace kharness::fuzz
