@@ -22,7 +22,11 @@
 #     KHARNESS             the kharness binary (default build/kharness; built by scripts/setup.sh
 #                          when absent)
 #     FIB_PEER_SKIP_KHARNESS=1  only FlashInfer-Bench (no kharness validate)
-#   Within one 10-minute device call, building included:
+#   Within one 10-minute device call, the binary alone built first (Release):
+#     cmake -S . -B build-device-test -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+#       cmake --build build-device-test --target kharness -j 16 >/dev/null &&
+#       KHARNESS=$PWD/build-device-test/kharness scripts/fib-peer.sh
+#   or as device-test.sh's step (it builds the tests too):
 #     DEADLINE=560 SKIP_STEPS='version|doctor|cpu-tests|gpu-tests|operators|bench-.*|measure|run-command|cheats|run-tune|check-families|memcheck' scripts/device-test.sh
 # FlashInfer-Bench's builder compiles for the GPU's plain arch unless TVM_FFI_CUDA_ARCH_LIST says
 # otherwise (a Solution carries no compile flags); the sm_90a seeds need it, and their export says
