@@ -5,9 +5,10 @@
 // (grid, block, dynamic shared memory with the opt-in above 48 KiB, clusters, programmatic
 // dependent and cooperative launches through cudaLaunchKernelEx, TMA tensor maps encoded with
 // cuTensorMapEncodeTiled from the layout kharness itself resolves (kharness/tensor_map.hpp),
-// workspace, axis, scalar and literal arguments sized to the compiled kernel's parameters). The kernel source keeps the plan as its first block comment, so
-// `kharness check` of the exported JSON reads the same plan back; kharness's loader leaves the
-// generated launcher out (a solution never runs host code under kharness).
+// workspace, axis, scalar and literal arguments sized to the compiled kernel's parameters). The
+// kernel source keeps the plan as its first block comment, so `kharness check` of the exported JSON
+// reads the same plan back; kharness's loader leaves the generated launcher out (a solution never
+// runs host code under kharness).
 #pragma once
 
 #include <nlohmann/json.hpp>
