@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
-# FlashInfer-Bench 0.1.2 as a peer, on a GPU machine: `kharness export --fib` of the rmsnorm, the
-# fused_add_rmsnorm and a GEMM seed, run by FlashInfer-Bench's own runner (`flashinfer-bench run
-# --local`) on a dataset made from FlashInfer-Bench's definitions and workloads, then a table of
-# FlashInfer-Bench's statuses and mean latency beside kharness's (`kharness validate --json` of
-# the same seeds, matched by workload axes). See ../shared/fib/PEER.md.
+# FlashInfer-Bench 0.1.2 as a peer, on a GPU machine: `kharness export --fib` of portable seeds
+# (rmsnorm, fused_add_rmsnorm, the fp16 GEMM), of the sm_90a seeds (the fp16 GEMM and gemm_fp8:
+# TMA tensor maps, wgmma, a PDL split-K reduction) and of a PDL + cooperative fixture, run by
+# FlashInfer-Bench's own runner (`flashinfer-bench run --local`) on a dataset made from
+# FlashInfer-Bench's definitions and workloads (kharness's own operator folder where
+# FlashInfer-Bench has no such definition: gemm_fp8, copy_f32), then FlashInfer-Bench's status and
+# latency beside kharness's (`kharness validate --json` of the same source) for every workload
+# both ran, matched by axes. See ../shared/fib/PEER.md.
 #
 #   scripts/fib-peer.sh [FIB_DIR]
 #     FIB_DIR              definitions/ and workloads/ (default ../shared/fib, else shared/fib)
 #   Environment:
-#     FIB_WHEELS           the wheels of PEER.md (default .fib-wheels/, from
-#                          scripts/fetch-fib-wheels.sh; carried in the working tree, git-ignored)
-#     FIB_PEER_OPS         operators to run (default "rmsnorm_h4096 fused_add_rmsnorm_h4096
-#                          gemm_n6144_k4096")
+#     FIB_WHEELS           the wheels of PEER.md (default .fib-wheels/). The GPU machine has no
+#                          network: run scripts/fetch-fib-wheels.sh here (3.5 MB, git-ignored),
+#                          then carry the folder with the working tree, e.g. the device run tool's
+#                          carry [".fib-wheels"] (and "build-device-test" to reuse a build).
+#     FIB_PEER_SOLUTIONS   what to export and run: OP or OP:SOURCE, space-separated; OP alone is
+#                          the operator's portable seed (default: the three portable seeds, the two
+#                          sm_90a seeds and tests/fixtures/launch/pdl_cooperative_copy.cu)
 #     FIB_PEER_OUT         where the dataset, traces and reports stay (default a temporary folder)
 #     KHARNESS             the kharness binary (default build/kharness; built by scripts/setup.sh
 #                          when absent)
 #     FIB_PEER_SKIP_KHARNESS=1  only FlashInfer-Bench (no kharness validate)
+#   Within one 10-minute device call, the binary alone built first (Release):
+#     cmake -S . -B build-device-test -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+#       cmake --build build-device-test --target kharness -j 16 >/dev/null &&
+#       KHARNESS=$PWD/build-device-test/kharness scripts/fib-peer.sh
+#   or as device-test.sh's step (it builds the tests too):
+#     DEADLINE=560 SKIP_STEPS='version|doctor|cpu-tests|gpu-tests|operators|bench-.*|measure|run-command|cheats|run-tune|check-families|memcheck' scripts/device-test.sh
+# FlashInfer-Bench's builder compiles for the GPU's plain arch unless TVM_FFI_CUDA_ARCH_LIST says
+# otherwise (a Solution carries no compile flags); the sm_90a seeds need it, and their export says
+# so in their description, which this script reads and follows, as a participant would.
 # Exit 0 when every exported solution built and PASSED every workload under FlashInfer-Bench.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +50,10 @@ FIB_DIR="$(cd "$FIB_DIR" && pwd)"
 WHEELS="${FIB_WHEELS:-$ROOT/.fib-wheels}"
 ls "$WHEELS"/flashinfer_bench-0.1.2-*.whl >/dev/null 2>&1 ||
   die "no flashinfer_bench 0.1.2 wheel in $WHEELS (run scripts/fetch-fib-wheels.sh where PyPI is reachable, and carry .fib-wheels)"
-OPS=(${FIB_PEER_OPS:-rmsnorm_h4096 fused_add_rmsnorm_h4096 gemm_n6144_k4096})
+SOLUTIONS=(${FIB_PEER_SOLUTIONS:-rmsnorm_h4096 fused_add_rmsnorm_h4096 gemm_n6144_k4096
+  gemm_n6144_k4096:operators/_families/gemm/seed.sm_90a.cu
+  gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu
+  copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu})
 OUT="${FIB_PEER_OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -65,32 +83,75 @@ export FIB_ENABLE_APPLY=0 FIB_ENABLE_TRACING=0 FIB_CACHE_PATH="$OUT/fib-cache"
 flashinfer_bench.__version__ if hasattr(flashinfer_bench, '__version__') else '0.1.2', '| tvm-ffi', \
 tvm_ffi.__version__, '| torch', torch.__version__, '| cuda', torch.cuda.is_available())" >&2
 
-# 3. The dataset: FlashInfer-Bench's definitions and workloads of these operators, and the
-#    exported seeds as its solutions.
+# 3. The dataset: the definitions and workloads of these operators (FlashInfer-Bench's, else
+#    kharness's own operator folder, its workloads written as FlashInfer-Bench workload lines), and
+#    the exported sources as its solutions.
 DATASET="$OUT/dataset"
 rm -rf "$DATASET"
 mkdir -p "$DATASET"
-declare -A SEED
-for op in "${OPS[@]}"; do
+ROWS=()  # "op|solution name|source"
+ARCH_LIST=""
+for entry in "${SOLUTIONS[@]}"; do
+  op="${entry%%:*}"
+  src=""
+  [[ "$entry" == *:* ]] && src="${entry#*:}"
   def="$(ls "$FIB_DIR"/definitions/*/"$op".json 2>/dev/null | head -1 || true)"
-  [[ -n "$def" ]] || die "$FIB_DIR has no definition $op"
-  op_type="$(basename "$(dirname "$def")")"
-  mkdir -p "$DATASET/definitions/$op_type" "$DATASET/workloads/$op_type" "$DATASET/solutions/$op_type"
-  cp "$def" "$DATASET/definitions/$op_type/"
-  wl="$FIB_DIR/workloads/$op_type/$op.jsonl"
-  [[ -f "$wl" ]] || die "$FIB_DIR has no workloads for $op"
-  cp "$wl" "$DATASET/workloads/$op_type/"
-  if [[ -f "operators/$op/seed.cu" ]]; then
-    SEED[$op]="operators/$op/seed.cu"
+  if [[ -n "$def" ]]; then
+    op_type="$(basename "$(dirname "$def")")"
+    wl="$FIB_DIR/workloads/$op_type/$op.jsonl"
+    [[ -f "$wl" ]] || die "$FIB_DIR has no workloads for $op"
+    mkdir -p "$DATASET/definitions/$op_type" "$DATASET/workloads/$op_type"
+    cp "$def" "$DATASET/definitions/$op_type/"
+    cp "$wl" "$DATASET/workloads/$op_type/"
   else
-    family="$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("kharness",{}).get("family") or d["op_type"])' "operators/$op/definition.json")"
-    SEED[$op]="operators/_families/$family/seed.cu"
+    [[ -f "operators/$op/definition.json" && -f "operators/$op/workloads.jsonl" ]] ||
+      die "neither $FIB_DIR nor operators/ has the definition and workloads of $op"
+    op_type="$("$PY" - "$op" "$DATASET" <<'PY'
+import json, os, sys
+op, dataset = sys.argv[1], sys.argv[2]
+d = json.load(open("operators/%s/definition.json" % op))
+d.pop("kharness", None)  # kharness's own settings; FlashInfer-Bench ignores unknown keys anyway
+t = d["op_type"]
+for sub in ("definitions", "workloads"):
+    os.makedirs(os.path.join(dataset, sub, t), exist_ok=True)
+json.dump(d, open(os.path.join(dataset, "definitions", t, op + ".json"), "w"), indent=2)
+with open(os.path.join(dataset, "workloads", t, op + ".jsonl"), "w") as out:
+    for line in open("operators/%s/workloads.jsonl" % op):
+        if line.strip():
+            w = json.loads(line)
+            w = w.get("workload", w)
+            w.pop("kharness", None)
+            out.write(json.dumps({"definition": op, "solution": None, "workload": w,
+                                  "evaluation": None}) + "\n")
+print(t)
+PY
+)"
   fi
-  [[ -f "${SEED[$op]}" ]] || die "no seed for $op"
-  say "export ${SEED[$op]} --operator $op"
-  "$KHARNESS" export "${SEED[$op]}" --operator "$op" --name "kharness_${op}_seed" \
-    --author kharness --fib "$DATASET/solutions/$op_type/kharness_${op}_seed.json" >&2
+  mkdir -p "$DATASET/solutions/$op_type"
+  if [[ -z "$src" ]]; then
+    if [[ -f "operators/$op/seed.cu" ]]; then
+      src="operators/$op/seed.cu"
+    else
+      family="$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("kharness",{}).get("family") or d["op_type"])' "operators/$op/definition.json")"
+      src="operators/_families/$family/seed.cu"
+    fi
+  fi
+  [[ -f "$src" ]] || die "no source $src for $op"
+  base="$(basename "$src" .cu)"
+  name="kharness_${op}_${base//[^A-Za-z0-9_]/_}"
+  say "export $src --operator $op as $name"
+  "$KHARNESS" export "$src" --operator "$op" --name "$name" \
+    --author kharness --fib "$DATASET/solutions/$op_type/$name.json" >&2
+  # The one setting an arch-specific solution needs, as its export wrote it in the description.
+  want="$("$PY" -c 'import json,re,sys; m=re.search(r"TVM_FFI_CUDA_ARCH_LIST=\"([^\"]*)\"", json.load(open(sys.argv[1]))["description"]); print(m.group(1) if m else "")' "$DATASET/solutions/$op_type/$name.json")"
+  if [[ -n "$want" && " $ARCH_LIST " != *" $want "* ]]; then ARCH_LIST="${ARCH_LIST:+$ARCH_LIST }$want"; fi
+  ROWS+=("$op|$name|$src")
 done
+if [[ -n "$ARCH_LIST" ]]; then
+  # One list for the whole run: the portable solutions build for the arch-specific target too.
+  export TVM_FFI_CUDA_ARCH_LIST="$ARCH_LIST"
+  say "TVM_FFI_CUDA_ARCH_LIST=\"$ARCH_LIST\" (what the arch-specific exports ask for)"
+fi
 
 # 4. FlashInfer-Bench's runner.
 say "flashinfer-bench run --local $DATASET"
@@ -102,84 +163,91 @@ set -e
 tail -n 20 "$OUT/fib-run.log" >&2
 ((fib_rc == 0)) || say "flashinfer-bench exited $fib_rc (log: $OUT/fib-run.log)"
 
-# 5. kharness on the same seeds (its own workloads of these operators; matched by axes below).
+# 5. kharness on the same sources (its own workloads of these operators; matched by axes below).
 if [[ "${FIB_PEER_SKIP_KHARNESS:-0}" != 1 ]]; then
-  for op in "${OPS[@]}"; do
-    say "kharness validate ${SEED[$op]} --operator $op"
-    # The shipped seeds, not untrusted submissions: no compile sandbox needed where Landlock is off.
-    KHARNESS_ALLOW_UNSANDBOXED=1 "$KHARNESS" validate "${SEED[$op]}" --operator "$op" --json --max-time 1 \
-      >"$OUT/kharness-$op.json" 2>"$OUT/kharness-$op.log" || say "kharness validate $op exited $?"
+  for row in "${ROWS[@]}"; do
+    IFS='|' read -r op name src <<<"$row"
+    say "kharness validate $src --operator $op"
+    # Shipped seeds and fixtures, not untrusted submissions: no compile sandbox needed where
+    # Landlock is off.
+    KHARNESS_ALLOW_UNSANDBOXED=1 "$KHARNESS" validate "$src" --operator "$op" --json --max-time 1 \
+      >"$OUT/kharness-$name.json" 2>"$OUT/kharness-$name.log" || say "kharness validate $src exited $?"
   done
 fi
 
-# 6. The table.
-"$PY" - "$DATASET" "$OUT" "${OPS[@]}" <<'PY'
+# 6. The tables: one line per solution, then one per workload FlashInfer-Bench ran, with
+#    kharness's status and latency where kharness has a workload of the same axes.
+"$PY" - "$DATASET" "$OUT" "${ROWS[@]}" <<'PY'
 import collections, glob, json, os, sys
-dataset, out, ops = sys.argv[1], sys.argv[2], sys.argv[3:]
+dataset, out, rows_in = sys.argv[1], sys.argv[2], sys.argv[3:]
 traces = collections.defaultdict(list)
 for path in glob.glob(os.path.join(dataset, "traces", "**", "*.jsonl"), recursive=True):
     for line in open(path):
         if line.strip():
             t = json.loads(line)
-            traces[t["definition"]].append(t)
+            traces[t.get("solution")].append(t)
 workloads = {}
 for path in glob.glob(os.path.join(dataset, "workloads", "**", "*.jsonl"), recursive=True):
     for line in open(path):
         if line.strip():
             t = json.loads(line)
             workloads[t["workload"]["uuid"]] = t["workload"]["axes"]
+key = lambda axes: json.dumps(axes, sort_keys=True)
+mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
 ok = True
-rows = []
-detail = []
-for op in ops:
-    ts = [t for t in traces.get(op, []) if t.get("solution") == "kharness_%s_seed" % op]
+summary, detail = [], []
+for row in rows_in:
+    op, name, src = row.split("|", 2)
+    ts = traces.get(name, [])
     status = collections.Counter((t.get("evaluation") or {}).get("status", "?") for t in ts)
-    fib_lat = {}
-    for t in ts:
-        ev = t.get("evaluation") or {}
-        perf = ev.get("performance") or {}
-        if ev.get("status") == "PASSED" and perf.get("latency_ms"):
-            axes = json.dumps(t["workload"].get("axes") or workloads.get(t["workload"]["uuid"], {}), sort_keys=True)
-            fib_lat[axes] = perf["latency_ms"] * 1e3  # us
-    k_lat = {}
-    kfile = os.path.join(out, "kharness-%s.json" % op)
-    k_status = "-"
+    k_status, k_work = "-", {}
+    kfile = os.path.join(out, "kharness-%s.json" % name)
     if os.path.exists(kfile) and os.path.getsize(kfile) > 0:
         try:
             v = json.load(open(kfile))
             k_status = v.get("status", "?")
             for w in v.get("workloads", []):
                 c = (w.get("timing") or {}).get("candidate") or {}
-                if c.get("latency"):
-                    k_lat[json.dumps(w.get("axes", {}), sort_keys=True)] = c["latency"] * 1e6
+                lat = c.get("latency") * 1e6 if c.get("latency") else None
+                k_work[key(w.get("axes", {}))] = (w.get("status", "?"), lat)
         except ValueError:
             k_status = "unreadable"
-    common = sorted(set(fib_lat) & set(k_lat), key=lambda a: list(json.loads(a).values()))
-    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
-    fib_mean = mean(list(fib_lat.values()))
-    fib_common = mean([fib_lat[a] for a in common])
-    k_common = mean([k_lat[a] for a in common])
-    rows.append((op, len(ts), ", ".join("%s %d" % kv for kv in sorted(status.items())) or "no traces",
-                 fib_mean, k_status, len(common), fib_common, k_common))
-    for a in common:
-        detail.append((op, a, fib_lat[a], k_lat[a]))
+    fib_lats, pairs = [], []
+    for t in sorted(ts, key=lambda t: list((t["workload"].get("axes") or {}).values())):
+        ev = t.get("evaluation") or {}
+        axes = t["workload"].get("axes") or workloads.get(t["workload"]["uuid"], {})
+        perf = ev.get("performance") or {}
+        f_lat = perf["latency_ms"] * 1e3 if perf.get("latency_ms") else None
+        if f_lat is not None and ev.get("status") == "PASSED":
+            fib_lats.append(f_lat)
+        k_st, k_lat = k_work.get(key(axes), ("-", None))
+        if f_lat is not None and k_lat:
+            pairs.append((f_lat, k_lat))
+        detail.append((name, axes, ev.get("status", "?"), f_lat, k_st, k_lat))
+    large = [(f, k) for f, k in pairs if k >= 500]
+    summary.append((name, src, len(ts), ", ".join("%s %d" % kv for kv in sorted(status.items())) or "no traces",
+                    mean(fib_lats), k_status, len(pairs), mean([f / k for f, k in pairs]),
+                    len(large), max([abs(f / k - 1) for f, k in large], default=float("nan"))))
     if not ts or set(status) != {"PASSED"}:
         ok = False
+fmt = lambda x: "-" if x is None or x != x else "%.2f" % x
 print()
-print("| solution | FIB workloads | FIB statuses | FIB mean latency (us) | kharness verdict | shapes in both | FIB mean (us) | kharness mean (us) | FIB / kharness |")
-print("|---|---:|---|---:|---|---:|---:|---:|---:|")
-for op, n, st, fm, ks, nc, fc, kc in rows:
-    ratio = fc / kc if nc and kc else float("nan")
-    print("| kharness_%s_seed | %d | %s | %.2f | %s | %d | %.2f | %.2f | %.2fx |" % (op, n, st, fm, ks, nc, fc, kc, ratio))
-if detail:
-    print()
-    print("| definition | axes | FIB latency (us) | kharness latency (us) | FIB / kharness |")
-    print("|---|---|---:|---:|---:|")
-    for op, a, f, k in detail:
-        print("| %s | %s | %.2f | %.2f | %.2fx |" % (op, " ".join("%s=%s" % kv for kv in json.loads(a).items()), f, k, f / k))
+print("| solution | source | FIB workloads | FIB statuses | FIB mean latency (us) | kharness verdict | workloads in both | mean FIB / kharness | in both, kharness >= 500 us | largest deviation there |")
+print("|---|---|---:|---|---:|---|---:|---:|---:|---:|")
+for name, src, n, st, fm, ks, nc, r, nl, dev in summary:
+    print("| %s | %s | %d | %s | %s | %s | %d | %sx | %d | %s |" % (
+        name, src, n, st, fmt(fm), ks, nc, fmt(r), nl, "-" if dev != dev else "%.1f%%" % (dev * 100)))
 print()
-print("FlashInfer-Bench times a host call with CUDA events (launcher overhead included); kharness "
-      "times the kernels with CUPTI, L2 flushed: expect FIB to read higher.")
+print("| solution | axes | FIB status | FIB latency (us) | kharness status | kharness latency (us) | FIB / kharness |")
+print("|---|---|---|---:|---|---:|---:|")
+for name, axes, fst, f, kst, k in detail:
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (
+        name, " ".join("%s=%s" % kv for kv in axes.items()), fst, fmt(f), kst, fmt(k),
+        fmt(f / k) + "x" if f and k else "-"))
+print()
+print("FlashInfer-Bench times a host call with CUDA events (the launcher's checks, tensor-map "
+      "encoding and launch overhead included); kharness times the kernels with CUPTI, L2 flushed: "
+      "expect FIB to read higher on small workloads, and within a few percent on large ones.")
 print("traces: %s/traces  logs: %s" % (dataset, out))
 sys.exit(0 if ok else 1)
 PY

@@ -44,6 +44,9 @@ Exported export_seed(const TempDir& dir, const std::string& seed, const std::str
   return e;
 }
 
+const char* const kFp8Seed = "operators/_families/gemm_fp8/seed.sm_90a.cu";
+const char* const kGemmSeed = "operators/_families/gemm/seed.sm_90a.cu";
+
 bool has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
@@ -245,18 +248,152 @@ TEST(FibExport, CliRefusalIsOneLineExit1) {
 namespace kharness {
 namespace {
 
-// The sm_90a GEMM seed takes TMA tensor maps, which the generated launcher does not encode: the
-// export says so on one line (exit 1) instead of writing a launcher that cannot run.
-TEST(FibExport, TensorMapPlansAreRefusedWithTheReason) {
+// The sm_90a gemm_fp8 seed: its two TMA maps become tensor_map() calls over the operands with the
+// layout kharness resolves (innermost first: dims {K, M}, a row stride of K elements, 128 x 128
+// boxes, 128-byte swizzle, 256-byte L2 promotion, bytes for fp8), 132 persistent blocks and 160 KiB
+// of dynamic shared memory opted into. It needs sm_90a: the kernel source stops a plain build
+// with the setting that fixes it, and the export says so in one line.
+TEST(FibExport, Sm90aGemmFp8SeedEncodesItsTensorMaps) {
   TempDir dir;
-  auto r = testing::kharness(
-      "--archive '" + dir.path().string() + "/a' export '" +
-      (testing::source_dir() / "operators/_families/gemm/seed.sm_90a.cu").string() +
-      "' --operator gemm_n6144_k4096 --fib '" + (dir.path() / "g.json").string() +
-      "' --arch sm_90a");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("declares tensor maps"), std::string::npos) << r.out;
-  EXPECT_FALSE(std::filesystem::exists(dir.path() / "g.json"));
+  std::string out = (dir.path() / "fp8.json").string();
+  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" +
+                             (testing::source_dir() / kFp8Seed).string() +
+                             "' --operator gemm_fp8 --fib '" + out + "' --arch sm_90a");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("these kernels need sm_90a and FlashInfer-Bench's builder compiles for the "
+                       "GPU's plain arch (a Solution carries no compile flags): run "
+                       "FlashInfer-Bench with TVM_FFI_CUDA_ARCH_LIST=\"9.0a\""),
+            std::string::npos)
+      << r.out;
+  Exported e = export_seed(dir, kFp8Seed, "gemm_fp8");
+  const std::string& l = e.launcher;
+  EXPECT_TRUE(has(l, "#include <cuda.h>"));
+  EXPECT_TRUE(has(l, "cudaGetDriverEntryPointByVersion(\"cuTensorMapEncodeTiled\""));
+  EXPECT_TRUE(has(l,
+                  "alignas(64) CUtensorMap a0 = tensor_map(  // \"a_map\"\n"
+                  "        \"a_map\", \"gemm_fp8_tma_wgmma_kernel\", "
+                  "CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, 1,\n"
+                  "        data(t_A), (INT64_C(0)), tensor_bytes(t_A),\n"
+                  "        {(ax_K), (ax_M)}, {(ax_K)}, {(INT64_C(128)), (INT64_C(128))}, "
+                  "{(INT64_C(1)), (INT64_C(1))},\n"
+                  "        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, "
+                  "CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);"))
+      << l;
+  EXPECT_TRUE(has(l, "data(t_B), (INT64_C(0)), tensor_bytes(t_B),\n        {(ax_K), (ax_N)}"));
+  EXPECT_TRUE(has(l, "void* args[] = {&a0, &a1, &a2, &a3, &a4, &a5, &a6, &a7, &a8};"));
+  EXPECT_TRUE(has(l, "const int64_t ax_num_k_blocks = t_A_scale.size(1);"));
+  EXPECT_TRUE(has(l,
+                  "kx_min(kx_cdiv(ax_M, INT64_C(128)) * kx_cdiv(ax_N, INT64_C(128)), "
+                  "INT64_C(132))"));
+  EXPECT_TRUE(has(l, "INT64_C(5) * (INT64_C(128) + INT64_C(128)) * INT64_C(128) + INT64_C(1024)"));
+  EXPECT_TRUE(has(e.kernel,
+                  "*/\n// kharness export: the arch-specific target these kernels need\n"
+                  "#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+                  "#error \"these kernels need sm_90a: build with TVM_FFI_CUDA_ARCH_LIST=9.0a"));
+  EXPECT_TRUE(has(e.solution["description"].get<std::string>(),
+                  "Needs sm_90a: run FlashInfer-Bench with TVM_FFI_CUDA_ARCH_LIST=\"9.0a\""));
+}
+
+// The sm_90a fp16 GEMM seed: tensor maps, a workspace the first launch writes and the second (PDL)
+// reads, both sized by the plan's workspace expression.
+TEST(FibExport, Sm90aGemmSeedEncodesMapsAndChainsThePdlReduction) {
+  TempDir dir;
+  Exported e = export_seed(dir, kGemmSeed, "gemm_n6144_k4096");
+  const std::string& l = e.launcher;
+  EXPECT_TRUE(has(l,
+                  "const int64_t ws_bytes = (INT64_C(16) + kx_min(INT64_C(1), INT64_C(64) / "
+                  "ax_M) * INT64_C(16) * ax_M * ax_N);\n  void* ws = workspace(guard.device, "
+                  "ws_bytes);"))
+      << l;
+  EXPECT_TRUE(has(l, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, 2,\n        data(t_A)"));
+  EXPECT_TRUE(has(l, "{(ax_K), (ax_N)}, {(ax_K)}, {(INT64_C(64)), (INT64_C(256))}"));
+  EXPECT_TRUE(has(l, "extern \"C\" void kharness_stub_1(void) __asm__(\"gemm_split_k_reduce\");"));
+  // The reduction is the PDL launch; the GEMM opts into 193 KiB of shared memory.
+  EXPECT_TRUE(has(l, "\"shared_bytes\"), stream, args, true, false);"));
+  EXPECT_TRUE(has(l, "INT64_C(4) * (INT64_C(128) + INT64_C(256)) * INT64_C(128) + INT64_C(1024)"));
+  EXPECT_TRUE(has(e.kernel, "__CUDA_ARCH_FEAT_SM90_ALL"));
+}
+
+// A map over the workspace takes the workspace's address and size; a view's strides are written
+// as the plan gives them.
+TEST(FibExport, WorkspaceMapsAndViews) {
+  Definition d = parse_definition_text(R"({
+    "name": "mapped", "op_type": "probe",
+    "axes": {"M": {"type": "var"}, "K": {"type": "const", "value": 256}},
+    "inputs": {"A": {"shape": ["M", "K"], "dtype": "bfloat16"}},
+    "outputs": {"C": {"shape": ["M", "K"], "dtype": "float32"}}
+  })",
+                                       "mapped.json");
+  Solution s = parse_single_file_solution(
+      R"(/* kharness {"definition": "mapped", "launches": [{"kernel": "k", "grid": [1, 1, 1],
+      "block": [128, 1, 1], "tensor_maps": {
+        "v": {"tensor": "A", "shape": ["M", 2, 128], "strides": ["K", 128], "box": [8, 1, 64],
+              "oob_fill": "nan", "interleave": "none"},
+        "w": {"tensor": "workspace", "dtype": "float32", "shape": ["M", 64],
+              "offset_bytes": 256, "box": [16, 32], "l2_promotion": "128B"}},
+      "args": [{"tensor_map": "v"}, {"tensor_map": "w"}, "C"]}],
+      "workspace_bytes": "256 + M * 256"} */
+extern "C" __global__ void k() {}
+)",
+      "mapped.cu");
+  KernelInfo k;
+  k.name = k.mangled = "k";
+  k.params = {{"b8", 128, 64}, {"b8", 128, 64}, {"u64", 8, 8}};
+  std::string l = exchange::fib_launcher_source(s, d, {k}, "run", "mapped.cu");
+  EXPECT_TRUE(has(l,
+                  "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, 2,\n        data(t_A), (INT64_C(0)), "
+                  "tensor_bytes(t_A),\n        {(INT64_C(128)), (INT64_C(2)), (ax_M)}, "
+                  "{(INT64_C(128)), (ax_K)}, {(INT64_C(64)), (INT64_C(1)), (INT64_C(8))}"))
+      << l;
+  EXPECT_TRUE(has(l, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"));
+  EXPECT_TRUE(has(l,
+                  "CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, 4,\n        ws, (INT64_C(256)), "
+                  "ws_bytes,\n        {(INT64_C(64)), (ax_M)}, {(INT64_C(64))}"))
+      << l;
+  EXPECT_TRUE(has(l, "CU_TENSOR_MAP_L2_PROMOTION_L2_128B"));
+  EXPECT_TRUE(has(l, "void* args[] = {&a0, &a1, &a2};"));
+  // A map parameter of the wrong size is refused.
+  k.params[1].size = 8;
+  try {
+    exchange::fib_launcher_source(s, d, {k}, "run", "mapped.cu");
+    ADD_FAILURE() << "exported a map into an 8-byte parameter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a tensor map needs a 128-byte CUtensorMap parameter"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// What comes back from the exported JSON is the plan and the kernels kharness checked: the same
+// plan, the same kernel source after the export's guard, and the same kernels with the same
+// parameters when kharness compiles it.
+TEST(FibExport, Sm90aRoundTripGivesTheSamePlanAndKernels) {
+  TempDir dir;
+  for (auto [seed, op] : {std::pair<std::string, std::string>{kFp8Seed, "gemm_fp8"},
+                          {kGemmSeed, "gemm_n6144_k4096"},
+                          {"tests/fixtures/launch/pdl_cooperative_copy.cu", "copy_f32"}}) {
+    export_seed(dir, seed, op);
+    std::string file = (dir.path() / (op + ".json")).string();
+    Solution back = load_solution(file);
+    Solution original = load_solution(testing::source_dir() / seed);
+    EXPECT_EQ(back.plan.raw, original.plan.raw) << op;
+    ASSERT_EQ(back.plan.launches.size(), original.plan.launches.size());
+    for (std::size_t i = 0; i < back.plan.launches.size(); ++i) {
+      EXPECT_EQ(back.plan.launches[i].pdl, original.plan.launches[i].pdl);
+      EXPECT_EQ(back.plan.launches[i].cooperative, original.plan.launches[i].cooperative);
+      EXPECT_EQ(back.plan.launches[i].tensor_maps.size(),
+                original.plan.launches[i].tensor_maps.size());
+    }
+    EXPECT_EQ(back.sources.size(), 1u) << "the generated launcher is left out";
+    auto a = testing::kharness("compile '" + file + "' --operator " + op + " --arch sm_90a --json");
+    auto b = testing::kharness("compile '" + (testing::source_dir() / seed).string() +
+                               "' --operator " + op + " --arch sm_90a --json");
+    ASSERT_EQ(a.exit_code, 0) << a.out;
+    ASSERT_EQ(b.exit_code, 0) << b.out;
+    json ja = json::parse(a.out.substr(a.out.find('{')));
+    json jb = json::parse(b.out.substr(b.out.find('{')));
+    EXPECT_EQ(ja["kernels"], jb["kernels"]) << op;
+  }
 }
 
 // PDL and cooperative launches become cudaLaunchKernelEx attributes.

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # CTest fib_export_nvcc: `kharness export --fib` of the rmsnorm, fused_add_rmsnorm and GEMM seeds,
-# then the exported sources built as FlashInfer-Bench 0.1.2's tvm-ffi builder builds them (nvcc
-# -std=c++17 -O2 per .cu file, one shared library with libtvm_ffi and libcudart), linked with no
-# undefined symbol (so every kernel stub the launcher names exists) and exporting the tvm-ffi
-# entry symbol. Needs nvcc and tvm-ffi's headers and library: $TVM_FFI_ROOT (a folder holding
+# the sm_90a seeds of the fp16 GEMM and gemm_fp8 families (TMA tensor maps, 227 KiB of dynamic
+# shared memory, a PDL split-K reduction) and the PDL/cooperative fixture, then the exported
+# sources built as FlashInfer-Bench 0.1.2's tvm-ffi builder builds them (nvcc -std=c++17 -O2 per
+# .cu file with the -gencode tvm-ffi writes for TVM_FFI_CUDA_ARCH_LIST="9.0a", one shared library
+# with libtvm_ffi and libcudart), linked with no undefined symbol (so every kernel stub the
+# launcher names exists, and the launcher reaches the driver only through the runtime) and
+# exporting the tvm-ffi entry symbol. An export that needs sm_90a must stop a plain sm_90 build
+# with an #error naming TVM_FFI_CUDA_ARCH_LIST; one that does not must say nothing of it. Needs nvcc and tvm-ffi's headers and library: $TVM_FFI_ROOT (a folder holding
 # include/tvm/ffi and lib/libtvm_ffi.so, as the apache-tvm-ffi wheel's tvm_ffi/ does), else the
 # wheel in .fib-wheels/ (scripts/fetch-fib-wheels.sh); skips (77) with a message without them.
 #   tests/fib_export_nvcc.sh KHARNESS_BINARY SOURCE_DIR
@@ -31,10 +35,13 @@ export KHARNESS_ARCHIVE="$WORK/archive"
 status=0
 for spec in rmsnorm_h4096:operators/rmsnorm_h4096/seed.cu \
             fused_add_rmsnorm_h4096:operators/fused_add_rmsnorm_h4096/seed.cu \
-            gemm_n6144_k4096:operators/_families/gemm/seed.cu; do
+            gemm_n6144_k4096:operators/_families/gemm/seed.cu \
+            gemm_n6144_k4096:operators/_families/gemm/seed.sm_90a.cu \
+            gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu \
+            copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu; do
   op="${spec%%:*}"
   seed="${spec#*:}"
-  out="$WORK/$op"
+  out="$WORK/$op-$(basename "$seed" .cu)"
   mkdir -p "$out"
   "$KHARNESS" export "$SRC/$seed" --operator "$op" --fib "$out/fib_solution.json" --arch sm_90a
   # The sources as FlashInfer-Bench writes them: one folder, each file at its path.
@@ -47,6 +54,27 @@ for f in s["sources"]:
     os.makedirs(os.path.dirname(p), exist_ok=True)
     open(p, "w").write(f["content"])
 PY
+  # The arch guard: present exactly when the export says the kernels need sm_90a.
+  needs="$(python3 -c 'import json,sys; print("yes" if "TVM_FFI_CUDA_ARCH_LIST" in json.load(open(sys.argv[1]))["description"] else "no")' "$out/fib_solution.json")"
+  kernel="$out/src/$(basename "$seed")"
+  if "$NVCC" -E -std=c++17 -gencode=arch=compute_90,code=sm_90 -I"$ROOT/include" "$kernel" \
+       -o /dev/null >"$out/plain.log" 2>&1; then
+    plain=ok
+  else
+    plain=failed
+  fi
+  if [[ "$needs" == yes ]]; then
+    if [[ "$plain" == failed ]] && grep -q 'TVM_FFI_CUDA_ARCH_LIST=9.0a' "$out/plain.log"; then
+      echo "ok: $seed stops a plain sm_90 build with the setting it needs"
+    else
+      echo "FAIL: $seed needs sm_90a but a plain sm_90 build does not say TVM_FFI_CUDA_ARCH_LIST"
+      status=1
+    fi
+  elif [[ "$plain" == failed ]]; then
+    echo "FAIL: $seed does not need sm_90a but a plain sm_90 preprocess fails:"
+    cat "$out/plain.log"
+    status=1
+  fi
   symbol="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["entry_point"].split("::")[-1])' "$out/fib_solution.json")"
   objs=()
   for cu in "$out"/src/*.cu; do
@@ -58,9 +86,9 @@ PY
   g++ -shared "${objs[@]}" -L"$ROOT/lib" -ltvm_ffi -L"$CUDA_LIB" -lcudart -Wl,--no-undefined \
     -o "$out/$op.so"
   if nm -D --defined-only "$out/$op.so" | grep -q " __tvm_ffi_${symbol}\$"; then
-    echo "ok: $op builds, links with no undefined symbol and exports __tvm_ffi_${symbol}"
+    echo "ok: $seed ($op) builds, links with no undefined symbol and exports __tvm_ffi_${symbol}"
   else
-    echo "FAIL: $op.so does not export __tvm_ffi_${symbol}"
+    echo "FAIL: $seed ($op): the library does not export __tvm_ffi_${symbol}"
     status=1
   fi
 done

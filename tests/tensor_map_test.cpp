@@ -92,6 +92,55 @@ TEST(TensorMapPlan, ParsedGeometryIsInnermostFirst) {
   EXPECT_EQ(g.extent_bytes, 300u * 512u * 2u);
 }
 
+// The layout over the axes (what the exported FlashInfer-Bench launcher writes as C++) is what
+// resolve_tensor_map evaluates: the same numbers for every workload, for a tensor's own shape, a
+// strided view and a workspace region, with the driver's enumerators.
+TEST(TensorMapPlan, LayoutIsWhatResolveEvaluates) {
+  auto d = gemm_definition();
+  const char* maps[] = {
+      R"({"tensor": "S", "box": [64, 128], "swizzle": "128B", "l2_promotion": "256B"})",
+      R"({"tensor": "A", "shape": ["M", "K / 64", 64], "strides": ["K", 64], "box": [64, 1, 64],
+          "oob_fill": "nan"})",
+      R"({"tensor": "workspace", "dtype": "float32", "shape": ["M", 128],
+          "offset_bytes": "M * 512", "box": [16, 32], "element_strides": [1, 2]})"};
+  for (const char* map : maps) {
+    const LaunchPlan plan = map_plan(map);
+    const TensorMapSpec& spec = plan.launches[0].tensor_maps[0];
+    TensorMapLayout l = describe_tensor_map(spec, d);
+    for (int m : {1, 77, 4096}) {
+      Bindings axes = {{"M", m}, {"N", 256}, {"K", 512}, {"J", 100}};
+      TensorMapGeometry g = resolve_tensor_map(spec, d, axes, std::int64_t{m} * 1024);
+      ASSERT_EQ(l.rank, g.rank) << map;
+      EXPECT_EQ(l.dtype, g.dtype);
+      EXPECT_EQ(l.encoding.data_type.value, g.encoding.data_type.value);
+      EXPECT_EQ(static_cast<std::uint64_t>(l.offset_bytes.eval(axes)), g.offset_bytes) << map;
+      ASSERT_EQ(l.strides.size() + 1, l.rank);
+      for (unsigned i = 0; i < l.rank; ++i) {
+        EXPECT_EQ(static_cast<std::uint64_t>(l.dims[i].eval(axes)), g.dims[i]) << map << " " << i;
+        EXPECT_EQ(static_cast<std::uint32_t>(l.box[i].eval(axes)), g.box[i]) << map;
+        EXPECT_EQ(static_cast<std::uint32_t>(l.element_strides[i].eval(axes)), g.element_strides[i])
+            << map;
+        if (i > 0) {
+          EXPECT_EQ(static_cast<std::uint64_t>(l.strides[i - 1].eval(axes)) * l.element_bytes,
+                    g.strides_bytes[i - 1])
+              << map << " " << i;
+        }
+      }
+    }
+  }
+  TensorMapLayout fp8 = describe_tensor_map(map_plan(maps[0]).launches[0].tensor_maps[0], d);
+  EXPECT_STREQ(fp8.encoding.data_type.name, "CU_TENSOR_MAP_DATA_TYPE_UINT8");
+  EXPECT_STREQ(fp8.encoding.swizzle.name, "CU_TENSOR_MAP_SWIZZLE_128B");
+  EXPECT_EQ(fp8.encoding.swizzle.value, 3);
+  EXPECT_STREQ(fp8.encoding.l2_promotion.name, "CU_TENSOR_MAP_L2_PROMOTION_L2_256B");
+  EXPECT_EQ(fp8.dims[0].text(), "K");
+  EXPECT_EQ(fp8.dims[1].text(), "M");
+  EXPECT_EQ(fp8.strides[0].text(), "K");
+  TensorMapLayout nan = describe_tensor_map(map_plan(maps[1]).launches[0].tensor_maps[0], d);
+  EXPECT_STREQ(nan.encoding.oob_fill.name, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA");
+  EXPECT_STREQ(nan.encoding.data_type.name, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16");
+}
+
 // Each bad map is refused on the CPU with the field named, before anything runs.
 TEST(TensorMapPlan, BadMapsAreRefusedWithTheField) {
   struct Case {

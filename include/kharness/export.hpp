@@ -2,11 +2,13 @@
 // FlashInfer-Bench 0.1.2's tvm-ffi builder compiles with nvcc and its runner calls in
 // destination-passing style: the definition's inputs (tensors as TensorView, scalars as int64_t,
 // double or bool) then its outputs. The host launcher is generated C++/CUDA from the launch plan
-// (grid, block, dynamic shared memory with the opt-in above 48 KiB, clusters through
-// cudaLaunchKernelEx, workspace, axis, scalar and literal arguments sized to the compiled
-// kernel's parameters). The kernel source keeps the plan as its first block comment, so
-// `kharness check` of the exported JSON reads the same plan back; kharness's loader leaves the
-// generated launcher out (a solution never runs host code under kharness).
+// (grid, block, dynamic shared memory with the opt-in above 48 KiB, clusters, programmatic
+// dependent and cooperative launches through cudaLaunchKernelEx, TMA tensor maps encoded with
+// cuTensorMapEncodeTiled from the layout kharness itself resolves (kharness/tensor_map.hpp),
+// workspace, axis, scalar and literal arguments sized to the compiled kernel's parameters). The
+// kernel source keeps the plan as its first block comment, so `kharness check` of the exported JSON
+// reads the same plan back; kharness's loader leaves the generated launcher out (a solution never
+// runs host code under kharness).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -28,7 +30,16 @@ struct FibExportOptions {
   std::string entry_symbol = "run";
   std::vector<std::string> target_hardware = {"cuda"};
   std::string arch;  // the target kharness compiled for (a note in the description)
+  // The arch-specific target the kernels need ("sm_90a", "sm_100a": they do not compile for the
+  // plain arch), empty when they do not. FlashInfer-Bench's builder compiles for the GPU's plain
+  // arch and a Solution carries no compile flags, so the export then guards the kernel source with
+  // an #error that names the runner's setting (TVM_FFI_CUDA_ARCH_LIST), and says so in a note.
+  std::string arch_specific;
 };
+
+// The TVM_FFI_CUDA_ARCH_LIST entry that makes tvm-ffi's nvcc build for an arch-specific target:
+// "sm_90a" -> "9.0a", "sm_100a" -> "10.0a". Empty for anything else.
+std::string tvm_ffi_arch(const std::string& arch);
 
 struct FibExport {
   nlohmann::ordered_json solution;  // the FlashInfer-Bench Solution JSON

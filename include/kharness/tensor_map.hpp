@@ -59,10 +59,46 @@ class TensorMapError : public std::runtime_error {
   std::string field_;
 };
 
+// One enumerator of the driver's tensor-map API: its value in cuda.h and its name (core has no
+// cuda.h; device/plan_launcher.cpp checks the values against it at compile time, and the exported
+// FlashInfer-Bench launcher writes the names).
+struct TmaEnum {
+  int value = 0;
+  const char* name = "";
+};
+
+// The enumerators cuTensorMapEncodeTiled takes for a map: CUtensorMapDataType,
+// CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill.
+struct TmaEncoding {
+  TmaEnum data_type, interleave, swizzle, l2_promotion, oob_fill;
+};
+
+// A map before any workload: what cuTensorMapEncodeTiled takes, as expressions over the
+// definition's axes, innermost dimension first. resolve_tensor_map evaluates it (and checks the
+// rules) for kharness's own launches; the exported FlashInfer-Bench launcher (export/) writes the
+// same expressions as C++, so that both encode the same map for a workload.
+struct TensorMapLayout {
+  std::string tensor;  // a tensor of the definition, or "workspace": the base address and region
+  DType dtype = DType::kFloat16;
+  std::size_t element_bytes = 0;  // tma_element_bytes(dtype)
+  unsigned rank = 0;
+  std::vector<Expr> dims;             // rank of them
+  std::vector<Expr> strides;          // in elements, of dimensions 1..rank-1
+  std::vector<Expr> box;              // rank of them
+  std::vector<Expr> element_strides;  // rank of them
+  Expr offset_bytes;                  // from the base of the tensor or the workspace
+  TmaEncoding encoding;
+};
+
+// The map's layout over the axes. Throws TensorMapError for what needs no workload to see (a
+// tensor the definition lacks, a rank outside 1..5, counts that disagree).
+TensorMapLayout describe_tensor_map(const TensorMapSpec& spec, const Definition& definition);
+
 // A map's numbers for one workload, innermost dimension first as cuTensorMapEncodeTiled takes
 // them; everything in it has passed the rules.
 struct TensorMapGeometry {
   DType dtype = DType::kFloat16;
+  TmaEncoding encoding;
   unsigned rank = 0;
   std::array<std::uint64_t, 5> dims{};
   std::array<std::uint64_t, 4> strides_bytes{};  // of dimensions 1..rank-1

@@ -64,6 +64,14 @@ ExitCode run_export(const ExportArgs& args, const GlobalOptions& global) {
   o.entry_symbol = args.entry_symbol;
   o.target_hardware = args.target_hardware;
   o.arch = arch;
+  if (!exchange::tvm_ffi_arch(arch).empty()) {
+    // FlashInfer-Bench builds for the GPU's plain arch: whether the kernels need the
+    // arch-specific one (wgmma, setmaxnreg, tcgen05) is whether they compile without it.
+    CompileResult plain =
+        compile_solution(solution, &op.definition, &op.workloads,
+                         make_compile_options(arch.substr(0, arch.size() - 1), !args.no_cache));
+    if (plain.status == Status::kCompileError) o.arch_specific = arch;
+  }
   if (solution.form == SolutionForm::kSingleFile) {
     // The file's own name, not the path it was given by: FlashInfer-Bench writes sources by path.
     solution.sources[solution.entry].path =

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -95,6 +96,54 @@ unsigned swizzle_bytes(TmaSwizzle s) {
     default:
       return 0;
   }
+}
+
+// The driver's enumerators for a map, in cuda.h's order (device/plan_launcher.cpp checks them).
+// fp8, int8, uint8 and bool travel as bytes, int16 as 16-bit words: TMA copies, it never converts.
+TmaEncoding tma_encoding(const TensorMapSpec& spec, DType dtype) {
+  TmaEncoding e;
+  switch (dtype) {
+    case DType::kFloat16:
+      e.data_type = {6, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"};
+      break;
+    case DType::kBFloat16:
+      e.data_type = {9, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"};
+      break;
+    case DType::kFloat32:
+      e.data_type = {7, "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"};
+      break;
+    case DType::kInt32:
+      e.data_type = {3, "CU_TENSOR_MAP_DATA_TYPE_INT32"};
+      break;
+    case DType::kInt64:
+      e.data_type = {5, "CU_TENSOR_MAP_DATA_TYPE_INT64"};
+      break;
+    case DType::kInt16:
+      e.data_type = {1, "CU_TENSOR_MAP_DATA_TYPE_UINT16"};
+      break;
+    default:
+      e.data_type = {0, "CU_TENSOR_MAP_DATA_TYPE_UINT8"};
+      break;
+  }
+  static constexpr std::array<TmaEnum, 3> kInterleave = {{{0, "CU_TENSOR_MAP_INTERLEAVE_NONE"},
+                                                          {1, "CU_TENSOR_MAP_INTERLEAVE_16B"},
+                                                          {2, "CU_TENSOR_MAP_INTERLEAVE_32B"}}};
+  static constexpr std::array<TmaEnum, 4> kSwizzle = {{{0, "CU_TENSOR_MAP_SWIZZLE_NONE"},
+                                                       {1, "CU_TENSOR_MAP_SWIZZLE_32B"},
+                                                       {2, "CU_TENSOR_MAP_SWIZZLE_64B"},
+                                                       {3, "CU_TENSOR_MAP_SWIZZLE_128B"}}};
+  static constexpr std::array<TmaEnum, 4> kL2 = {{{0, "CU_TENSOR_MAP_L2_PROMOTION_NONE"},
+                                                  {1, "CU_TENSOR_MAP_L2_PROMOTION_L2_64B"},
+                                                  {2, "CU_TENSOR_MAP_L2_PROMOTION_L2_128B"},
+                                                  {3, "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}}};
+  // The enums of tensor_map.hpp list their choices in the driver's order.
+  e.interleave = kInterleave.at(static_cast<std::size_t>(spec.interleave));
+  e.swizzle = kSwizzle.at(static_cast<std::size_t>(spec.swizzle));
+  e.l2_promotion = kL2.at(static_cast<std::size_t>(spec.l2_promotion));
+  e.oob_fill = spec.oob_fill == TmaOobFill::kNan
+                   ? TmaEnum{1, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}
+                   : TmaEnum{0, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"};
+  return e;
 }
 
 }  // namespace
@@ -208,9 +257,9 @@ TensorMapSpec parse_tensor_map(const std::string& name, const json& j, const std
   return spec;
 }
 
-TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition& definition,
-                                     const Bindings& axes, std::int64_t workspace_bytes) {
-  TensorMapGeometry g;
+TensorMapLayout describe_tensor_map(const TensorMapSpec& spec, const Definition& definition) {
+  TensorMapLayout l;
+  l.tensor = spec.tensor;
   const bool over_workspace = spec.tensor == "workspace";
   const TensorSpec* tensor = over_workspace ? nullptr : definition.find_tensor(spec.tensor);
   if (!over_workspace && (tensor == nullptr || tensor->is_scalar())) {
@@ -218,36 +267,22 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
                                                spec.tensor, definition.name));
   }
   if (spec.dtype) {
-    g.dtype = *spec.dtype;
+    l.dtype = *spec.dtype;
   } else if (tensor) {
-    g.dtype = tensor->dtype;
+    l.dtype = tensor->dtype;
   } else {
     throw TensorMapError("dtype", "a map over the workspace names its dtype");
   }
-  const std::size_t elem = tma_element_bytes(g.dtype);
-  if (elem == 0) {
+  l.element_bytes = tma_element_bytes(l.dtype);
+  if (l.element_bytes == 0) {
     throw TensorMapError("dtype",
-                         fmt::format("TMA has no element type for {}", dtype_name(g.dtype)));
+                         fmt::format("TMA has no element type for {}", dtype_name(l.dtype)));
   }
-  // The region the map may address: the whole tensor, or the plan's workspace.
-  std::uint64_t region = 0;
-  std::vector<std::uint64_t> shape;  // outermost first
-  if (tensor) {
-    std::vector<std::int64_t> ts = tensor_shape(*tensor, axes);
-    std::uint64_t n = 1;
-    for (std::int64_t v : ts)
-      n = checked_mul(n, static_cast<std::uint64_t>(v), "tensor", "its size");
-    region = checked_mul(n, dtype_size(tensor->dtype), "tensor", "its size in bytes");
-    if (spec.shape.empty()) {
-      for (std::int64_t v : ts) shape.push_back(static_cast<std::uint64_t>(v));
-    }
-  } else {
-    region = workspace_bytes > 0 ? static_cast<std::uint64_t>(workspace_bytes) : 0;
-    if (spec.shape.empty())
-      throw TensorMapError("shape", "a map over the workspace names its shape");
-  }
-  for (std::size_t i = 0; i < spec.shape.size(); ++i) {
-    shape.push_back(eval_positive(spec.shape[i], axes, fmt::format("shape[{}]", i)));
+  // The shape, outermost first: the tensor's own axes, or the view the plan writes.
+  std::vector<Expr> shape = spec.shape;
+  if (shape.empty()) {
+    if (!tensor) throw TensorMapError("shape", "a map over the workspace names its shape");
+    for (const std::string& axis : *tensor->shape) shape.push_back(Expr::parse(axis));
   }
   const std::size_t rank = shape.size();
   if (rank == 0 || rank > 5) {
@@ -257,24 +292,55 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
     throw TensorMapError("box", fmt::format("has {} dimensions; the map over '{}' has {}",
                                             spec.box.size(), spec.tensor, rank));
   }
-  g.rank = static_cast<unsigned>(rank);
-  // Strides in elements, outermost first; the innermost dimension is contiguous.
-  std::vector<std::uint64_t> strides(rank, 1);
-  if (!spec.strides.empty()) {
-    if (spec.strides.size() + 1 != rank) {
-      throw TensorMapError("strides",
-                           fmt::format("a rank-{} map takes {} strides", rank, rank - 1));
-    }
-    for (std::size_t i = 0; i + 1 < rank; ++i) {
-      strides[i] = eval_positive(spec.strides[i], axes, fmt::format("strides[{}]", i));
-    }
-  } else {
-    for (std::size_t i = rank - 1; i-- > 0;) {
-      strides[i] = checked_mul(strides[i + 1], shape[i + 1], "shape",
-                               fmt::format("the stride of dimension {}", i));
+  if (!spec.strides.empty() && spec.strides.size() + 1 != rank) {
+    throw TensorMapError("strides", fmt::format("a rank-{} map takes {} strides", rank, rank - 1));
+  }
+  l.rank = static_cast<unsigned>(rank);
+  // Strides in elements, outermost first; a contiguous one is the product of the dimensions
+  // inside it.
+  std::vector<Expr> strides = spec.strides;
+  if (strides.empty() && rank > 1) {
+    strides.resize(rank - 1);
+    strides[rank - 2] = shape[rank - 1];
+    for (std::size_t i = rank - 2; i-- > 0;) {
+      strides[i] =
+          Expr::parse(fmt::format("({}) * ({})", strides[i + 1].text(), shape[i + 1].text()));
     }
   }
-  std::int64_t offset = spec.offset_bytes.eval(axes);
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t outer = rank - 1 - d;  // index in the written (outermost-first) order
+    l.dims.push_back(shape[outer]);
+    if (d > 0) l.strides.push_back(strides[outer]);
+    l.box.push_back(spec.box[outer]);
+    l.element_strides.push_back(spec.element_strides.empty() ? Expr::constant(1)
+                                                             : spec.element_strides[outer]);
+  }
+  l.offset_bytes = spec.offset_bytes;
+  l.encoding = tma_encoding(spec, l.dtype);
+  return l;
+}
+
+TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition& definition,
+                                     const Bindings& axes, std::int64_t workspace_bytes) {
+  const TensorMapLayout l = describe_tensor_map(spec, definition);
+  TensorMapGeometry g;
+  g.dtype = l.dtype;
+  g.encoding = l.encoding;
+  g.rank = l.rank;
+  const std::size_t elem = l.element_bytes;
+  const std::size_t rank = l.rank;
+  // The region the map may address: the whole tensor, or the plan's workspace.
+  std::uint64_t region = 0;
+  if (const TensorSpec* tensor = definition.find_tensor(spec.tensor);
+      tensor && spec.tensor != "workspace") {
+    std::uint64_t n = 1;
+    for (std::int64_t v : tensor_shape(*tensor, axes))
+      n = checked_mul(n, static_cast<std::uint64_t>(v), "tensor", "its size");
+    region = checked_mul(n, dtype_size(tensor->dtype), "tensor", "its size in bytes");
+  } else {
+    region = workspace_bytes > 0 ? static_cast<std::uint64_t>(workspace_bytes) : 0;
+  }
+  std::int64_t offset = l.offset_bytes.eval(axes);
   if (offset < 0) throw TensorMapError("offset_bytes", fmt::format("{} is negative", offset));
   g.offset_bytes = static_cast<std::uint64_t>(offset);
   const std::uint64_t base_align = spec.interleave == TmaInterleave::k32B ? 32 : 16;
@@ -287,17 +353,25 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
   // Dimensions and strides, innermost first for the driver.
   std::uint64_t extent = elem;  // one past the last byte: sum of (dim - 1) * stride + element
   for (std::size_t d = 0; d < rank; ++d) {
-    std::size_t outer = rank - 1 - d;  // index in the written (outermost-first) order
-    if (shape[outer] > kMaxDim) {
-      throw TensorMapError(spec.shape.empty() ? "tensor" : fmt::format("shape[{}]", outer),
-                           fmt::format("{} is above 2^32", shape[outer]));
-    }
-    g.dims[d] = shape[outer];
+    const std::size_t outer = rank - 1 - d;  // index in the written (outermost-first) order
+    const std::string dim_field =
+        spec.shape.empty() ? std::string("tensor") : fmt::format("shape[{}]", outer);
+    const std::uint64_t dim = eval_positive(l.dims[d], axes, dim_field);
+    if (dim > kMaxDim) throw TensorMapError(dim_field, fmt::format("{} is above 2^32", dim));
+    g.dims[d] = dim;
     const std::string stride_field =
         spec.strides.empty() ? "shape" : fmt::format("strides[{}]", outer);
-    const std::uint64_t stride_bytes = checked_mul(
-        strides[outer], elem, stride_field, fmt::format("the stride of dimension {}", outer));
+    const std::string stride_what = fmt::format("the stride of dimension {}", outer);
+    std::uint64_t stride_bytes = elem;
     if (d > 0) {
+      std::uint64_t stride = 0;
+      try {
+        stride = eval_positive(l.strides[d - 1], axes, stride_field);
+      } catch (const ExprError& e) {
+        if (e.kind() != ExprError::Kind::kOverflow) throw;
+        throw TensorMapError(stride_field, fmt::format("{} does not fit 64 bits", stride_what));
+      }
+      stride_bytes = checked_mul(stride, elem, stride_field, stride_what);
       if (stride_bytes % 16 != 0 || stride_bytes >= kMaxStrideBytes) {
         throw TensorMapError(
             stride_field,
@@ -308,11 +382,9 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
       g.strides_bytes[d - 1] = stride_bytes;
     }
     // Checked: dimensions below 2^32 times strides below 2^40 reach 2^72.
-    const std::string span_field =
-        spec.shape.empty() ? std::string("tensor") : fmt::format("shape[{}]", outer);
     const std::string what = fmt::format("the extent of dimension {}", outer);
-    extent = checked_add(extent, checked_mul(shape[outer] - 1, stride_bytes, span_field, what),
-                         span_field, what);
+    extent =
+        checked_add(extent, checked_mul(dim - 1, stride_bytes, dim_field, what), dim_field, what);
   }
   g.extent_bytes = checked_add(g.offset_bytes, extent, "offset_bytes", "the map's last byte");
   if (g.extent_bytes > region) {
@@ -326,15 +398,12 @@ TensorMapGeometry resolve_tensor_map(const TensorMapSpec& spec, const Definition
   for (std::size_t d = 0; d < rank; ++d) {
     std::size_t outer = rank - 1 - d;
     std::string field = fmt::format("box[{}]", outer);
-    std::uint64_t b = eval_positive(spec.box[outer], axes, field);
+    std::uint64_t b = eval_positive(l.box[d], axes, field);
     if (b > 256) throw TensorMapError(field, fmt::format("{} is above 256, TMA's largest box", b));
     g.box[d] = static_cast<std::uint32_t>(b);
-    std::uint64_t es = 1;
-    if (!spec.element_strides.empty()) {
-      std::string efield = fmt::format("element_strides[{}]", outer);
-      es = eval_positive(spec.element_strides[outer], axes, efield);
-      if (es > 8) throw TensorMapError(efield, fmt::format("{} is above 8", es));
-    }
+    std::string efield = fmt::format("element_strides[{}]", outer);
+    std::uint64_t es = eval_positive(l.element_strides[d], axes, efield);
+    if (es > 8) throw TensorMapError(efield, fmt::format("{} is above 8", es));
     g.element_strides[d] = static_cast<std::uint32_t>(es);
   }
   if (spec.interleave == TmaInterleave::kNone) {

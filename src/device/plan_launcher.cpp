@@ -126,44 +126,13 @@ std::vector<std::uint8_t> encode_tensor_map(const TensorMapSpec& spec, const Ptx
     throw std::runtime_error(fmt::format("tensor map '{}': '{}' has no buffer on this workload",
                                          spec.name, spec.tensor));
   }
-  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  switch (g.dtype) {
-    case DType::kFloat16:
-      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-      break;
-    case DType::kBFloat16:
-      type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-      break;
-    case DType::kFloat32:
-      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-      break;
-    case DType::kInt32:
-      type = CU_TENSOR_MAP_DATA_TYPE_INT32;
-      break;
-    case DType::kInt64:
-      type = CU_TENSOR_MAP_DATA_TYPE_INT64;
-      break;
-    case DType::kInt16:
-      type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
-      break;
-    default:  // fp8, int8, uint8, bool: bytes
-      type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-      break;
-  }
-  // Indexed by the enums of tensor_map.hpp, in their order.
-  constexpr CUtensorMapSwizzle kSwizzle[] = {CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
-                                             CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
-  constexpr CUtensorMapInterleave kInterleave[] = {
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_INTERLEAVE_16B, CU_TENSOR_MAP_INTERLEAVE_32B};
-  constexpr CUtensorMapL2promotion kL2[] = {
-      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B};
-  const CUtensorMapSwizzle swizzle = kSwizzle[static_cast<int>(spec.swizzle)];
-  const CUtensorMapInterleave interleave = kInterleave[static_cast<int>(spec.interleave)];
-  const CUtensorMapL2promotion l2 = kL2[static_cast<int>(spec.l2_promotion)];
-  CUtensorMapFloatOOBfill fill = spec.oob_fill == TmaOobFill::kNan
-                                     ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
-                                     : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  // The enumerators come from the shared description (kharness/tensor_map.hpp), which the
+  // exported FlashInfer-Bench launcher writes too.
+  const auto type = static_cast<CUtensorMapDataType>(g.encoding.data_type.value);
+  const auto interleave = static_cast<CUtensorMapInterleave>(g.encoding.interleave.value);
+  const auto swizzle = static_cast<CUtensorMapSwizzle>(g.encoding.swizzle.value);
+  const auto l2 = static_cast<CUtensorMapL2promotion>(g.encoding.l2_promotion.value);
+  const auto fill = static_cast<CUtensorMapFloatOOBfill>(g.encoding.oob_fill.value);
   const Driver& d = Driver::instance();
   if (d.cuTensorMapEncodeTiled == nullptr) {
     throw std::runtime_error(
@@ -183,6 +152,20 @@ std::vector<std::uint8_t> encode_tensor_map(const TensorMapSpec& spec, const Ptx
   std::memcpy(out.data(), &map, sizeof map);
   return out;
 }
+
+// The values kharness/tensor_map.hpp gives the driver's enumerators (core has no cuda.h).
+static_assert(CU_TENSOR_MAP_DATA_TYPE_UINT8 == 0 && CU_TENSOR_MAP_DATA_TYPE_UINT16 == 1 &&
+              CU_TENSOR_MAP_DATA_TYPE_INT32 == 3 && CU_TENSOR_MAP_DATA_TYPE_INT64 == 5 &&
+              CU_TENSOR_MAP_DATA_TYPE_FLOAT16 == 6 && CU_TENSOR_MAP_DATA_TYPE_FLOAT32 == 7 &&
+              CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == 9);
+static_assert(CU_TENSOR_MAP_INTERLEAVE_NONE == 0 && CU_TENSOR_MAP_INTERLEAVE_16B == 1 &&
+              CU_TENSOR_MAP_INTERLEAVE_32B == 2);
+static_assert(CU_TENSOR_MAP_SWIZZLE_NONE == 0 && CU_TENSOR_MAP_SWIZZLE_32B == 1 &&
+              CU_TENSOR_MAP_SWIZZLE_64B == 2 && CU_TENSOR_MAP_SWIZZLE_128B == 3);
+static_assert(CU_TENSOR_MAP_L2_PROMOTION_NONE == 0 && CU_TENSOR_MAP_L2_PROMOTION_L2_64B == 1 &&
+              CU_TENSOR_MAP_L2_PROMOTION_L2_128B == 2 && CU_TENSOR_MAP_L2_PROMOTION_L2_256B == 3);
+static_assert(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == 0 &&
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA == 1);
 
 unsigned dim(const Expr& e, const Bindings& axes) {
   std::int64_t v = e.eval(axes);

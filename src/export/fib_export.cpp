@@ -5,7 +5,9 @@
 // with the definition's inputs then outputs (destination-passing style). So the kernel source
 // stays one translation unit as kharness compiles it, and the launcher is a second one that
 // reaches the kernels through their host stubs: an extern "C" declaration whose assembler name is
-// the kernel's PTX .entry name, which is also the name of the stub nvcc emits for it.
+// the kernel's PTX .entry name, which is also the name of the stub nvcc emits for it. The builder
+// links libcudart and not libcuda, so the launcher reaches cuTensorMapEncodeTiled through the
+// runtime's driver entry point.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -278,6 +280,7 @@ class LauncherWriter {
       return fmt::format("alignas(8) unsigned char a{}[{}] = {{{}}};  // {}", i, bytes.size(),
                          fmt::join(hex, ", "), arg.text());
     }
+    if (!arg.tensor_map.empty()) return tensor_map_argument(launch, i, param, where);
     if (arg.name == "workspace") {
       if (param.size != 8) refuse(fmt::format("{}: the workspace needs an 8-byte pointer", where));
       uses_workspace_ = true;
@@ -329,6 +332,57 @@ class LauncherWriter {
     refuse(fmt::format("{}: names nothing the definition has", where));
   }
 
+  // A tensor map argument: the map's layout (kharness/tensor_map.hpp, what kharness itself
+  // resolves and encodes) written as C++ over the axes, encoded by the launcher's tensor_map()
+  // over the tensor's (or the workspace's) address on every call.
+  std::string tensor_map_argument(const Launch& launch, std::size_t i, const PtxParam& param,
+                                  const std::string& where) {
+    const LaunchArg& arg = launch.args[i];
+    const TensorMapSpec* spec = launch.find_tensor_map(arg.tensor_map);
+    if (!spec)
+      refuse(fmt::format("{}: the launch declares no tensor map '{}'", where, arg.tensor_map));
+    if (param.size != 128)
+      refuse(fmt::format("{}: a tensor map needs a 128-byte CUtensorMap parameter, not {} bytes",
+                         where, param.size));
+    TensorMapLayout l;
+    try {
+      l = describe_tensor_map(*spec, definition_);
+    } catch (const TensorMapError& e) {
+      refuse(fmt::format("{}: tensor map '{}' {}: {}", where, spec->name, e.field(), e.what()));
+    }
+    std::string base, region;
+    if (l.tensor == "workspace") {
+      uses_workspace_ = true;
+      base = "ws";
+      region = "ws_bytes";
+    } else {
+      for (const auto& p : params_) {
+        if (p.spec->name == l.tensor && !p.spec->is_scalar()) {
+          base = fmt::format("data({})", p.cpp);
+          region = fmt::format("tensor_bytes({})", p.cpp);
+        }
+      }
+      if (base.empty())
+        refuse(fmt::format("{}: tensor map over '{}', which is no tensor", where, l.tensor));
+    }
+    auto list = [&](const std::vector<Expr>& v) {
+      std::vector<std::string> out;
+      for (const auto& e : v) out.push_back(expr(e));
+      return fmt::format("{{{}}}", fmt::join(out, ", "));
+    };
+    const TmaEncoding& c = l.encoding;
+    return fmt::format(
+        "alignas(64) CUtensorMap a{} = tensor_map(  // {}\n"
+        "        {}, {}, {}, {}, {},\n"
+        "        {}, {}, {},\n"
+        "        {}, {}, {}, {},\n"
+        "        {}, {}, {}, {});",
+        i, c_string(spec->name), c_string(spec->name), c_string(launch.kernel), c.data_type.name,
+        l.rank, l.element_bytes, base, expr(l.offset_bytes), region, list(l.dims), list(l.strides),
+        list(l.box), list(l.element_strides), c.interleave.name, c.swizzle.name,
+        c.l2_promotion.name, c.oob_fill.name);
+  }
+
   std::string launches() {
     std::string out;
     int index = 0;
@@ -336,13 +390,6 @@ class LauncherWriter {
     for (const auto& launch : solution_.plan.launches) {
       const KernelInfo* info = find_kernel(kernels_, launch.kernel);
       if (!info) refuse(fmt::format("kernel '{}' is not in the compiled module", launch.kernel));
-      // The TMA descriptors kharness encodes per workload would need the driver's
-      // cuTensorMapEncodeTiled in the launcher: not generated yet.
-      if (!launch.tensor_maps.empty())
-        refuse(
-            fmt::format("launch {} ({}) declares tensor maps, which the generated launcher does "
-                        "not encode yet",
-                        index, launch.kernel));
       if (info->params.size() != launch.args.size())
         refuse(fmt::format("kernel '{}' takes {} parameters, the plan passes {}", launch.kernel,
                            info->params.size(), launch.args.size()));
@@ -384,8 +431,8 @@ class LauncherWriter {
         "  cudaStream_t stream = static_cast<cudaStream_t>(\n"
         "      TVMFFIEnvGetStream(kDLCUDA, guard.device));\n";
     if (uses_workspace_) {
-      out += fmt::format("  void* ws = workspace(guard.device, {});\n",
-                         expr(solution_.plan.workspace_bytes));
+      out += fmt::format("  const int64_t ws_bytes = {};\n", expr(solution_.plan.workspace_bytes));
+      out += "  void* ws = workspace(guard.device, ws_bytes);\n";
     }
     return out + body;
   }
@@ -399,6 +446,7 @@ class LauncherWriter {
   static std::string prelude() {
     return R"KH(#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
@@ -407,9 +455,13 @@ class LauncherWriter {
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 // The kernels' host stubs, by their PTX .entry names (defined by nvcc in the kernel source).
 )KH";
@@ -516,15 +568,107 @@ void* workspace(int device, int64_t bytes) {
   return buffers[device];
 }
 
+int64_t tensor_bytes(const TensorView& t) {
+  int64_t n = 1;
+  for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
+  return n * ((t.dtype().bits * t.dtype().lanes + 7) / 8);
+}
+
+// cuTensorMapEncodeTiled from the driver the runtime loaded (the launcher links only cudart).
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {
+  static std::mutex mutex;
+  static EncodeTiled fn = nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (fn) return fn;
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e =
+      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
+#endif
+  check_cuda(e, "launcher", "cudaGetDriverEntryPoint(cuTensorMapEncodeTiled)");
+  if (found != cudaDriverEntryPointSuccess || p == nullptr)
+    fail("the driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12)");
+  fn = reinterpret_cast<EncodeTiled>(p);
+  return fn;
+}
+
+// One tensor map of the plan, as kharness encodes it (device/plan_launcher.cpp): the numbers are
+// the plan's resolved layout, innermost dimension first; strides in elements (of dimensions 1 and
+// up), made bytes here. The map may address nothing outside its tensor or the workspace
+// (`region` bytes from `base`); the driver checks the rest of TMA's rules.
+CUtensorMap tensor_map(const char* name, const char* kernel, CUtensorMapDataType type,
+                       unsigned rank, int64_t element_bytes, void* base, int64_t offset,
+                       int64_t region, std::initializer_list<int64_t> dims,
+                       std::initializer_list<int64_t> strides, std::initializer_list<int64_t> box,
+                       std::initializer_list<int64_t> element_strides,
+                       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                       CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill) {
+  const std::string what = std::string(kernel) + ": tensor map " + name;
+  cuuint64_t d[5] = {}, s[4] = {};
+  cuuint32_t b[5] = {}, e[5] = {};
+  int64_t extent = element_bytes;
+  unsigned k = 0;
+  for (int64_t v : dims) {
+    if (v < 1 || v > (int64_t{1} << 32)) fail(what + ": dimension out of range");
+    d[k++] = static_cast<cuuint64_t>(v);
+  }
+  k = 0;
+  for (int64_t v : strides) {
+    if (v < 1) fail(what + ": stride out of range");
+    s[k] = static_cast<cuuint64_t>(v * element_bytes);
+    extent += static_cast<int64_t>(d[k + 1] - 1) * v * element_bytes;
+    ++k;
+  }
+  extent += static_cast<int64_t>(d[0] - 1) * element_bytes;
+  k = 0;
+  for (int64_t v : box) b[k++] = dim(v, "box");
+  k = 0;
+  for (int64_t v : element_strides) e[k++] = dim(v, "element_strides");
+  if (offset < 0 || offset + extent > region)
+    fail(what + " addresses " + std::to_string(offset + extent) + " bytes from its base, which holds " +
+         std::to_string(region));
+  char* address = static_cast<char*>(base) + offset;
+  if (reinterpret_cast<uintptr_t>(address) % 16 != 0) fail(what + ": base not 16-byte aligned");
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof map);
+  CUresult r = encode_tiled()(&map, type, rank, address, d, s, b, e, interleave, swizzle, l2, fill);
+  if (r != CUDA_SUCCESS)
+    fail(what + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+         ")");
+  return map;
+}
+
+// The opt-in to dynamic shared memory above 48 KiB, once per kernel, device and size: the
+// attribute stays set on the function, and FlashInfer-Bench times the whole host call, so a
+// driver call saved on every launch is overhead its small workloads do not measure.
+void opt_into_shared(const void* fn, const char* kernel, unsigned shared_bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, unsigned> opted;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), kernel, "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  unsigned& largest = opted[{fn, device}];
+  if (shared_bytes <= largest) return;
+  check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(shared_bytes)),
+             kernel, "cannot opt into the dynamic shared memory");
+  largest = shared_bytes;
+}
+
 // One launch of the plan: dynamic shared memory above 48 KiB opted into, clusters (above 8 blocks
 // with the non-portable opt-in), programmatic dependent launch and cooperative launches through
 // cudaLaunchKernelEx's attributes.
 void launch(const void* fn, const char* kernel, dim3 grid, dim3 block, dim3 cluster,
             unsigned shared_bytes, cudaStream_t stream, void** args, bool pdl, bool cooperative) {
-  if (shared_bytes > 48u * 1024u)
-    check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(shared_bytes)),
-               kernel, "cannot opt into the dynamic shared memory");
+  if (shared_bytes > 48u * 1024u) opt_into_shared(fn, kernel, shared_bytes);
   unsigned cluster_blocks = cluster.x * cluster.y * cluster.z;
   if (cluster_blocks <= 1 && !pdl && !cooperative) {
     check_cuda(cudaLaunchKernel(fn, grid, block, args, shared_bytes, stream), kernel, "launch");
@@ -584,9 +728,24 @@ bool is_translation_unit(const std::string& path) {
   return false;
 }
 
+// Stops nvcc at once, with the setting that fixes it, when the kernels are built for the plain
+// arch: without it the build fails later in ptxas on the first arch-specific instruction
+// ("wgmma.mma_async not supported on .target sm_90"), which does not say what to do.
+std::string arch_guard(const std::string& arch_specific) {
+  std::string list = tvm_ffi_arch(arch_specific);
+  std::string digits = arch_specific.substr(3, arch_specific.size() - 4);
+  return fmt::format(
+      "#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM{}_ALL)\n"
+      "#error \"these kernels need {}: build with TVM_FFI_CUDA_ARCH_LIST={} (FlashInfer-Bench "
+      "compiles for the GPU's plain arch otherwise)\"\n"
+      "#endif\n",
+      digits, arch_specific, list);
+}
+
 // The entry source with the plan as its first block comment (kept as it is when it already has
-// one) and the plan's macro definitions right after it.
-std::string entry_with_plan(const Solution& solution, const std::vector<std::string>& defines) {
+// one), then the arch guard and the plan's macro definitions right after it.
+std::string entry_with_plan(const Solution& solution, const std::vector<std::string>& defines,
+                            const std::string& arch_specific) {
   const std::string& text = solution.entry_source().content;
   std::string comment_end_text = text;
   std::size_t insert_at = 0;
@@ -602,14 +761,28 @@ std::string entry_with_plan(const Solution& solution, const std::vector<std::str
     head = "/* kharness\n" + dumped + "\n*/\n";
   }
   std::string defs;
+  if (!arch_specific.empty()) {
+    defs += "// kharness export: the arch-specific target these kernels need\n" +
+            arch_guard(arch_specific);
+  }
   if (!defines.empty()) {
-    defs = "// kharness export: the plan's compile options (nvcc takes no extra flags here)\n";
+    defs += "// kharness export: the plan's compile options (nvcc takes no extra flags here)\n";
     for (const auto& d : defines) defs += d + "\n";
   }
   return head + text.substr(0, insert_at) + defs + text.substr(insert_at);
 }
 
 }  // namespace
+
+std::string tvm_ffi_arch(const std::string& arch) {
+  // sm_<major><minor>a, minor one digit.
+  if (arch.size() < 6 || arch.rfind("sm_", 0) != 0 || arch.back() != 'a') return "";
+  std::string digits = arch.substr(3, arch.size() - 4);
+  if (!std::all_of(digits.begin(), digits.end(),
+                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return "";
+  return fmt::format("{}.{}a", digits.substr(0, digits.size() - 1), digits.back());
+}
 
 std::string fib_launcher_source(const Solution& solution, const Definition& definition,
                                 const std::vector<KernelInfo>& kernels,
@@ -638,6 +811,10 @@ FibExport export_fib_solution(const Solution& solution, const Definition& defini
       refuse(fmt::format("a source is named '{}', the generated launcher's name", f.path));
   }
   std::vector<std::string> defines = defines_of(solution.plan.compile_options);
+  const std::string list = tvm_ffi_arch(options.arch_specific);
+  if (!options.arch_specific.empty() && list.empty())
+    refuse(fmt::format("'{}' is not an arch-specific target tvm-ffi can name (sm_<NN>a)",
+                       options.arch_specific));
   std::string launcher =
       fib_launcher_source(solution, definition, kernels, options.entry_symbol, entry.path);
 
@@ -646,7 +823,8 @@ FibExport export_fib_solution(const Solution& solution, const Definition& defini
     const auto& f = solution.sources[i];
     sources.push_back(
         {{"path", f.path},
-         {"content", i == solution.entry ? entry_with_plan(solution, defines) : f.content}});
+         {"content", i == solution.entry ? entry_with_plan(solution, defines, options.arch_specific)
+                                         : f.content}});
   }
   sources.push_back({{"path", kFibLauncherFile}, {"content", launcher}});
 
@@ -674,11 +852,16 @@ FibExport export_fib_solution(const Solution& solution, const Definition& defini
   j["sources"] = sources;
   j["description"] = description;
 
-  if (!options.arch.empty() && options.arch.back() == 'a') {
+  if (!options.arch_specific.empty()) {
+    std::string setting = fmt::format("TVM_FFI_CUDA_ARCH_LIST=\"{}\"", list);
     out.notes.push_back(fmt::format(
-        "kharness compiled for {}; FlashInfer-Bench's builder targets the GPU's plain arch "
-        "(sm_90, not sm_90a) unless TVM_FFI_CUDA_ARCH_LIST names it (e.g. \"9.0a\")",
-        options.arch));
+        "these kernels need {} and FlashInfer-Bench's builder compiles for the GPU's plain arch "
+        "(a Solution carries no compile flags): run FlashInfer-Bench with {}",
+        options.arch_specific, setting));
+    j["description"] = description + fmt::format(
+                                         " Needs {}: run FlashInfer-Bench with {} in its "
+                                         "environment.",
+                                         options.arch_specific, setting);
   }
   return out;
 }
