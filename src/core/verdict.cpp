@@ -122,6 +122,7 @@ json to_json(const WorkloadVerdict& w) {
   }
   return {{"uuid", w.uuid},
           {"axes", w.axes},
+          {"variant", w.variant.empty() ? json(nullptr) : json(w.variant)},
           {"status", std::string(status_name(w.status))},
           {"failure", optional_failure(w.failure)},
           {"suspect", optional_failure(w.suspect)},
@@ -156,6 +157,9 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
     if (!wj.is_object()) throw std::runtime_error("a workload is not an object");
     w.uuid = wj.at("uuid").get<std::string>();
     w.axes = object_member(wj, "axes");
+    if (auto it = wj.find("variant"); it != wj.end() && it->is_string()) {
+      w.variant = it->get<std::string>();
+    }
     w.status = status_from(wj, "status");
     w.failure = failure_from(wj.value("failure", json(nullptr)));
     w.suspect = failure_from(wj.value("suspect", json(nullptr)));
