@@ -164,8 +164,8 @@ TEST(Prompt, TeachesShapeDispatch) {
   Operator gemm = OperatorRegistry::from_environment({}).load("gemm_fp8");
   bool gemm_dispatch = false;
   for (const auto& s : controller::load_skills(testing::source_dir() / "skills", gemm, "sm_90a"))
-    gemm_dispatch =
-        gemm_dispatch || (s.file == "gemm.md" && s.text.find("\"variants\"") != std::string::npos);
+    gemm_dispatch = gemm_dispatch ||
+                    (s.file == "gemm_fp8.md" && s.text.find("\"variants\"") != std::string::npos);
   EXPECT_TRUE(gemm_dispatch);
   // A dispatching kernel's results table names the variant per workload.
   Verdict v;

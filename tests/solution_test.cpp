@@ -195,10 +195,10 @@ TEST(PlanVariants, BadVariantsNameTheFieldAndColumn) {
         parse(R"J({"variants": [{"when": "M << 3", "launches": [)J" + l +
               R"J(]}, {"launches": [)J" + l + "]}]}");
       },
-      "variants[0].when", "column 4");
+      "variants[0].when", "column 3: unexpected '<'");
   expect_input_error(
       [&] {
-        parse(R"J({"variants": [{"when": "M <= 64; system("x")", "launches": [)J" + l +
+        parse(R"J({"variants": [{"when": "M <= 64; system(x)", "launches": [)J" + l +
               R"J(]}, {"launches": [)J" + l + "]}]}");
       },
       "variants[0].when", "unexpected ';'");
