@@ -700,6 +700,27 @@ TEST(TuneProvider, NoCompositionWhenOneConfigurationIsBestEverywhere) {
   EXPECT_EQ(run.answers, 18u);  // every valid configuration but the seed's
 }
 
+// On sm_90a the controller starts from the arch's own seed (seed.sm_90a.cu) and names it in the
+// context: that seed and its knobs (tune.sm_90a.json) are tuned, so the defaults are the seed.
+TEST(TuneProvider, TunesTheSeedTheControllerStartedFrom) {
+  Operator op = builtin_operator("gemm_fp8");
+  std::optional<std::filesystem::path> seed = seed_for(op, "sm_90a");
+  ASSERT_TRUE(seed.has_value());
+  ASSERT_NE(*seed, *op.seed);
+  tune::TuneProvider provider;
+  llm::Request request;
+  request.context = {{"operator", "gemm_fp8"},
+                     {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                     {"budget", 4},
+                     {"seed", seed->string()}};
+  Solution sol = parse_single_file_solution(code_block(provider.complete(request).text), "a.cu");
+  ASSERT_NE(provider.problem(), nullptr);
+  EXPECT_EQ(provider.problem()->seed_path, *seed);
+  EXPECT_NE(provider.problem()->space.source.find("tune.sm_90a.json"), std::string::npos)
+      << provider.problem()->space.source;
+  EXPECT_EQ(sol.plan.launches.at(0).kernel, "gemm_fp8_tma_wgmma_kernel");
+}
+
 TEST(TuneProvider, NeedsTheOperatorInTheContext) {
   tune::TuneProvider provider;
   llm::Request request;

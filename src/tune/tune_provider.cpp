@@ -181,8 +181,13 @@ void TuneProvider::start(const nlohmann::json& request_context) {
                                              : static_cast<std::uint64_t>(it->get<std::int64_t>());
   }
   Operator op = OperatorRegistry::from_environment(dirs).load(op_name);
-  problem_ = std::make_unique<TuneProblem>(load_tune_problem(
-      op, context_string(context, "seed_path"), context_string(context, "tune_file")));
+  // Without "seed_path", the seed the controller evaluated as its starting point ("seed": the
+  // arch's own, seed.sm_90a.cu, where there is one): its defaults are that seed, as the
+  // "seed_score" below assumes, and its knobs (tune.sm_90a.json) are the ones worth searching.
+  std::string seed_path = context_string(context, "seed_path");
+  if (seed_path.empty()) seed_path = context_string(context, "seed");
+  problem_ = std::make_unique<TuneProblem>(
+      load_tune_problem(op, seed_path, context_string(context, "tune_file")));
   search_ = std::make_unique<Search>(problem_->space, problem_->valid, options_);
   start_buckets(shape_buckets(op.definition, op.workloads));
   if (auto it = context.find("seed_latency"); it != context.end() && it->is_object()) {

@@ -7,6 +7,8 @@
 //   "operator"       (string, required) operator name, definition file or operator folder
 //   "operators_dirs" (array of strings, optional) extra search folders (--operators-dir)
 //   "seed_path"      (string, optional) the seed to tune instead of the operator's seed.cu
+//   "seed"           (string, optional) the controller's starting seed (the arch's own where
+//                    there is one), tuned when "seed_path" is not given
 //   "tune_file"      (string, optional) the knob space instead of tune.json beside the seed
 //   "budget"         (integer, optional) evaluations planned; sizes the exploration phase
 //   "rng_seed"       (integer, optional) the search's random seed (default 0: deterministic)
