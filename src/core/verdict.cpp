@@ -120,14 +120,16 @@ json to_json(const WorkloadVerdict& w) {
                       {"bitwise_deterministic", t.bitwise_deterministic},
                       {"seconds", t.seconds}});
   }
-  return {{"uuid", w.uuid},
-          {"axes", w.axes},
-          {"variant", w.variant.empty() ? json(nullptr) : json(w.variant)},
-          {"status", std::string(status_name(w.status))},
-          {"failure", optional_failure(w.failure)},
-          {"suspect", optional_failure(w.suspect)},
-          {"trials", trials},
-          {"timing", to_json(w.timing)}};
+  json out = {{"uuid", w.uuid},
+              {"axes", w.axes},
+              {"status", std::string(status_name(w.status))},
+              {"failure", optional_failure(w.failure)},
+              {"suspect", optional_failure(w.suspect)},
+              {"trials", trials},
+              {"timing", to_json(w.timing)}};
+  // Only a dispatching plan's workloads name a variant: the record of a plain plan is unchanged.
+  if (!w.variant.empty()) out["variant"] = w.variant;
+  return out;
 }
 
 json to_json(const Verdict& v) {
