@@ -144,12 +144,49 @@ TEST(Prompt, EverythingFitsWhenSmall) {
   EXPECT_NE(p.system.find("Device code only"), std::string::npos);
 }
 
+// A model can only use shape dispatch if the prompt teaches it: the plan reference of the task
+// shows "variants" with its rules, and the general skills layer explains when and how to split.
+TEST(Prompt, TeachesShapeDispatch) {
+  Operator op = rmsnorm();
+  const std::string task = controller::render_task(op, "sm_90a");
+  for (const char* want : {"\"variants\"", "\"when\": \"M <= 64\"", "the last has no \"when\"",
+                           "first whose \"when\" holds runs", "extern \"C\""}) {
+    EXPECT_NE(task.find(want), std::string::npos) << want << "\n" << task;
+  }
+  controller::PromptParts parts;
+  parts.task = task;
+  parts.best = controller::render_best("c0000", seed_text(), nullptr);
+  parts.skills = controller::load_skills(testing::source_dir() / "skills", op, "sm_90a");
+  controller::Prompt p = controller::build_prompt(parts, 12000);
+  EXPECT_NE(p.user.find("Dispatch by shape (plan variants)"), std::string::npos);
+  EXPECT_NE(p.user.find("general.md"), std::string::npos);
+  // The GEMM skills say where their workloads split.
+  Operator gemm = OperatorRegistry::from_environment({}).load("gemm_fp8");
+  bool gemm_dispatch = false;
+  for (const auto& s : controller::load_skills(testing::source_dir() / "skills", gemm, "sm_90a"))
+    gemm_dispatch = gemm_dispatch ||
+                    (s.file == "gemm_fp8.md" && s.text.find("\"variants\"") != std::string::npos);
+  EXPECT_TRUE(gemm_dispatch);
+  // A dispatching kernel's results table names the variant per workload.
+  Verdict v;
+  WorkloadVerdict w;
+  w.uuid = "abcdef0123";
+  w.axes = {{"batch_size", 4}};
+  w.variant = "0 (batch_size <= 8)";
+  w.timing.candidate = ContenderTiming{};
+  w.timing.candidate->latency = 2e-6;
+  v.workloads.push_back(w);
+  const std::string best = controller::render_best("c0001", "// k", &v);
+  EXPECT_NE(best.find("| variant |"), std::string::npos) << best;
+  EXPECT_NE(best.find("| 0 (batch_size <= 8) |"), std::string::npos) << best;
+}
+
 TEST(Prompt, SkillsMatchTheOperatorAndRotateOnDropout) {
   Operator op = rmsnorm();
   auto skills = controller::load_skills(testing::source_dir() / "skills", op, "sm_90a");
   bool operator_seen = false;
   for (const auto& s : skills) {
-    EXPECT_TRUE(s.file == "rmsnorm.md" || s.file == "profiling.md")
+    EXPECT_TRUE(s.file == "rmsnorm.md" || s.file == "profiling.md" || s.file == "general.md")
         << s.file << ": only the operator's own skills and the general layers apply";
     if (s.file == "rmsnorm.md") operator_seen = true;
     if (s.layer == "profiling") EXPECT_TRUE(operator_seen) << "layers in order";

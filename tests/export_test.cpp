@@ -220,6 +220,21 @@ TEST(FibExport, RefusesWhatTheLauncherCannotExpress) {
   expect_refused(two, "'extra.cu' would be compiled as a second translation unit");
 }
 
+// The generated launcher has one list of launches: a dispatching plan is refused, in one line,
+// rather than exported with one variant's launches for every shape.
+TEST(FibExport, RefusesAPlanWithVariants) {
+  TempDir dir;
+  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" +
+                             testing::fixture("check/dispatch_by_batch.cu").string() +
+                             "' --operator rmsnorm_h4096 --fib '" + dir.path().string() +
+                             "/o.json' --arch sm_90a");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot export to FlashInfer-Bench: the plan has 3 variants"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "o.json"));
+}
+
 TEST(FibExport, CliRefusalIsOneLineExit1) {
   TempDir dir;
   std::string src = (dir.path() / "fast.cu").string();

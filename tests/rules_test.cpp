@@ -410,6 +410,91 @@ TEST(RulesPlan, UnknownAxisAndArg) {
   EXPECT_NE(v[2].message.find("did you mean 'hidden_states'"), std::string::npos);
 }
 
+// ---- shape dispatch: each condition over axes only, each variant checked for the workloads it
+// serves ----
+
+TEST(RulesPlanVariants, GoodDispatchingPlanPasses) {
+  auto d = test_definition();
+  auto p = plan(R"~({"variants":[
+    {"when":"batch_size <= 8","launches":[{"kernel":"a","grid":["batch_size"],"block":[1024],
+      "args":["hidden_states","weight","output","eps","batch_size"]}]},
+    {"launches":[{"kernel":"b","grid":["cdiv(batch_size, 2)"],"block":[128, 2],
+      "args":["hidden_states","weight","output","eps","batch_size"]}]}]})~");
+  EXPECT_TRUE(check_plan_rules(p, d, test_workloads(d, {1, 7, 8, 9, 4096})).empty());
+  EXPECT_TRUE(check_plan_rules(p, d, {}).empty());
+}
+
+TEST(RulesPlanVariants, ConditionOnAnUnknownAxisOrATensorIsRejectedNamingTheField) {
+  auto d = test_definition();
+  auto v = check_plan_rules(plan(R"~({"variants":[
+    {"when":"batchsize <= 8","launches":[{"kernel":"a","grid":[1],"block":[32],"args":[]}]},
+    {"when":"weight > 0","launches":[{"kernel":"a","grid":[1],"block":[32],"args":[]}]},
+    {"launches":[{"kernel":"b","grid":[1],"block":[32],"args":[]}]}]})~"),
+                            d, test_workloads(d, {1}));
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].rule, "unknown_axis");
+  EXPECT_NE(v[0].message.find("variants[0].when 'batchsize <= 8'"), std::string::npos)
+      << v[0].message;
+  EXPECT_NE(v[0].message.find("did you mean 'batch_size'"), std::string::npos);
+  EXPECT_EQ(v[1].rule, "unknown_axis");
+  EXPECT_NE(v[1].message.find("variants[1].when"), std::string::npos) << v[1].message;
+  EXPECT_NE(v[1].message.find("'weight' is a tensor"), std::string::npos);
+}
+
+// The choice of variant is made for every workload at compile time: a variant's geometry is
+// checked for the workloads that select it, not for the others.
+TEST(RulesPlanVariants, EachVariantIsCheckedForTheWorkloadsItServes) {
+  auto d = test_definition();
+  // Variant 0 divides by (100 - batch_size): zero at batch 100, which variant 0 never serves.
+  auto served = plan(R"~({"variants":[
+    {"when":"batch_size < 50","launches":[{"kernel":"a","grid":["1000 / (100 - batch_size)"],
+      "block":[32],"args":[]}]},
+    {"launches":[{"kernel":"b","grid":["batch_size"],"block":[32],"args":[]}]}]})~");
+  EXPECT_TRUE(check_plan_rules(served, d, test_workloads(d, {1, 49, 100})).empty());
+  // Variant 1 (batch > 8) asks for 2048 threads a block: only its workloads are named.
+  auto v = check_plan_rules(plan(R"~({"variants":[
+    {"when":"batch_size <= 8","launches":[{"kernel":"a","grid":["batch_size"],"block":[256],
+      "args":[]}]},
+    {"launches":[{"kernel":"b","grid":["batch_size"],"block":["min(batch_size, 2048)"],
+      "args":[]}]}]})~"),
+                            d, test_workloads(d, {1, 8, 4096}));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].rule, "block_size");
+  EXPECT_EQ(v[0].message.rfind("variants[1] (otherwise): launch 0 (b): block[0]", 0), 0u)
+      << v[0].message;
+  EXPECT_NE(v[0].message.find("wl-4096"), std::string::npos) << v[0].message;
+  // A condition that divides by zero for a workload: no variant can be chosen for it.
+  auto zero = check_plan_rules(plan(R"~({"variants":[
+    {"when":"100 / (batch_size - 7) > 1","launches":[{"kernel":"a","grid":[1],"block":[32],
+      "args":[]}]},
+    {"launches":[{"kernel":"b","grid":[1],"block":[32],"args":[]}]}]})~"),
+                               d, test_workloads(d, {1, 7}));
+  ASSERT_EQ(zero.size(), 1u);
+  EXPECT_EQ(zero[0].rule, "variant_condition");
+  EXPECT_NE(zero[0].message.find("wl-7"), std::string::npos) << zero[0].message;
+  // An empty variant has no launches.
+  auto empty = check_plan_rules(plan(R"~({"variants":[
+    {"when":"batch_size <= 8","launches":[]},
+    {"launches":[{"kernel":"b","grid":[1],"block":[32],"args":[]}]}]})~"),
+                                d, test_workloads(d, {1}));
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0].rule, "no_launches");
+  EXPECT_EQ(empty[0].message.rfind("variants[0] (batch_size <= 8)", 0), 0u) << empty[0].message;
+}
+
+TEST(RulesPlanVariants, KernelInterfaceCoversEveryVariant) {
+  auto p = plan(R"~({"variants":[
+    {"when":"batch_size <= 8","launches":[{"kernel":"a","grid":[1],"block":[32],"args":[]}]},
+    {"launches":[{"kernel":"missing","grid":[1],"block":[32],"args":[]}]}]})~");
+  KernelInfo a;
+  a.name = "a";
+  a.mangled = "a";
+  auto v = check_kernel_interface(p, nullptr, {a});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].rule, "unknown_kernel");
+  EXPECT_EQ(v[0].message.rfind("variants[1]: launch 0: kernel 'missing'", 0), 0u) << v[0].message;
+}
+
 TEST(RulesPlan, DivisionByZeroNamesTheWorkload) {
   auto d = test_definition();
   auto v = check_plan_rules(

@@ -123,6 +123,121 @@ TEST(Plan, BadPlansNameTheField) {
   expect_input_error([&] { parse(R"J({})J"); }, "k.cu:2: launches", "missing required field");
 }
 
+// ---- shape dispatch: "variants" ----
+
+constexpr const char* kLaunch =
+    R"J({"kernel": "KERNEL", "grid": ["M"], "block": [128], "args": []})J";
+
+std::string launch_of(const std::string& kernel) {
+  std::string s = kLaunch;
+  s.replace(s.find("KERNEL"), 6, kernel);
+  return s;
+}
+
+TEST(PlanVariants, ParsesAndChoosesTheFirstVariantWhoseConditionHolds) {
+  Solution s = parse_single_file_solution(solution_text(R"J({"variants": [
+        {"when": "M <= 64", "launches": [)J" + launch_of("small") +
+                                                        R"J(]},
+        {"when": "M <= 1024 && N % 128 == 0 || min(M, N) == 7", "launches": [)J" +
+                                                        launch_of("mid") + "," + launch_of("mid2") +
+                                                        R"J(]},
+        {"launches": [)J" + launch_of("large") + R"J(]}]})J"),
+                                          "k.cu");
+  const LaunchPlan& plan = s.plan;
+  ASSERT_TRUE(plan.has_variants());
+  EXPECT_TRUE(plan.launches.empty()) << "a dispatching plan's launches are read per workload";
+  ASSERT_EQ(plan.variant_count(), 3u);
+  EXPECT_EQ(plan.variants[0].when->text(), "M <= 64");
+  EXPECT_FALSE(plan.variants[2].when.has_value());
+  auto kernels_for = [&](std::int64_t m, std::int64_t n) {
+    std::string out;
+    for (const Launch& l : plan.launches_for({{"M", m}, {"N", n}})) out += l.kernel + " ";
+    return out;
+  };
+  EXPECT_EQ(plan.variant_for({{"M", 1}, {"N", 256}}), 0u);
+  EXPECT_EQ(kernels_for(64, 100), "small ");     // the first match wins: 64 also fits variant 1
+  EXPECT_EQ(kernels_for(65, 256), "mid mid2 ");  // M <= 1024 and N % 128 == 0
+  EXPECT_EQ(kernels_for(7, 7), "small ");        // precedence: && binds tighter than ||
+  EXPECT_EQ(kernels_for(2000, 7), "mid mid2 ");  // min(2000, 7) == 7
+  EXPECT_EQ(kernels_for(65, 100), "large ");     // N % 128 != 0
+  EXPECT_EQ(kernels_for(4096, 4096), "large ");
+  EXPECT_EQ(plan.variant_label(0), "0 (M <= 64)");
+  EXPECT_EQ(plan.variant_label(2), "2 (otherwise)");
+  LaunchPlan one = plan.resolved({{"M", 100}, {"N", 128}});
+  EXPECT_FALSE(one.has_variants());
+  ASSERT_EQ(one.launches.size(), 2u);
+  EXPECT_EQ(one.launches[1].kernel, "mid2");
+  // A condition that cannot be evaluated (an axis the workload lacks) is an error, not variant 0.
+  EXPECT_THROW(plan.variant_for({{"N", 1}}), ExprError);
+  // A plan without variants: one list, its own.
+  Solution plain = parse_single_file_solution(
+      solution_text(R"J({"launches": [)J" + launch_of("k") + "]}"), "k.cu");
+  EXPECT_EQ(plain.plan.variant_count(), 1u);
+  EXPECT_EQ(plain.plan.variant_for({}), 0u);
+  EXPECT_EQ(plain.plan.launches_for({}).at(0).kernel, "k");
+  EXPECT_EQ(plain.plan.variant_label(0), "");
+}
+
+TEST(PlanVariants, BadVariantsNameTheFieldAndColumn) {
+  auto parse = [](const std::string& plan) {
+    parse_single_file_solution(solution_text(plan), "k.cu");
+  };
+  const std::string l = launch_of("k");
+  // Syntax errors name the field and the column of the expression.
+  expect_input_error(
+      [&] {
+        parse(R"J({"variants": [{"when": "M <= ", "launches": [)J" + l + R"J(]}, {"launches": [)J" +
+              l + "]}]}");
+      },
+      "variants[0].when", "column 6");
+  expect_input_error(
+      [&] {
+        parse(R"J({"variants": [{"when": "M << 3", "launches": [)J" + l +
+              R"J(]}, {"launches": [)J" + l + "]}]}");
+      },
+      "variants[0].when", "column 3: unexpected '<'");
+  expect_input_error(
+      [&] {
+        parse(R"J({"variants": [{"when": "M <= 64; system(x)", "launches": [)J" + l +
+              R"J(]}, {"launches": [)J" + l + "]}]}");
+      },
+      "variants[0].when", "unexpected ';'");
+  // The last variant must be unconditional: a workload matching none would have no launches.
+  expect_input_error(
+      [&] {
+        parse(R"J({"variants": [{"when": "M <= 64", "launches": [)J" + l +
+              R"J(]}, {"when": "M > 64", "launches": [)J" + l + "]}]}");
+      },
+      "variants[1].when", "the last variant has no condition");
+  // Only the last may be unconditional.
+  expect_input_error(
+      [&] {
+        parse(R"J({"variants": [{"launches": [)J" + l + R"J(]}, {"launches": [)J" + l + "]}]}");
+      },
+      "variants[0].when", "only the last variant may have no condition");
+  expect_input_error(
+      [&] {
+        parse(R"J({"launches": [)J" + l + R"J(], "variants": [{"launches": [)J" + l + "]}]}");
+      },
+      "variants", "either \"launches\" or \"variants\"");
+  expect_input_error([&] { parse(R"J({"variants": []})J"); }, "variants", "no variants");
+  expect_input_error([&] { parse(R"J({"variants": {"when": "M"}})J"); }, "variants",
+                     "expected an array");
+  expect_input_error([&] { parse(R"J({"variants": [{"when": 3, "launches": []}]})J"); },
+                     "variants[0].when", "a condition string");
+  expect_input_error(
+      [&] { parse(R"J({"variants": [{"whn": "M < 2", "launches": []}, {"launches": []}]})J"); },
+      "variants[0].whn", "did you mean 'when'");
+  expect_input_error(
+      [&] {
+        parse(R"J({"variants": [{"when": "M < 2", "launches": [{"kernel": "k", "grid": [1],
+              "block": [1], "args": [], "pdl": true}]}, {"launches": []}]})J");
+      },
+      "variants[0].launches[0].pdl", "launch 0 has none");
+  expect_input_error([&] { parse(R"J({"variants": [{"when": "M < 2"}, {"launches": []}]})J"); },
+                     "variants[0].launches", "missing required field");
+}
+
 // Integers of 2^63 and above are unsigned to the JSON parser; they must not wrap to negatives
 // ("grid [18446744073709551615]" was "-1", "{int64: 2^64-1}" passed as -1).
 TEST(Plan, IntegersBeyondInt64AreErrorsNotWrapped) {

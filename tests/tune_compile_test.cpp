@@ -104,6 +104,49 @@ TEST(TuneCompile, GemmFp8SampleAndLargestValues) {
   expect_all_compile(op, p, configs);
 }
 
+// A composed candidate (one copy of the seed per configuration, each in its own namespace with
+// its own kernel names) compiles with NVRTC and passes the plan rules on every workload; the
+// copies' kernels are all in the module. The rmsnorm seed, and the sm_90a GEMM seed with its TMA
+// maps, cluster-free wgmma pipeline and knob-dependent shared memory.
+void expect_composition_compiles(const Operator& op, const tune::TuneProblem& p,
+                                 const std::vector<Config>& configs,
+                                 const std::vector<std::string>& conditions) {
+  std::string text = tune::compose(p.seed_text, p.seed_path.string(), p.space, configs, conditions);
+  Solution sol = parse_single_file_solution(text, "composed.cu");
+  ASSERT_EQ(sol.plan.variants.size(), configs.size());
+  CompileOptions options;
+  options.arch = "sm_90a";
+  options.use_cache = false;
+  CompileResult r = compile_solution(sol, &op.definition, &op.workloads, options);
+  ASSERT_TRUE(r.ok()) << op.definition.name << ": " << status_name(r.status) << "\n" << r.log;
+  for (const auto& variant : sol.plan.variants) {
+    for (const auto& launch : variant.launches)
+      EXPECT_NE(r.find_kernel(launch.kernel), nullptr) << launch.kernel;
+  }
+}
+
+TEST(TuneCompile, ComposedRmsnormSeed) {
+  Operator op = load_operator("rmsnorm_h4096");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  ASSERT_GE(p.valid.size(), 3u);
+  expect_composition_compiles(op, p, {p.valid.front(), p.valid[p.valid.size() / 2], p.valid.back()},
+                              {"batch_size <= 8", "batch_size <= 256", ""});
+}
+
+TEST(TuneCompile, ComposedGemmFp8Sm90aSeed) {
+  Operator op = load_operator("gemm_fp8");
+  std::optional<std::filesystem::path> seed = seed_for(op, "sm_90a");
+  ASSERT_TRUE(seed.has_value());
+  tune::TuneProblem p = tune::load_tune_problem(op, *seed);
+  std::vector<Config> configs = sample_and_largest(p, 3);
+  configs.resize(std::min<std::size_t>(configs.size(), 3));
+  ASSERT_GE(configs.size(), 2u);
+  std::vector<std::string> conditions = {"M <= 64", "M <= 1024", ""};
+  conditions.erase(conditions.begin(),
+                   conditions.end() - static_cast<std::ptrdiff_t>(configs.size()));
+  expect_composition_compiles(op, p, configs, conditions);
+}
+
 TEST(TuneSpaceCli, ListsKnobsAndCountsValidConfigurations) {
   auto r = testing::kharness("tune-space rmsnorm_h4096");
   EXPECT_EQ(r.exit_code, 0) << r.out;

@@ -16,6 +16,7 @@
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
+#include "kharness/verdict.hpp"
 #include "test_util.hpp"
 #include "tune/tune_provider.hpp"
 
@@ -477,6 +478,269 @@ TEST(TuneProvider, AnEvaluatedSeedIsNotProposedAgain) {
   EXPECT_EQ(seen.size(), 18u);  // the 19 valid configurations but the defaults
   ASSERT_TRUE(provider.search()->best());
   EXPECT_DOUBLE_EQ(provider.search()->best()->second, 3.25);  // the seed stays the best
+}
+
+// ---- dispatch by shape: buckets, composition, the provider's composed candidates ----
+
+Operator builtin_operator(const std::string& name) {
+  return OperatorRegistry({{testing::source_dir() / "operators", "builtin"}}).load(name);
+}
+
+// The workload of `op` whose batch_size is `b`.
+const Workload& batch(const Operator& op, std::int64_t b) {
+  for (const auto& w : op.workloads)
+    if (w.axes.at("batch_size") == b) return w;
+  throw std::runtime_error("no workload with batch_size " + std::to_string(b));
+}
+
+// The valid configuration with these knob values.
+Config config_of(const tune::TuneProblem& p, const Bindings& values) {
+  for (const Config& c : p.valid) {
+    if (tune::knob_values(p.space, c) == values) return c;
+  }
+  throw std::runtime_error("not a valid configuration");
+}
+
+// The 16 rmsnorm workloads (batch 1 .. 16384) split as the cascade splits them: thirds by size,
+// each bounded by its largest batch, each holding the cascade's representative of its third.
+TEST(ShapeBuckets, FollowTheCascadesThirds) {
+  Operator op = builtin_operator("rmsnorm_h4096");
+  ASSERT_EQ(op.workloads.size(), 16u);
+  std::vector<tune::ShapeBucket> buckets = tune::shape_buckets(op.definition, op.workloads);
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].when, "batch_size <= 8");
+  EXPECT_EQ(buckets[1].when, "batch_size <= 256");
+  EXPECT_EQ(buckets[2].when, "");
+  EXPECT_EQ(buckets[0].representatives, std::vector<std::string>{batch(op, 4).uuid});
+  EXPECT_EQ(buckets[1].representatives, std::vector<std::string>{batch(op, 64).uuid});
+  EXPECT_EQ(buckets[2].representatives, std::vector<std::string>{batch(op, 4096).uuid});
+  // Every workload is in the first bucket whose condition holds for it, and in no other.
+  std::set<std::string> all;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    for (const auto& uuid : buckets[b].workloads) {
+      EXPECT_TRUE(all.insert(uuid).second) << uuid << " is in two buckets";
+      const Workload& w = *std::find_if(op.workloads.begin(), op.workloads.end(),
+                                        [&](const Workload& x) { return x.uuid == uuid; });
+      for (std::size_t earlier = 0; earlier < b; ++earlier)
+        EXPECT_EQ(Expr::parse(buckets[earlier].when).eval(w.bindings(op.definition)), 0) << uuid;
+      if (!buckets[b].when.empty())
+        EXPECT_EQ(Expr::parse(buckets[b].when).eval(w.bindings(op.definition)), 1) << uuid;
+    }
+  }
+  EXPECT_EQ(all.size(), 16u);
+}
+
+TEST(ShapeBuckets, EqualSizesAreOneBucketAndFewWorkloadsOneEach) {
+  Operator op = builtin_operator("rmsnorm_h4096");
+  std::vector<Workload> same(6, batch(op, 8));
+  for (std::size_t i = 0; i < same.size(); ++i) same[i].uuid = "w" + std::to_string(i);
+  std::vector<tune::ShapeBucket> one = tune::shape_buckets(op.definition, same);
+  ASSERT_EQ(one.size(), 1u);  // nothing to dispatch on
+  EXPECT_EQ(one[0].when, "");
+  EXPECT_EQ(one[0].workloads.size(), 6u);
+
+  std::vector<Workload> two = {batch(op, 64), batch(op, 1)};
+  std::vector<tune::ShapeBucket> split = tune::shape_buckets(op.definition, two);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0].when, "batch_size <= 1");
+  EXPECT_EQ(split[0].workloads, std::vector<std::string>{batch(op, 1).uuid});
+  EXPECT_EQ(split[1].workloads, std::vector<std::string>{batch(op, 64).uuid});
+  EXPECT_TRUE(tune::shape_buckets(op.definition, {}).empty());
+
+  // Ties across a third's border: batches 8, 8, 8, 8, 9, 300 make the bounds 8 and 8 (one
+  // bucket), and the largest third keeps its representative.
+  std::vector<Workload> ties(6, batch(op, 8));
+  ties[4].axes["batch_size"] = 9;
+  ties[5].axes["batch_size"] = 300;
+  for (std::size_t i = 0; i < ties.size(); ++i) ties[i].uuid = "t" + std::to_string(i);
+  std::vector<tune::ShapeBucket> tied = tune::shape_buckets(op.definition, ties);
+  ASSERT_EQ(tied.size(), 2u);
+  EXPECT_EQ(tied[0].when, "batch_size <= 8");
+  EXPECT_EQ(tied[0].workloads.size(), 4u);
+  EXPECT_FALSE(tied[1].representatives.empty());
+}
+
+// Two configurations of the rmsnorm seed in one source: each copy has its own knob values and
+// kernel name, and the plan's variants choose between them by batch size.
+TEST(Compose, OneSourceWithAVariantPerConfiguration) {
+  Operator op = builtin_operator("rmsnorm_h4096");
+  tune::TuneProblem p = tune::load_tune_problem(op);
+  Config small = config_of(p, {{"THREADS", 128}, {"VEC", 4}});
+  Config large = config_of(p, {{"THREADS", 1024}, {"VEC", 4}});
+  std::string text = tune::compose(p.seed_text, p.seed_path.string(), p.space, {small, large},
+                                   {"batch_size <= 64", ""});
+  Solution sol = parse_single_file_solution(text, "composed.cu");
+  ASSERT_TRUE(sol.plan.has_variants());
+  ASSERT_EQ(sol.plan.variants.size(), 2u);
+  ASSERT_TRUE(sol.plan.variants[0].when.has_value());
+  EXPECT_EQ(sol.plan.variants[0].when->text(), "batch_size <= 64");
+  EXPECT_FALSE(sol.plan.variants[1].when.has_value());
+  EXPECT_EQ(sol.plan.variants[0].launches.at(0).kernel, "rmsnorm_kernel_v0");
+  EXPECT_EQ(sol.plan.variants[1].launches.at(0).kernel, "rmsnorm_kernel_v1");
+  EXPECT_EQ(sol.plan.variants[0].launches[0].block[0].text(), "128");
+  EXPECT_EQ(sol.plan.variants[1].launches[0].block[0].text(), "1024");
+  for (const auto& o : sol.plan.compile_options) {
+    EXPECT_EQ(o.find("-DTHREADS"), std::string::npos) << o;
+    EXPECT_EQ(o.find("-DVEC"), std::string::npos) << o;
+  }
+  Bindings b1 = batch(op, 1).bindings(op.definition);
+  Bindings b128 = batch(op, 128).bindings(op.definition);
+  EXPECT_EQ(sol.plan.variant_for(b1), 0u);
+  EXPECT_EQ(sol.plan.variant_for(b128), 1u);
+  EXPECT_NE(text.find("#define THREADS 128\n"), std::string::npos);
+  EXPECT_NE(text.find("#define THREADS 1024\n"), std::string::npos);
+  EXPECT_NE(text.find("#define rmsnorm_kernel rmsnorm_kernel_v1\n"), std::string::npos);
+  EXPECT_NE(text.find("namespace kharness_variant_1 {"), std::string::npos);
+  // The header is included once, above both copies.
+  const std::size_t include = text.find("#include <cuda_bf16.h>");
+  ASSERT_NE(include, std::string::npos);
+  EXPECT_EQ(text.find("#include <cuda_bf16.h>", include + 1), std::string::npos);
+  EXPECT_LT(include, text.find("namespace kharness_variant_0 {"));
+  EXPECT_NE(sol.description.find("batch_size <= 64: THREADS=128 VEC=4"), std::string::npos)
+      << sol.description;
+
+  // The lists must match, the last condition empty.
+  EXPECT_THROW(tune::compose(p.seed_text, "s.cu", p.space, {small, large}, {"batch_size <= 64"}),
+               Error);
+  EXPECT_THROW(tune::compose(p.seed_text, "s.cu", p.space, {small}, {"batch_size <= 64"}), Error);
+}
+
+// A fake GPU for the provider: rmsnorm latency by batch size and THREADS, fastest at 1024
+// threads for batches up to 8, at 256 (the defaults) up to 256, and at 64 above; wider vectors a
+// little faster (VEC = 8, 128 bits, the fastest).
+double fake_latency(std::int64_t batch_size, std::int64_t threads, std::int64_t vec) {
+  const std::int64_t target = batch_size <= 8 ? 1024 : batch_size <= 256 ? 256 : 64;
+  const double steps = std::abs(std::log2(static_cast<double>(threads) / target));
+  return (1.0 + 0.001 * static_cast<double>(batch_size)) * (1.0 + 0.2 * steps) *
+         (1.0 + 0.05 * (3.0 - std::log2(static_cast<double>(vec))));
+}
+
+// The verdict of a configuration on every workload, as the pipeline writes it.
+nlohmann::json fake_verdict(const Operator& op, std::int64_t threads, std::int64_t vec) {
+  Verdict v;
+  v.definition = op.definition.name;
+  for (const auto& w : op.workloads) {
+    WorkloadVerdict wv;
+    wv.uuid = w.uuid;
+    wv.axes = {{"batch_size", w.axes.at("batch_size")}};
+    const double l = fake_latency(w.axes.at("batch_size"), threads, vec);
+    wv.timing =
+        timing_from_json({{"candidate", {{"median", l}, {"latency", l}, {"noise", 0.001}}}});
+    v.workloads.push_back(wv);
+  }
+  return to_json(v);
+}
+
+struct ProviderRun {
+  std::vector<nlohmann::json> dispatches;  // the composed answers' "dispatch", in order
+  std::vector<std::string> composed;       // their sources
+  std::map<Config, double> score;          // every configuration's measured mean speedup
+  std::size_t answers = 0;
+};
+
+// Runs the tune provider on rmsnorm for `budget` answers against the fake latencies (`flat`:
+// one configuration is best on every shape); composed candidates are reported as passing.
+ProviderRun run_provider(int budget, bool flat) {
+  Operator op = builtin_operator("rmsnorm_h4096");
+  tune::TuneProvider provider;
+  llm::Request request;
+  nlohmann::json seed_latency = nlohmann::json::object();
+  for (const auto& w : op.workloads)
+    seed_latency[w.uuid] = flat ? 2.0 : fake_latency(w.axes.at("batch_size"), 256, 8);
+  request.context = {{"operator", "rmsnorm_h4096"},
+                     {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                     {"budget", budget},
+                     {"seed_score", 1.0},
+                     {"seed_latency", seed_latency}};
+  ProviderRun run;
+  while (provider.has_more() && run.answers < static_cast<std::size_t>(budget)) {
+    llm::Answer answer = provider.complete(request);
+    ++run.answers;
+    nlohmann::json raw = nlohmann::json::parse(answer.raw);
+    if (raw.contains("dispatch")) {
+      run.dispatches.push_back(raw["dispatch"]);
+      run.composed.push_back(code_block(answer.text));
+      provider.observe({"", "PASSED", 1.5, nullptr, nullptr});
+      continue;
+    }
+    const std::int64_t threads = raw["THREADS"], vec = raw["VEC"];
+    nlohmann::json verdict = fake_verdict(op, threads, vec);
+    if (flat) {  // latency independent of the shape: the same configuration wins everywhere
+      for (auto& w : verdict["workloads"]) {
+        const double l = threads == 512 && vec == 8 ? 1.0 : 2.0;
+        w["timing"]["candidate"]["median"] = l;
+        w["timing"]["candidate"]["latency"] = l;
+      }
+    }
+    double sum = 0;
+    for (const auto& w : verdict["workloads"])
+      sum += 2.0 / w["timing"]["candidate"]["median"].get<double>();
+    const double score = sum / static_cast<double>(op.workloads.size());
+    run.score[config_of(*provider.problem(), {{"THREADS", threads}, {"VEC", vec}})] = score;
+    provider.observe({"", "PASSED", score, verdict, nullptr});
+  }
+  return run;
+}
+
+// Per bucket, the provider proposes the composition of each bucket's best configuration, with a
+// plan whose variants carry the buckets' conditions; compositions stay within their bound. With
+// a budget of 30 every one of the 19 configurations is tried, so the last composition is the
+// fake's optimum.
+TEST(TuneProvider, ComposesTheBestConfigurationOfEachShapeBucket) {
+  ProviderRun run = run_provider(30, false);
+  ASSERT_FALSE(run.dispatches.empty()) << "no composed candidate in " << run.answers;
+  EXPECT_LE(run.dispatches.size(), 30u / 6 + 1);        // one per 6 answers at most, and the last
+  EXPECT_EQ(run.answers, 18u + run.dispatches.size());  // every configuration but the seed's
+  const nlohmann::json& last = run.dispatches.back();
+  // The fake's best per bucket: THREADS 1024 (with VEC = 4: 1024 x 8 does not divide 4096),
+  // 256 (the defaults) and 64.
+  ASSERT_EQ(last.size(), 3u) << last.dump();
+  EXPECT_EQ(last[0]["when"], "batch_size <= 8");
+  EXPECT_EQ(last[1]["when"], "batch_size <= 256");
+  EXPECT_EQ(last[2]["when"], "otherwise");
+  EXPECT_EQ(last[0]["configuration"], nlohmann::json({{"THREADS", 1024}, {"VEC", 4}}));
+  EXPECT_EQ(last[1]["configuration"], nlohmann::json({{"THREADS", 256}, {"VEC", 8}}));
+  EXPECT_EQ(last[2]["configuration"], nlohmann::json({{"THREADS", 64}, {"VEC", 8}}));
+  EXPECT_EQ(last[0]["workloads"].size() + last[1]["workloads"].size() + last[2]["workloads"].size(),
+            16u);
+  Solution sol = parse_single_file_solution(run.composed.back(), "composed.cu");
+  ASSERT_EQ(sol.plan.variants.size(), 3u);
+  EXPECT_EQ(sol.plan.variants[0].when->text(), "batch_size <= 8");
+  EXPECT_EQ(sol.plan.variants[1].when->text(), "batch_size <= 256");
+  EXPECT_FALSE(sol.plan.variants[2].when.has_value());
+  EXPECT_EQ(sol.plan.variants[0].launches[0].block[0].text(), "1024");
+  EXPECT_EQ(sol.plan.variants[1].launches[0].block[0].text(), "256");
+  EXPECT_EQ(sol.plan.variants[2].launches[0].block[0].text(), "64");
+  // No combination twice.
+  std::set<std::string> seen;
+  for (const auto& d : run.dispatches) EXPECT_TRUE(seen.insert(d.dump()).second) << d.dump();
+}
+
+TEST(TuneProvider, NoCompositionWhenOneConfigurationIsBestEverywhere) {
+  ProviderRun run = run_provider(30, true);
+  EXPECT_TRUE(run.dispatches.empty()) << run.dispatches.front().dump();
+  EXPECT_EQ(run.answers, 18u);  // every valid configuration but the seed's
+}
+
+// On sm_90a the controller starts from the arch's own seed (seed.sm_90a.cu) and names it in the
+// context: that seed and its knobs (tune.sm_90a.json) are tuned, so the defaults are the seed.
+TEST(TuneProvider, TunesTheSeedTheControllerStartedFrom) {
+  Operator op = builtin_operator("gemm_fp8");
+  std::optional<std::filesystem::path> seed = seed_for(op, "sm_90a");
+  ASSERT_TRUE(seed.has_value());
+  ASSERT_NE(*seed, *op.seed);
+  tune::TuneProvider provider;
+  llm::Request request;
+  request.context = {{"operator", "gemm_fp8"},
+                     {"operators_dirs", {(testing::source_dir() / "operators").string()}},
+                     {"budget", 4},
+                     {"seed", seed->string()}};
+  Solution sol = parse_single_file_solution(code_block(provider.complete(request).text), "a.cu");
+  ASSERT_NE(provider.problem(), nullptr);
+  EXPECT_EQ(provider.problem()->seed_path, *seed);
+  EXPECT_NE(provider.problem()->space.source.find("tune.sm_90a.json"), std::string::npos)
+      << provider.problem()->space.source;
+  EXPECT_EQ(sol.plan.launches.at(0).kernel, "gemm_fp8_tma_wgmma_kernel");
 }
 
 TEST(TuneProvider, NeedsTheOperatorInTheContext) {

@@ -54,12 +54,45 @@ struct Launch {
   const TensorMapSpec* find_tensor_map(const std::string& name) const;
 };
 
+// One group of launches of a dispatching plan, chosen for a workload by its condition.
+struct LaunchVariant {
+  // A boolean expression over the definition's axes ("M <= 64"); absent on the last variant,
+  // which serves every workload that no earlier condition took.
+  std::optional<Expr> when;
+  std::vector<Launch> launches;
+};
+
 struct LaunchPlan {
   std::string definition;  // operator name; may be empty when given on the command line
+  // The launches every workload runs. Empty in a plan with variants: those launches depend on the
+  // workload, and reading them goes through launches_for / resolved, so that no stage can run a
+  // dispatching plan without choosing its variant first.
   std::vector<Launch> launches;
+  // Shape dispatch: the first variant whose `when` holds runs (the last has no condition).
+  std::vector<LaunchVariant> variants;
   Expr workspace_bytes;
   std::vector<std::string> compile_options;
   nlohmann::json raw;  // the plan as written, for archives and hashing
+
+  bool has_variants() const { return !variants.empty(); }
+  // How many launch lists the plan has: its variants, or 1.
+  std::size_t variant_count() const { return variants.empty() ? 1 : variants.size(); }
+  // The launches of variant `index` (of the plan itself when it has no variants).
+  const std::vector<Launch>& variant_launches(std::size_t index) const;
+  // The variant that serves a workload with these axes: the first whose condition holds; 0 for a
+  // plan without variants. Throws ExprError (an unknown axis, a division by zero).
+  std::size_t variant_for(const Bindings& axes) const;
+  const std::vector<Launch>& launches_for(const Bindings& axes) const {
+    return variant_launches(variant_for(axes));
+  }
+  // A plan without variants that runs variant `index`'s launches (itself when it has none).
+  LaunchPlan variant_plan(std::size_t index) const;
+  // A plan without variants that runs what this one runs for these axes (itself when it has no
+  // variants), for the stages that look at one workload's launches. Throws ExprError.
+  LaunchPlan resolved(const Bindings& axes) const;
+  // The variant as messages and verdicts name it: "0 (M <= 64)", "2 (otherwise)"; "" for a plan
+  // without variants.
+  std::string variant_label(std::size_t index) const;
 };
 
 enum class SolutionForm { kSingleFile, kFolder, kFlashInferBench };

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "kharness/definition.hpp"
 #include "kharness/expr.hpp"
 #include "kharness/operators.hpp"
 
@@ -102,6 +103,32 @@ std::size_t product_size(const TuneSpace& space);
 std::string instantiate(const std::string& seed_text, const std::string& seed_name,
                         const TuneSpace& space, const Config& config);
 
+// Shape buckets for a dispatching composition: the workloads split as the shape cascade splits
+// them (thirds by the product of their var axes), each bucket bounded above by its largest size.
+// `when` is the bucket's condition over the var axes ("M <= 64", "batch_size * seq_len <= 4096";
+// empty for the last bucket, which takes every larger shape). Buckets with equal bounds are one;
+// a bucket that none of the cascade's representatives falls in joins the next, so that every
+// bucket is measured by each evaluation, the cascade's included. Empty when there is nothing to
+// split (no workloads, or no var axis that every workload gives).
+struct ShapeBucket {
+  std::string when;
+  std::vector<std::string> workloads;        // uuids, by size
+  std::vector<std::string> representatives;  // the cascade's representatives in this bucket
+};
+std::vector<ShapeBucket> shape_buckets(const Definition& definition,
+                                       const std::vector<Workload>& workloads);
+
+// A dispatching candidate: the seed once per configuration, in one source. Copy v has its knob
+// values #defined before it, lives in namespace kharness_variant_<v> (its helpers and constants
+// do not collide), and its extern "C" kernels are renamed <kernel>_v<v>; the seed's #include
+// lines are hoisted above the copies. The plan's variants launch copy v when conditions[v] holds
+// (the last condition must be empty: it serves every other shape), with the sizes instantiate()
+// writes for configs[v]; workspace_bytes is the largest of the copies'; the knobs are no longer
+// -D options. Throws Error (exit 2) for a seed without a plan, (exit 4) for mismatched lists.
+std::string compose(const std::string& seed_text, const std::string& seed_name,
+                    const TuneSpace& space, const std::vector<Config>& configs,
+                    const std::vector<std::string>& conditions);
+
 // An operator's seed with its knob space and the axes of its workloads.
 struct TuneProblem {
   std::string operator_name;
@@ -140,6 +167,11 @@ class Search {
   // The result of an earlier proposal: a score to maximise, or nullopt for a failed candidate.
   // Proposals never reported take no part in steering.
   void report(std::size_t index, std::optional<double> score);
+  // A configuration another search proposed (the tune provider runs one per shape bucket): never
+  // proposed by this one; its result may be reported like this search's own.
+  void mark_proposed(std::size_t index) {
+    if (!was_proposed(index)) take(index);
+  }
   bool exhausted() const { return order_.size() >= valid_.size(); }
   std::size_t proposed() const { return order_.size(); }
   const std::vector<Config>& valid() const { return valid_; }

@@ -55,6 +55,9 @@ inline constexpr const char* kFasterThanLight = "faster_than_light";
 struct WorkloadVerdict {
   std::string uuid;
   nlohmann::json axes = nlohmann::json::object();
+  // The plan variant that served this workload, as LaunchPlan::variant_label writes it
+  // ("1 (M <= 256)"); empty for a plan without variants.
+  std::string variant;
   Status status = Status::kPassed;
   std::optional<Failure> failure;  // the first failing trial's
   std::vector<TrialResult> trials;

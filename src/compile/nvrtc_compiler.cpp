@@ -472,7 +472,7 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
     static const std::vector<Workload> kNoWorkloads;
     plan_violations = check_plan_rules(solution.plan, *definition,
                                        workloads != nullptr ? *workloads : kNoWorkloads);
-  } else if (solution.plan.launches.empty()) {
+  } else if (solution.plan.launches.empty() && !solution.plan.has_variants()) {
     plan_violations.push_back({"no_launches", "the plan has no launches", "", 0});
   }
   for (auto& v : plan_violations) {

@@ -876,10 +876,10 @@ std::string workload_label(const Workload* w) {
   return fmt::format("workload {} ({})", w->uuid, axes);
 }
 
-}  // namespace
-
-std::vector<RuleViolation> check_plan_rules(const LaunchPlan& plan, const Definition& definition,
-                                            const std::vector<Workload>& workloads) {
+// The rules of one list of launches (a plan without variants, or one variant's), for the
+// workloads that run it.
+std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Definition& definition,
+                                              const std::vector<Workload>& workloads) {
   std::vector<RuleViolation> out;
   if (plan.launches.empty()) {
     out.push_back({"no_launches", "the plan has no launches", "", 0});
@@ -1090,6 +1090,68 @@ std::vector<RuleViolation> check_plan_rules(const LaunchPlan& plan, const Defini
   return out;
 }
 
+// A dispatching plan: each condition names axes only and evaluates for every workload (the
+// choice of variant is made here, at compile time, for every workload), and each variant obeys
+// the launch rules for the workloads it serves; a variant that serves none of them is still
+// checked against the constant axes, since a held-out shape may choose it.
+std::vector<RuleViolation> check_variant_rules(const LaunchPlan& plan, const Definition& definition,
+                                               const std::vector<Workload>& workloads) {
+  std::vector<RuleViolation> out;
+  const std::vector<std::string> axes = axis_names(definition);
+  bool resolvable = true;
+  for (std::size_t v = 0; v < plan.variants.size(); ++v) {
+    const auto& when = plan.variants[v].when;
+    if (!when) {
+      continue;
+    }
+    for (const auto& name : when->names()) {
+      if (definition.find_axis(name) != nullptr) {
+        continue;
+      }
+      resolvable = false;
+      std::string what = definition.find_tensor(name) != nullptr
+                             ? fmt::format("'{}' is a tensor, not an axis", name)
+                             : fmt::format("'{}' is not an axis of {}", name, definition.name);
+      out.push_back({"unknown_axis",
+                     fmt::format("variants[{}].when '{}': {} (axes: {}{})", v, when->text(), what,
+                                 join(axes, ", "), suggestion(name, axes)),
+                     "", 0});
+    }
+  }
+  std::vector<std::vector<Workload>> served(plan.variants.size());
+  if (resolvable) {
+    for (const auto& w : workloads) {
+      try {
+        served[plan.variant_for(w.bindings(definition))].push_back(w);
+      } catch (const ExprError& e) {
+        out.push_back({"variant_condition",
+                       fmt::format("variants: no variant can be chosen for {}: {}",
+                                   workload_label(&w), e.what()),
+                       "", 0});
+      }
+    }
+  }
+  for (std::size_t v = 0; v < plan.variants.size(); ++v) {
+    std::string prefix =
+        fmt::format("variants[{}] ({}): ", v,
+                    plan.variants[v].when ? plan.variants[v].when->text() : "otherwise");
+    for (RuleViolation violation :
+         check_launch_rules(plan.variant_plan(v), definition, served[v])) {
+      violation.message = prefix + violation.message;
+      out.push_back(std::move(violation));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<RuleViolation> check_plan_rules(const LaunchPlan& plan, const Definition& definition,
+                                            const std::vector<Workload>& workloads) {
+  return plan.has_variants() ? check_variant_rules(plan, definition, workloads)
+                             : check_launch_rules(plan, definition, workloads);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernel interface. How a plan's kernel name finds a PTX entry: see match_kernel in
 // compile_internal.hpp (exact name or mangled name; then the name without template arguments;
@@ -1199,7 +1261,9 @@ std::string value_mismatch(DType dtype, const PtxParam& param) {
 
 }  // namespace
 
-std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
+namespace {
+
+std::vector<RuleViolation> check_launch_interface(const LaunchPlan& plan,
                                                   const Definition* definition,
                                                   const std::vector<KernelInfo>& kernels) {
   std::vector<RuleViolation> out;
@@ -1307,6 +1371,25 @@ std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
                                    a, arg.text(), what, a, kernel.name, describe(param)),
                        "", 0});
       }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<RuleViolation> check_kernel_interface(const LaunchPlan& plan,
+                                                  const Definition* definition,
+                                                  const std::vector<KernelInfo>& kernels) {
+  if (!plan.has_variants()) {
+    return check_launch_interface(plan, definition, kernels);
+  }
+  std::vector<RuleViolation> out;
+  for (std::size_t v = 0; v < plan.variants.size(); ++v) {
+    for (RuleViolation violation :
+         check_launch_interface(plan.variant_plan(v), definition, kernels)) {
+      violation.message = fmt::format("variants[{}]: {}", v, violation.message);
+      out.push_back(std::move(violation));
     }
   }
   return out;

@@ -242,6 +242,14 @@ element_strides, interleave, l2_promotion, oob_fill) and {{"tensor_map": "a_map"
 "pdl": true on a launch after the first lets it overlap the previous one
 (cudaGridDependencySynchronize); "cooperative": true makes a grid-synchronising launch (the grid
 must fit on the GPU at once).
+Shape dispatch: instead of "launches", a plan may hold "variants", each a list of launches chosen
+by a condition over the axes; the first whose "when" holds runs, the last has no "when":
+"variants": [{{"when": "M <= 64", "launches": [...]}}, {{"when": "M <= 1024 && N % 128 == 0",
+"launches": [...]}}, {{"launches": [...]}}]. Conditions use the axes, integers, + - * / %, min,
+max, comparisons, && || ! and parentheses. Every variant launches kernels of the one source:
+template instantiations with their own extern "C" names (extern "C" __global__ void k_small(...)
+{{ body<64>(...); }}), so that a small M gets a small tile and a large M a large one. The verdict
+names the variant that served each workload.
 )TXT",
                      d.name);
   return out;
@@ -250,11 +258,20 @@ must fit on the GPU at once).
 std::string render_best(const std::string& id, const std::string& source, const Verdict* v) {
   std::string out = fmt::format("# Current best kernel ({})\n", id);
   if (v && !v->workloads.empty() && v->workloads[0].timing.timed()) {
-    out += "| workload | axes | latency | speedup | % SOL |\n|---|---|---|---|---|\n";
+    // A dispatching kernel's table says which variant ran where, so a model can tell which of
+    // its variants to improve.
+    const bool dispatches =
+        std::any_of(v->workloads.begin(), v->workloads.end(),
+                    [](const WorkloadVerdict& w) { return !w.variant.empty(); });
+    out += dispatches ? "| workload | axes | variant | latency | speedup | % SOL |\n"
+                        "|---|---|---|---|---|---|\n"
+                      : "| workload | axes | latency | speedup | % SOL |\n|---|---|---|---|---|\n";
     for (const auto& w : v->workloads) {
       if (!w.timing.candidate) continue;
-      out += fmt::format("| {} | {} | {:.2f} us | {} | {} |\n", w.uuid.substr(0, 8),
-                         fmt_axes(w.axes), w.timing.candidate->latency * 1e6,
+      std::string axes = fmt_axes(w.axes);
+      if (dispatches) axes += " | " + (w.variant.empty() ? std::string("-") : w.variant);
+      out += fmt::format("| {} | {} | {:.2f} us | {} | {} |\n", w.uuid.substr(0, 8), axes,
+                         w.timing.candidate->latency * 1e6,
                          w.timing.speedup ? fmt::format("{:.3f}x", *w.timing.speedup) : "-",
                          w.timing.sol ? fmt::format("{:.1f}%", 100 * w.timing.sol->fraction) : "-");
     }

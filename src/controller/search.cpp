@@ -346,6 +346,22 @@ struct Search::Impl {
     if (at_step > 0) stall = promoted_in_step ? 0 : stall + 1;
   }
 
+  // uuid -> the seed's latency there, from its record (empty when it was not timed).
+  json seed_latency() const {
+    json out = json::object();
+    if (records.empty() || records.front().id != "c0000" || !records.front().verdict.is_object())
+      return out;
+    try {
+      for (const auto& w : verdict_from_json(records.front().verdict).workloads) {
+        if (w.timing.candidate && w.timing.candidate->latency > 0)
+          out[w.uuid] = w.timing.candidate->latency;
+      }
+    } catch (const Error&) {
+      // a record edited by hand: no reference latencies
+    }
+    return out;
+  }
+
   llm::Request make_request(const Kernel& parent, int sample, std::vector<std::string>& cuts) {
     PromptParts parts;
     parts.task = task_text;
@@ -385,6 +401,7 @@ struct Search::Impl {
                    {"best_id", best.id},
                    {"best_score", best.score},
                    {"seed_score", seed_score},  // tune: the seed is evaluated, skip its defaults
+                   {"seed_latency", seed_latency()},  // tune: per-bucket scores are against it
                    {"parent_id", parent.id},
                    {"parent_file", parent.file.string()},
                    {"step", step},
@@ -837,10 +854,33 @@ struct Search::Impl {
                           best_sol ? fmt::format("{:.1f}% (mean over workloads)", 100 * *best_sol)
                                    : std::string("unknown"));
     }
-    if (!best_config.is_null())
+    if (best_config.is_object() && best_config.contains("dispatch") &&
+        best_config["dispatch"].is_array()) {
+      // A composed candidate of the tune provider: which configuration serves which shapes.
+      text += "Best configuration: dispatched by shape (the plan's variants)\n";
+      for (const auto& d : best_config["dispatch"]) {
+        if (!d.is_object()) continue;
+        const json uuids = d.value("workloads", json::array());
+        std::vector<std::string> shapes;
+        for (const auto& u : uuids) {
+          for (const auto& w : op.workloads) {
+            if (!u.is_string() || w.uuid != u.get<std::string>()) continue;
+            std::vector<std::string> axes;
+            for (const auto& [name, value] : w.axes)
+              axes.push_back(fmt::format("{}={}", name, value));
+            shapes.push_back(join(axes, ","));
+          }
+        }
+        text += fmt::format("  {}: {} — serves {} workload(s): {}\n",
+                            d.value("when", std::string("otherwise")),
+                            json_util::dump(d.value("configuration", json::object())), uuids.size(),
+                            join(shapes, " "));
+      }
+    } else if (!best_config.is_null()) {
       text += fmt::format("Best configuration: {}\n", json_util::dump(best_config));
-    else if (best.id == "c0000" && options.provider == "tune")
+    } else if (best.id == "c0000" && options.provider == "tune") {
       text += "Best configuration: the seed's defaults\n";
+    }
     text += fmt::format("Candidates: {} of a budget of {}; stopped: {}; dropout restarts: {}\n",
                         records.size() - 1, options.budget, result.stop_reason, dropouts);
     text +=

@@ -255,7 +255,7 @@ Solution load_folder(const fs::path& dir) {
   if (blank(s.entry_source().content)) {
     throw input_error((dir / entry).string(), "empty source");
   }
-  if (j.contains("launches")) {
+  if (j.contains("launches") || j.contains("variants")) {
     json plan = j;
     for (const char* key : {"name", "author", "description", "sources", "entry"}) plan.erase(key);
     s.plan = parse_plan(plan, source);
@@ -402,22 +402,15 @@ std::string LaunchArg::text() const {
   return fmt::format("{{{}: {}}}", dtype_name(literal->dtype), literal->int_value);
 }
 
-LaunchPlan parse_plan(const json& j, const std::string& source) {
-  ju::require_object(j, source, "");
-  // Unknown keys are refused so a typo ("grd") is an error, not a silent default.
-  ju::reject_unknown_keys(j,
-                          {"definition", "launches", "workspace_bytes", "compile_options", "name",
-                           "author", "description"},
-                          source, "");
-  LaunchPlan plan;
-  plan.raw = j;
-  for (const char* key : {"name", "author", "description"}) plan.raw.erase(key);
-  plan.definition = ju::string_or(j, "definition", "", source, "");
-  check_definition_name(plan.definition, ju::field(source, "definition"));
-  const auto& launches = ju::require(j, "launches", source, "");
-  ju::expect_type(launches, launches.is_array(), "an array of launches", source, "launches");
+namespace {
+
+// One list of launches, at `where` ("launches", "variants[1].launches").
+std::vector<Launch> parse_launches(const json& launches, const std::string& source,
+                                   const std::string& where) {
+  ju::expect_type(launches, launches.is_array(), "an array of launches", source, where);
+  std::vector<Launch> out;
   for (std::size_t i = 0; i < launches.size(); ++i) {
-    std::string path = ju::index_path("launches", i);
+    std::string path = ju::index_path(where, i);
     const auto& l = ju::require_object(launches[i], source, path);
     ju::reject_unknown_keys(l,
                             {"kernel", "grid", "block", "shared_bytes", "cluster", "args",
@@ -482,7 +475,105 @@ LaunchPlan parse_plan(const json& j, const std::string& source) {
       }
       launch.args.push_back(std::move(arg));
     }
-    plan.launches.push_back(std::move(launch));
+    out.push_back(std::move(launch));
+  }
+  return out;
+}
+
+// "variants": [{"when": "M <= 64", "launches": [...]}, ..., {"launches": [...]}]. A condition
+// that does not parse, a conditional last variant (a workload could match none) and an
+// unconditional variant before the last (those after it could never run) are refused here,
+// naming the field; conditions naming something other than an axis are refused by the plan
+// rules, which know the definition.
+std::vector<LaunchVariant> parse_variants(const json& variants, const std::string& source) {
+  ju::expect_type(variants, variants.is_array(), "an array of {\"when\", \"launches\"}", source,
+                  "variants");
+  if (variants.empty()) throw input_error(ju::field(source, "variants"), "no variants");
+  std::vector<LaunchVariant> out;
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    std::string path = ju::index_path("variants", v);
+    const auto& obj = ju::require_object(variants[v], source, path);
+    ju::reject_unknown_keys(obj, {"when", "launches"}, source, path);
+    LaunchVariant variant;
+    bool last = v + 1 == variants.size();
+    if (auto it = obj.find("when"); it != obj.end()) {
+      std::string wpath = path + ".when";
+      ju::expect_type(*it, it->is_string(), "a condition string such as \"M <= 64\"", source,
+                      wpath);
+      if (last) {
+        throw input_error(ju::field(source, wpath),
+                          "the last variant has no condition: it serves every workload that no "
+                          "earlier variant took");
+      }
+      try {
+        variant.when = Expr::parse(it->get<std::string>());
+      } catch (const ExprError& e) {
+        throw input_error(ju::field(source, wpath), e.what());
+      }
+    } else if (!last) {
+      throw input_error(ju::field(source, path + ".when"),
+                        fmt::format("missing: only the last variant may have no condition (variant "
+                                    "{} would take every workload from those after it)",
+                                    v));
+    }
+    variant.launches =
+        parse_launches(ju::require(obj, "launches", source, path), source, path + ".launches");
+    out.push_back(std::move(variant));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Launch>& LaunchPlan::variant_launches(std::size_t index) const {
+  return variants.empty() ? launches : variants.at(index).launches;
+}
+
+std::size_t LaunchPlan::variant_for(const Bindings& axes) const {
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    if (!variants[v].when || variants[v].when->eval(axes) != 0) return v;
+  }
+  return 0;  // no variants (the parser makes the last variant unconditional)
+}
+
+LaunchPlan LaunchPlan::variant_plan(std::size_t index) const {
+  if (variants.empty()) return *this;
+  LaunchPlan plan = *this;
+  plan.launches = variants.at(index).launches;
+  plan.variants.clear();
+  return plan;
+}
+
+LaunchPlan LaunchPlan::resolved(const Bindings& axes) const {
+  return variant_plan(variant_for(axes));
+}
+
+std::string LaunchPlan::variant_label(std::size_t index) const {
+  if (variants.empty()) return "";
+  const auto& when = variants.at(index).when;
+  return fmt::format("{} ({})", index, when ? when->text() : "otherwise");
+}
+
+LaunchPlan parse_plan(const json& j, const std::string& source) {
+  ju::require_object(j, source, "");
+  // Unknown keys are refused so a typo ("grd") is an error, not a silent default.
+  ju::reject_unknown_keys(j,
+                          {"definition", "launches", "variants", "workspace_bytes",
+                           "compile_options", "name", "author", "description"},
+                          source, "");
+  LaunchPlan plan;
+  plan.raw = j;
+  for (const char* key : {"name", "author", "description"}) plan.raw.erase(key);
+  plan.definition = ju::string_or(j, "definition", "", source, "");
+  check_definition_name(plan.definition, ju::field(source, "definition"));
+  if (j.contains("launches") && j.contains("variants")) {
+    throw input_error(ju::field(source, "variants"),
+                      "a plan has either \"launches\" or \"variants\", not both");
+  }
+  if (auto it = j.find("variants"); it != j.end()) {
+    plan.variants = parse_variants(*it, source);
+  } else {
+    plan.launches = parse_launches(ju::require(j, "launches", source, ""), source, "launches");
   }
   if (auto it = j.find("workspace_bytes"); it != j.end()) {
     plan.workspace_bytes = parse_size_expr(*it, source, "workspace_bytes");

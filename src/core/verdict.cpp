@@ -121,13 +121,16 @@ json to_json(const WorkloadVerdict& w) {
                       {"bitwise_deterministic", t.bitwise_deterministic},
                       {"seconds", t.seconds}});
   }
-  return {{"uuid", w.uuid},
-          {"axes", w.axes},
-          {"status", std::string(status_name(w.status))},
-          {"failure", optional_failure(w.failure)},
-          {"suspect", optional_failure(w.suspect)},
-          {"trials", trials},
-          {"timing", to_json(w.timing)}};
+  json out = {{"uuid", w.uuid},
+              {"axes", w.axes},
+              {"status", std::string(status_name(w.status))},
+              {"failure", optional_failure(w.failure)},
+              {"suspect", optional_failure(w.suspect)},
+              {"trials", trials},
+              {"timing", to_json(w.timing)}};
+  // Only a dispatching plan's workloads name a variant: the record of a plain plan is unchanged.
+  if (!w.variant.empty()) out["variant"] = w.variant;
+  return out;
 }
 
 json to_json(const Verdict& v) {
@@ -157,6 +160,9 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
     if (!wj.is_object()) throw std::runtime_error("a workload is not an object");
     w.uuid = wj.at("uuid").get<std::string>();
     w.axes = object_member(wj, "axes");
+    if (auto it = wj.find("variant"); it != wj.end() && it->is_string()) {
+      w.variant = it->get<std::string>();
+    }
     w.status = status_from(wj, "status");
     w.failure = failure_from(wj.value("failure", json(nullptr)));
     w.suspect = failure_from(wj.value("suspect", json(nullptr)));

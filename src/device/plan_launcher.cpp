@@ -189,22 +189,32 @@ std::string failure_kind_of(const std::string& name) {
 PlanLauncher::PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels,
                            const Module& module)
     : plan_(plan) {
-  for (const auto& launch : plan.launches) {
-    const KernelInfo* info = find_kernel(kernels, launch.kernel);
-    if (!info)
-      throw std::runtime_error(fmt::format("kernel '{}' is not in the module", launch.kernel));
-    if (info->params.size() != launch.args.size()) {
-      throw std::runtime_error(fmt::format("kernel '{}' takes {} parameters, the plan passes {}",
-                                           launch.kernel, info->params.size(), launch.args.size()));
+  // Every variant's kernels are found now, so that a workload's choice of variant only picks a
+  // list: a missing kernel is an error at load, whichever workloads run.
+  for (std::size_t v = 0; v < plan.variant_count(); ++v) {
+    std::vector<Resolved> list;
+    for (const auto& launch : plan.variant_launches(v)) {
+      const KernelInfo* info = find_kernel(kernels, launch.kernel);
+      if (!info)
+        throw std::runtime_error(fmt::format("kernel '{}' is not in the module", launch.kernel));
+      if (info->params.size() != launch.args.size()) {
+        throw std::runtime_error(fmt::format("kernel '{}' takes {} parameters, the plan passes {}",
+                                             launch.kernel, info->params.size(),
+                                             launch.args.size()));
+      }
+      list.push_back({&launch, info, module.function(info->mangled)});
     }
-    launches_.push_back({&launch, info, module.function(info->mangled)});
+    variants_.push_back(std::move(list));
   }
 }
 
 std::string PlanLauncher::kernel_names() const {
   std::vector<std::string> names;
-  for (const Resolved& r : launches_) names.push_back(r.info->mangled);
+  for (const auto& list : variants_) {
+    for (const Resolved& r : list) names.push_back(r.info->mangled);
+  }
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   std::string joined;
   for (const std::string& n : names) joined += (joined.empty() ? "" : ",") + n;
   return joined;
@@ -216,8 +226,19 @@ std::int64_t PlanLauncher::workspace_bytes(const Bindings& axes) const {
 
 LaunchOutcome PlanLauncher::launch(const LaunchEnv& env, CUstream stream, bool sync_each) const {
   const Driver& d = Driver::instance();
-  for (std::size_t i = 0; i < launches_.size(); ++i) {
-    const Resolved& r = launches_[i];
+  std::size_t variant = 0;
+  try {
+    variant = plan_.variant_for(env.axes);
+  } catch (const std::exception& e) {
+    LaunchOutcome fail;
+    fail.ok = false;
+    fail.error_name = "PLAN_ERROR";
+    fail.message = fmt::format("variants: no variant can be chosen: {}", e.what());
+    return fail;
+  }
+  const std::vector<Resolved>& launches = variants_[variant];
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    const Resolved& r = launches[i];
     LaunchOutcome fail;
     fail.ok = false;
     fail.launch_index = static_cast<int>(i);

@@ -44,14 +44,15 @@ class PlanLauncher {
   PlanLauncher(const LaunchPlan& plan, const std::vector<KernelInfo>& kernels,
                const Module& module);
 
-  // Launches every launch in order on `stream`. With `sync_each`, synchronises after each launch
-  // so an asynchronous fault is attributed to the launch that caused it, and each launch is its
-  // own wait for the launch watchdog (device/watchdog.hpp): a plan of several launches of a few
-  // seconds each is never taken for a hang. Each launch is noted (note_launch) before it starts.
+  // Launches every launch of the variant that serves env.axes, in order, on `stream`. With
+  // `sync_each`, synchronises after each launch so an asynchronous fault is attributed to the
+  // launch that caused it, and each launch is its own wait for the launch watchdog
+  // (device/watchdog.hpp): a plan of several launches of a few seconds each is never taken for a
+  // hang. Each launch is noted (note_launch) before it starts.
   LaunchOutcome launch(const LaunchEnv& env, CUstream stream, bool sync_each) const;
 
-  // The entry names (mangled, as PTX and CUPTI give them) of the plan's kernels, sorted, joined
-  // by ','.
+  // The entry names (mangled, as PTX and CUPTI give them) of the plan's kernels (of every
+  // variant), sorted, without duplicates, joined by ','.
   std::string kernel_names() const;
 
   // Bytes of workspace the plan asks for on this workload (0 when none). Throws ExprError.
@@ -64,7 +65,7 @@ class PlanLauncher {
     CUfunction function;
   };
   const LaunchPlan& plan_;
-  std::vector<Resolved> launches_;
+  std::vector<std::vector<Resolved>> variants_;  // one list per variant (one for a plain plan)
 };
 
 // A CUDA error as a failure kind: CUDA_ERROR_ILLEGAL_ADDRESS -> "illegal_address".

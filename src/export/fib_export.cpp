@@ -772,6 +772,16 @@ std::string entry_with_plan(const Solution& solution, const std::vector<std::str
   return head + text.substr(0, insert_at) + defs + text.substr(insert_at);
 }
 
+// The generated launcher has one list of launches; choosing a variant by shape is not generated
+// yet, and exporting one variant would run the wrong launches for the other shapes.
+void refuse_variants(const Solution& solution) {
+  if (solution.plan.has_variants())
+    refuse(
+        fmt::format("the plan has {} variants (launches chosen by shape), which the generated "
+                    "launcher does not dispatch yet",
+                    solution.plan.variants.size()));
+}
+
 }  // namespace
 
 std::string tvm_ffi_arch(const std::string& arch) {
@@ -787,12 +797,14 @@ std::string tvm_ffi_arch(const std::string& arch) {
 std::string fib_launcher_source(const Solution& solution, const Definition& definition,
                                 const std::vector<KernelInfo>& kernels,
                                 const std::string& entry_symbol, const std::string& entry_path) {
+  refuse_variants(solution);
   return LauncherWriter(solution, definition, kernels).write(entry_symbol, entry_path);
 }
 
 FibExport export_fib_solution(const Solution& solution, const Definition& definition,
                               const std::vector<KernelInfo>& kernels,
                               const FibExportOptions& options) {
+  refuse_variants(solution);
   FibExport out;
   const SourceFile& entry = solution.entry_source();
   if (entry.path.size() < 3 || entry.path.compare(entry.path.size() - 3, 3, ".cu") != 0)

@@ -109,9 +109,11 @@ void fill_statics(Profile& p, const Loaded& l, const Workload& w) {
       s.stack_bytes = info->stack_bytes;
       s.static_shared_bytes = info->shared_bytes;
     }
-    if (k.launch >= 0 && static_cast<std::size_t>(k.launch) < l.candidate.plan.launches.size()) {
+    if (k.launch >= 0) {
       try {
-        s.dynamic_shared_bytes = l.candidate.plan.launches[k.launch].shared_bytes.eval(axes);
+        const std::vector<Launch>& launches = l.candidate.plan.launches_for(axes);
+        if (static_cast<std::size_t>(k.launch) < launches.size())
+          s.dynamic_shared_bytes = launches[k.launch].shared_bytes.eval(axes);
       } catch (const std::exception& e) {
         spdlog::debug("profile: shared_bytes of launch {}: {}", k.launch, e.what());
       }
@@ -260,6 +262,9 @@ Profile run_worker_profile(const ProfileRequest& request) {
   phases["context"] = since(t);
 
   const Workload& w = pick_workload(l.op, request.workload);
+  // The launches this workload runs (a dispatching plan's variant for its axes).
+  const std::vector<Launch>& plan_launches =
+      l.candidate.plan.launches_for(w.bindings(l.op.definition));
   verify::CheckOptions check;
   check.seed = request.seed;
   check.workloads = {w.uuid};
@@ -359,7 +364,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   phases["flush_setup"] = since(t);
 
   t = Clock::now();
-  const std::size_t launches = l.candidate.plan.launches.size();
+  const std::size_t launches = plan_launches.size();
   profile::Collection c = session->collect(
       cupti_metrics, launches,
       [&] {
@@ -416,7 +421,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   p.sm_count = dev.sm_count;
   const Bindings axes = w.bindings(l.op.definition);
   for (std::size_t i = 0; i < launches; ++i) {
-    const Launch& launch = l.candidate.plan.launches[i];
+    const Launch& launch = plan_launches[i];
     KernelProfile k;
     k.launch = static_cast<int>(i);
     k.kernel = launch.kernel;

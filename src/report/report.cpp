@@ -318,6 +318,10 @@ json trace_line(const Verdict& v, const WorkloadVerdict* w, const json& workload
   } else if (!w || !latency_of(*w)) {
     log = "not timed: performance is zero";
   }
+  // FlashInfer-Bench's evaluation has no field for it: the plan variant that ran goes in the log.
+  if (w && !w->variant.empty()) {
+    log += std::string(log.empty() ? "" : "\n") + "kharness variant: " + w->variant;
+  }
   if (!v.suspect.empty() && !(w && w->suspect)) {
     const WorkloadVerdict* s = v.first_suspect();
     log += std::string(log.empty() ? "" : "\n") + "SUSPECT solution: " + v.suspect +

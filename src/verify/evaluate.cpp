@@ -253,6 +253,13 @@ class Evaluator {
     WorkloadVerdict wv;
     wv.uuid = w.uuid;
     wv.axes = w.axes;
+    // Which launches this workload runs; the plan rules made sure a variant can be chosen.
+    const LaunchPlan& plan = candidate_.solution->plan;
+    try {
+      wv.variant = plan.variant_label(plan.variant_for(w.bindings(def_)));
+    } catch (const ExprError&) {
+      wv.variant = "none";
+    }
     // Sampling: the workload's trials together draw on sampling_launches(rows) input sets (the
     // trials' own, then more in each trial), all judged as one sample at its end.
     SamplingDraws draws;

@@ -156,6 +156,7 @@ const std::vector<FixtureCase>& fixture_cases() {
   static const std::vector<FixtureCase> cases = {
       {"good_simple.cu", "PASSED", {}, true, false},
       {"good_vectorized.cu", "PASSED", {}, true, false},
+      {"dispatch_by_batch.cu", "PASSED", {}, true, false},
       {"writes_nothing.cu",
        "INCORRECT_NUMERICAL",
        {"output_not_written"},
@@ -437,6 +438,30 @@ TEST(CheckFixtures, EveryFixtureCompilesAndIsInTheTable) {
         << r.log << (r.violations.empty() ? "" : r.violations[0].message);
   }
   EXPECT_EQ(on_disk, in_table);
+}
+
+// A dispatching plan: every workload of the operator runs the variant its batch size selects,
+// passes, and its verdict names that variant (the same label the plan gives it).
+TEST(CheckVariants, DispatchingSolutionPassesEveryWorkloadAndNamesItsVariant) {
+  SKIP_WITHOUT_GPU();
+  const CheckRun run = run_check({check_fixture("dispatch_by_batch.cu")}, "--seed 3 --trials 2");
+  ASSERT_TRUE(run.verdicts.is_object()) << run.describe();
+  const json& v = run.verdicts;
+  EXPECT_EQ(run.exit_code, 0) << run.describe();
+  EXPECT_EQ(v.value("status", ""), "PASSED") << failure_text(v);
+  const json& workloads = v.at("workloads");
+  ASSERT_EQ(workloads.size(), workload_lines().size()) << run.describe();
+  std::set<std::string> variants;
+  for (const auto& w : workloads) {
+    const std::int64_t batch = w.at("axes").value("batch_size", std::int64_t{-1});
+    const std::string want = batch <= 8     ? "0 (batch_size <= 8)"
+                             : batch <= 512 ? "1 (batch_size <= 512)"
+                                            : "2 (otherwise)";
+    EXPECT_EQ(w.value("status", ""), "PASSED") << w.dump();
+    EXPECT_EQ(w.value("variant", ""), want) << "batch_size " << batch;
+    variants.insert(w.value("variant", ""));
+  }
+  EXPECT_EQ(variants.size(), 3u) << "every variant served some workload";
 }
 
 json single_verdict(const std::string& file, const std::string& args) {

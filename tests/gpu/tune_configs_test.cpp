@@ -3,17 +3,25 @@
 // (the built binary) on the GPU. rmsnorm, gqa decode and MLA decode: every valid configuration on
 // every workload; the GEMM family: the first 12 configurations the tune provider proposes on the
 // gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample);
-// gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Skips
-// without a GPU.
+// gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Also
+// composed (dispatching) candidates of rmsnorm and the sm_90a gemm_fp8 seed on every workload.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "../test_util.hpp"
 #include "device/driver.hpp"
 #include "gpu_test_util.hpp"
 #include "kharness/device.hpp"
+#include "kharness/operators.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
+#include "kharness/tune.hpp"
 
 namespace kharness {
 namespace {
@@ -82,6 +90,59 @@ TEST(TuneConfigurations, GemmFp8SamplePasses) {
       "--trials 1 --workloads d8ea2ff1-a0dc-558d-a531-2c202427b4cb,"
       "55a1cb77-1950-5b67-92d2-b78dedd71006,deae70b3-fbcd-528d-85b3-918d752b4640,"
       "defa8080-ef3d-5b6e-ad99-44df53233252,acaeb4c2-149c-50e3-9264-18aae9e778bc");
+}
+
+// A composed candidate of the tune provider (one copy of the seed per configuration, chosen by
+// the plan's variants) passes every workload of its operator, and the verdict names the variant
+// each workload ran, the one its shape's bucket condition picks.
+void expect_composition_passes(const std::string& op_name, const std::string& arch,
+                               std::size_t copies, const std::string& check_args) {
+  Operator op = OperatorRegistry::from_environment({}).load(op_name);
+  std::optional<std::filesystem::path> seed = seed_for(op, arch);
+  ASSERT_TRUE(seed.has_value());
+  tune::TuneProblem p = tune::load_tune_problem(op, *seed);
+  std::vector<tune::ShapeBucket> buckets = tune::shape_buckets(op.definition, op.workloads);
+  ASSERT_GE(buckets.size(), copies);
+  // The first configurations the provider proposes, one per bucket (the last bucket takes the
+  // rest of the shapes).
+  tune::Search search(p.space, p.valid, {0, 8});
+  std::vector<tune::Config> configs;
+  std::vector<std::string> conditions;
+  for (std::size_t b = 0; b < copies; ++b) {
+    configs.push_back(p.valid[*search.next()]);
+    conditions.push_back(b + 1 < copies ? buckets[b].when : "");
+  }
+  testing::TempDir dir;
+  const std::filesystem::path file = dir.path() / "composed.cu";
+  write_file_atomic(file.string(),
+                    tune::compose(p.seed_text, p.seed_path.string(), p.space, configs, conditions));
+  auto r =
+      testing::run_command(std::string("'") + KHARNESS_BINARY + "' check '" + file.string() +
+                           "' --operator " + op_name + " " + check_args + " --json 2>/dev/null");
+  json verdict = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(verdict.is_object()) << r.out.substr(0, 4000);
+  EXPECT_EQ(verdict.value("status", ""), "PASSED") << verdict.value("failure", json()).dump();
+  EXPECT_EQ(r.exit_code, 0);
+  Solution sol = parse_single_file_solution(read_file(file.string()), "composed.cu");
+  ASSERT_FALSE(verdict["workloads"].empty());
+  for (const auto& w : verdict["workloads"]) {
+    const Workload* workload = nullptr;
+    for (const auto& x : op.workloads)
+      if (x.uuid == w["uuid"]) workload = &x;
+    ASSERT_NE(workload, nullptr);
+    const std::size_t v = sol.plan.variant_for(workload->bindings(op.definition));
+    EXPECT_EQ(w.value("variant", json()), json(sol.plan.variant_label(v))) << w["uuid"];
+  }
+}
+
+TEST(TuneConfigurations, ComposedRmsnormPassesEveryWorkloadWithItsVariant) {
+  SKIP_WITHOUT_GPU();
+  expect_composition_passes("rmsnorm_h4096", "sm_90a", 3, "--trials 2");
+}
+
+TEST(TuneConfigurations, ComposedGemmFp8Sm90aPassesEveryWorkloadWithItsVariant) {
+  SKIP_WITHOUT_GPU();
+  expect_composition_passes("gemm_fp8", "sm_90a", 3, "--trials 1");
 }
 
 }  // namespace
