@@ -145,8 +145,8 @@ std::string render_verdict(const Verdict& v, int verbosity) {
   }
   if (const nlohmann::json& h = v.score.holdout; h.is_object()) {
     out += fmt::format(
-        "  holdout: {} of {} held-out workloads, seed {}{}\n", h.value("drawn", 0),
-        h.value("requested", 0), h.value("seed_hash", ""),
+        "  holdout: {} of {} held-out workloads, seed {}{}\n", json_util::whole_or(h, "drawn", 0),
+        json_util::whole_or(h, "requested", 0), h.value("seed_hash", ""),
         h.value("seed_from_environment", false) ? " (KHARNESS_HOLDOUT_SEED)" : " (random)");
   }
   out += fmt::format("  seed {} (replay with --seed {}), {:.2f} s\n", v.seed, v.seed, v.seconds);

@@ -298,7 +298,7 @@ std::string render_feedback(const std::string& id, const std::string& status,
         out += "(more compile errors not shown)\n";
         break;
       }
-      out += fmt::format("{}:{}: error: {}\n", d.value("file", ""), d.value("line", 0),
+      out += fmt::format("{}:{}: error: {}\n", d.value("file", ""), json_util::whole_or(d, "line", 0),
                          d.value("message", ""));
     }
     for (const auto& viol : c.value("violations", json::array()))

@@ -50,14 +50,14 @@ json to_json(const CandidateRecord& r) {
 CandidateRecord record_from_json(const json& j) {
   CandidateRecord r;
   r.id = j.value("id", "");
-  r.step = j.value("step", 0);
+  r.step = json_util::whole_or(j, "step", 0);
   r.parent = j.value("parent", "");
   r.provider = j.value("provider", "");
   r.model = j.value("model", "");
   json u = j.value("usage", json::object());
-  r.answer.usage.input_tokens = u.value("input_tokens", std::int64_t{0});
-  r.answer.usage.output_tokens = u.value("output_tokens", std::int64_t{0});
-  r.answer.usage.cache_read_tokens = u.value("cache_read_tokens", std::int64_t{0});
+  r.answer.usage.input_tokens = json_util::whole_or(u, "input_tokens", std::int64_t{0});
+  r.answer.usage.output_tokens = json_util::whole_or(u, "output_tokens", std::int64_t{0});
+  r.answer.usage.cache_read_tokens = json_util::whole_or(u, "cache_read_tokens", std::int64_t{0});
   r.answer.stop_reason = j.value("stop_reason", "");
   r.answer.truncated = j.value("truncated", false);
   r.answer.latency_seconds = j.value("latency_seconds", 0.0);
@@ -70,7 +70,7 @@ CandidateRecord record_from_json(const json& j) {
   r.speedup_vs_incumbent = j.value("speedup_vs_incumbent", 0.0);
   r.noise = j.value("noise", 0.0);
   r.stage = j.value("stage", "");
-  r.workloads_evaluated = j.value("workloads_evaluated", 0);
+  r.workloads_evaluated = json_util::whole_or(j, "workloads_evaluated", 0);
   r.gpu_seconds = j.value("gpu_seconds", 0.0);
   r.saved_seconds = j.value("saved_seconds", 0.0);
   r.cache_key = j.value("cache_key", "");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kharness/error.hpp"
@@ -197,6 +198,13 @@ auto reading(const std::string& source, F&& read) -> decltype(read()) {
           field(source, printable_line(bounded(what.substr(open + 5, close - open - 5), 80))),
           "missing required field");
     }
+    const auto named = what.find("field '");
+    const auto end = named == std::string::npos ? named : what.find("' is not", named + 7);
+    if (end != std::string::npos) {
+      throw input_error(
+          field(source, printable_line(bounded(what.substr(named + 7, end - named - 7), 80))),
+          "not a whole number in range");
+    }
     throw input_error(source, "a field is missing or out of range");
   } catch (const nlohmann::json::exception&) {
     throw input_error(source, "a field has the wrong type");
@@ -285,6 +293,40 @@ template <class J>
 double as_number(const J& j, const std::string& source, const std::string& path) {
   expect_type(j, j.is_number(), "a number", source, path);
   return j.template get<double>();
+}
+
+// A whole-number member, read where .value(key, fallback) would be: absent gives `fallback`. A
+// number that T cannot hold (1e308, -1 for an unsigned count, 2.5) throws out_of_range with a
+// message that names the member: nlohmann would convert it with a cast that is undefined
+// behaviour. Anything else is nlohmann's own .value() (a string: its type_error).
+template <class T, class J>
+T whole_or(const J& obj, const char* key, T fallback) {
+  static_assert(std::is_integral_v<T>, "whole_or reads integers");
+  if (!obj.is_object()) return obj.value(key, fallback);
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  if (!it->is_number()) return obj.value(key, fallback);
+  bool fits = false;
+  if (it->is_number_unsigned()) {
+    fits = it->template get<std::uint64_t>() <=
+           static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  } else if (it->is_number_integer()) {
+    const auto v = it->template get<std::int64_t>();
+    fits = v < 0 ? std::is_signed_v<T> &&
+                       v >= static_cast<std::int64_t>(std::numeric_limits<T>::min())
+                 : static_cast<std::uint64_t>(v) <=
+                       static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  } else {
+    const double v = it->template get<double>();
+    const double limit = std::ldexp(1.0, std::numeric_limits<T>::digits);
+    fits = std::isfinite(v) && v == std::trunc(v) && v < limit &&
+           v >= (std::is_signed_v<T> ? -limit : 0.0);
+  }
+  if (!fits) {
+    throw nlohmann::json::out_of_range::create(
+        406, fmt::format("field '{}' is not a whole number in range", key), nullptr);
+  }
+  return it->template get<T>();
 }
 
 // Optional string member; `fallback` when absent.

@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include "core/json_util.hpp"
+
 namespace kharness {
 namespace {
 
@@ -121,14 +123,14 @@ json to_json(const TimingIntegrity& i) {
 
 TimingIntegrity timing_integrity_from_json(const json& j) {
   TimingIntegrity i;
-  i.checked_iterations = j.value("checked_iterations", std::uint64_t{0});
+  i.checked_iterations = json_util::whole_or(j, "checked_iterations", std::uint64_t{0});
   i.check = j.value("check", "");
-  i.module_globals = j.value("module_globals", std::size_t{0});
+  i.module_globals = json_util::whole_or(j, "module_globals", std::size_t{0});
   i.state_reset = j.value("state_reset", "");
-  i.fresh_inputs = j.value("fresh_inputs", std::uint64_t{0});
+  i.fresh_inputs = json_util::whole_or(j, "fresh_inputs", std::uint64_t{0});
   i.truth = j.value("truth", "");
   i.point = j.value("point", "");
-  i.rows_checked = j.value("rows_checked", std::uint64_t{0});
+  i.rows_checked = json_util::whole_or(j, "rows_checked", std::uint64_t{0});
   if (auto it = j.find("miss_probability_1pct"); it != j.end() && it->is_number())
     i.miss_probability_1pct = it->get<double>();
   if (auto it = j.find("fixed_inputs"); it != j.end() && it->is_array()) {
@@ -158,7 +160,7 @@ ContenderTiming contender_from_json(const json& j) {
   c.latency = number_at(j, "latency", 0.0);
   c.official_latency = optional_number(j, "official_latency");
   c.stop_reason = optional_enum<StopReason>(j, "stop_reason");
-  c.clock_flagged_samples = j.value("clock_flagged_samples", 0);
+  c.clock_flagged_samples = json_util::whole_or(j, "clock_flagged_samples", 0);
   c.clock_note = j.value("clock_note", "");
   c.kernels = j.value("kernels", "");
   c.solution = j.value("solution", "");
@@ -223,9 +225,9 @@ json to_json(const ScoreIntegrity& i) {
 
 ScoreIntegrity score_integrity_from_json(const json& j) {
   ScoreIntegrity i;
-  i.checked_iterations = j.value("checked_iterations", std::uint64_t{0});
+  i.checked_iterations = json_util::whole_or(j, "checked_iterations", std::uint64_t{0});
   i.every_iteration_checked = j.value("every_iteration_checked", true);
-  i.fewest_input_sets = j.value("fewest_input_sets", 0);
+  i.fewest_input_sets = json_util::whole_or(j, "fewest_input_sets", 0);
   i.guarantees = j.value("guarantees", "");
   return i;
 }
@@ -270,7 +272,7 @@ json to_json(const LatencyStats& s) {
 
 LatencyStats latency_stats_from_json(const json& j) {
   LatencyStats s;
-  s.count = j.value("count", std::size_t{0});
+  s.count = json_util::whole_or(j, "count", std::size_t{0});
   s.median = number_at(j, "median", s.median);
   s.mean = number_at(j, "mean", s.mean);
   s.min = number_at(j, "min", s.min);

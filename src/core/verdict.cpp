@@ -73,8 +73,8 @@ double number_from(const json& j, const char* key, double fallback) {
 Comparison comparison_from(const json& j) {
   Comparison c;
   c.tensor = j.at("tensor").get<std::string>();
-  c.elements = j.value("elements", 0ull);
-  c.mismatches = j.value("mismatches", 0ull);
+  c.elements = json_util::whole_or(j, "elements", 0ull);
+  c.mismatches = json_util::whole_or(j, "mismatches", 0ull);
   c.max_abs_error = number_from(j, "max_abs_error", 0.0);
   c.max_rel_error = number_from(j, "max_rel_error", 0.0);
   c.matched_ratio = j.value("matched_ratio", 1.0);
@@ -169,7 +169,7 @@ WorkloadVerdict workload_verdict_from_json(const json& wj) {
     w.timing = timing_from_json(object_member(wj, "timing"));
     for (const auto& tj : array_member(wj, "trials")) {
       TrialResult t;
-      t.seed = tj.value("seed", 0ull);
+      t.seed = json_util::whole_or(tj, "seed", 0ull);
       t.status = status_from(tj, "status");
       t.failure = failure_from(tj.value("failure", json(nullptr)));
       t.bitwise_deterministic = tj.value("bitwise_deterministic", true);
@@ -199,7 +199,7 @@ Verdict verdict_from_json(const json& j) {
     v.failure = failure_from(j.value("failure", json(nullptr)));
     if (auto s = j.find("suspect"); s != j.end() && !s->is_null())
       v.suspect = s->get<std::string>();
-    v.seed = j.value("seed", 0ull);
+    v.seed = json_util::whole_or(j, "seed", 0ull);
     v.seconds = j.value("seconds", 0.0);
     v.worker_stderr = j.value("worker_stderr", "");
     v.worker_stderr_truncated = j.value("worker_stderr_truncated", false);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -226,8 +227,8 @@ class ReplayProvider : public Provider {
         a.stop_reason = j.value("stop_reason", "end_turn");
         a.truncated = j.value("truncated", false);
         json u = j.value("usage", json::object());
-        a.usage.input_tokens = u.value("input_tokens", 0);
-        a.usage.output_tokens = u.value("output_tokens", 0);
+        a.usage.input_tokens = json_util::whole_or(u, "input_tokens", 0);
+        a.usage.output_tokens = json_util::whole_or(u, "output_tokens", 0);
         return a;
       });
     }
@@ -261,11 +262,18 @@ const std::vector<Entry>& table() {
   return t;
 }
 
+// Token counts come from a model API or a recording: a sum of two near 2^63 must not overflow.
+std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+}
+
 Usage usage_from(const json& u, const char* in, const char* out) {
   Usage usage;
   if (!u.is_object()) return usage;
-  usage.input_tokens = u.value(in, std::int64_t{0});
-  usage.output_tokens = u.value(out, std::int64_t{0});
+  usage.input_tokens = json_util::whole_or(u, in, std::int64_t{0});
+  usage.output_tokens = json_util::whole_or(u, out, std::int64_t{0});
   return usage;
 }
 
@@ -393,9 +401,9 @@ Answer parse_anthropic_response(const std::string& body) {
     json u = j.value("usage", json::object());
     a.usage = usage_from(u, "input_tokens", "output_tokens");
     if (u.is_object()) {
-      a.usage.cache_read_tokens = u.value("cache_read_input_tokens", std::int64_t{0});
+      a.usage.cache_read_tokens = json_util::whole_or(u, "cache_read_input_tokens", std::int64_t{0});
       // Anthropic counts cached input apart from input_tokens; Usage counts all input together.
-      a.usage.input_tokens += a.usage.cache_read_tokens;
+      a.usage.input_tokens = saturating_add(a.usage.input_tokens, a.usage.cache_read_tokens);
     }
     a.stop_reason = j.value("stop_reason", std::string());
     a.truncated = a.stop_reason == "max_tokens";
@@ -426,7 +434,7 @@ Answer parse_openai_response(const std::string& body) {
     a.usage = usage_from(u, "input_tokens", "output_tokens");
     if (u.is_object() && u.contains("input_tokens_details") &&
         u["input_tokens_details"].is_object())
-      a.usage.cache_read_tokens = u["input_tokens_details"].value("cached_tokens", std::int64_t{0});
+      a.usage.cache_read_tokens = json_util::whole_or(u["input_tokens_details"], "cached_tokens", std::int64_t{0});
     std::string status = j.value("status", std::string());
     a.stop_reason = status;
     a.truncated = status == "incomplete";
@@ -452,8 +460,8 @@ Answer parse_command_output(const std::string& out) {
       json u = j.value("usage", json::object());
       a.usage = usage_from(u, "input_tokens", "output_tokens");
       if (u.is_object()) {
-        a.usage.cache_read_tokens = u.value("cache_read_input_tokens", std::int64_t{0});
-        a.usage.input_tokens += a.usage.cache_read_tokens;
+        a.usage.cache_read_tokens = json_util::whole_or(u, "cache_read_input_tokens", std::int64_t{0});
+        a.usage.input_tokens = saturating_add(a.usage.input_tokens, a.usage.cache_read_tokens);
       }
       a.stop_reason = j.value("subtype", std::string("success"));
       return a;
@@ -472,7 +480,7 @@ Answer parse_command_output(const std::string& out) {
         message = e["item"].value("text", "");
       } else if (type == "turn.completed" && e.contains("usage")) {
         a.usage = usage_from(e["usage"], "input_tokens", "output_tokens");
-        a.usage.cache_read_tokens = e["usage"].value("cached_input_tokens", std::int64_t{0});
+        a.usage.cache_read_tokens = json_util::whole_or(e["usage"], "cached_input_tokens", std::int64_t{0});
       } else if (e.contains("msg") && e["msg"].is_object() &&
                  e["msg"].value("type", "") == "agent_message") {  // older codex event form
         message = e["msg"].value("message", "");

@@ -2,6 +2,7 @@
 // null with a note, never 0.
 #include <fmt/format.h>
 
+#include "core/json_util.hpp"
 #include "kharness/error.hpp"
 #include "kharness/profile.hpp"
 
@@ -94,15 +95,17 @@ json statics_json(const KernelStatic& s) {
 KernelStatic statics_from(const json& j) {
   auto known = [&](const char* key) -> std::int64_t {
     auto it = j.find(key);
-    return it == j.end() || it->is_null() ? -1 : it->get<std::int64_t>();
+    return it == j.end() || it->is_null() ? -1 : json_util::whole_or(j, key, std::int64_t{-1});
   };
   KernelStatic s;
-  s.registers = static_cast<int>(known("registers"));
+  s.registers = j.contains("registers") && !j["registers"].is_null()
+                    ? json_util::whole_or(j, "registers", -1)
+                    : -1;
   s.spill_store_bytes = known("spill_store_bytes");
   s.spill_load_bytes = known("spill_load_bytes");
   s.stack_bytes = known("stack_bytes");
   s.static_shared_bytes = known("static_shared_bytes");
-  s.dynamic_shared_bytes = j.value("dynamic_shared_bytes", std::int64_t{0});
+  s.dynamic_shared_bytes = json_util::whole_or(j, "dynamic_shared_bytes", std::int64_t{0});
   s.tensor_cores = j.value("tensor_cores", "unknown");
   s.tensor_instructions = j.value("tensor_instructions", std::vector<std::string>{});
   s.expected_tensor_instructions = j.value("expected_tensor_instructions", "");
@@ -196,8 +199,8 @@ Profile profile_from_json(const json& j) {
     p.gpu = j.value("gpu", "");
     p.chip = j.value("chip", "");
     p.arch = j.value("arch", "");
-    p.sm_count = j.value("sm_count", 0);
-    p.passes = j.value("passes", 0);
+    p.sm_count = json_util::whole_or(j, "sm_count", 0);
+    p.passes = json_util::whole_or(j, "passes", 0);
     p.replay = j.value("replay", "");
     p.warnings = j.value("warnings", std::vector<std::string>{});
     p.gpu_seconds = j.value("gpu_seconds", 0.0);
