@@ -97,6 +97,9 @@ struct Phase {
 struct ModelTolerance {
   double max_rel_error = 0.05;  // max |got - want| / max |want| over the hidden state
   double min_cosine = 0.999;    // cosine similarity of the flattened hidden states
+  // |sum(got * want) / sum(want * want) - 1|: a systematic scale error, which rounding that goes
+  // both ways does not build up and a kernel biased in one direction does.
+  double max_bias = 0.001;
 };
 
 struct Model {

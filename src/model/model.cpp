@@ -528,12 +528,17 @@ Model parse_model(const Json& j, const fs::path& file, const OperatorRegistry& r
 
   const Json& tol = json_util::require_object(json_util::require(j, "tolerance", source, ""),
                                               source, "tolerance");
-  json_util::reject_unknown_keys(tol, {"max_rel_error", "min_cosine"}, source, "tolerance");
+  json_util::reject_unknown_keys(tol, {"max_rel_error", "min_cosine", "max_bias"}, source,
+                                 "tolerance");
   m.tolerance.max_rel_error = json_util::as_number(
       json_util::require(tol, "max_rel_error", source, "tolerance"), source,
       "tolerance.max_rel_error");
   m.tolerance.min_cosine = json_util::as_number(
       json_util::require(tol, "min_cosine", source, "tolerance"), source, "tolerance.min_cosine");
+  m.tolerance.max_bias = json_util::as_number(
+      json_util::require(tol, "max_bias", source, "tolerance"), source, "tolerance.max_bias");
+  if (!(m.tolerance.max_bias > 0))
+    throw input_error(field(source, "tolerance.max_bias"), "expected a positive number");
   if (!(m.tolerance.max_rel_error > 0))
     throw input_error(field(source, "tolerance.max_rel_error"), "expected a positive number");
   if (!(m.tolerance.min_cosine > -1 && m.tolerance.min_cosine <= 1))
@@ -724,9 +729,9 @@ Model load_model(const fs::path& file, const OperatorRegistry& registry) {
   std::string text = read_regular_file(file);
   auto j = json_util::parse_text<Json>(text, source);
   Model m = json_util::reading(source, [&] { return parse_model(j, file, registry); });
-  check_weights_used(m);
   for (const auto& phase : m.phases)
     for (const auto& shape : phase.shapes) resolve_shapes(m, shape);
+  check_weights_used(m);
   return m;
 }
 
