@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "test_util.hpp"
 
@@ -209,6 +210,43 @@ TEST(Model, FindModelByNameOrPath) {
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "--model: no model 'llama-3.1-8c' (did you mean 'llama-3.1-8b'?)");
   }
+}
+
+// The command: bad input is exit 2 before anything needs a GPU; without one, exit 3.
+TEST(ModelCheckCli, BadInputIsExitTwoNamingTheField) {
+  auto r = testing::kharness("model-check --model llama-3.1-8c");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--model: no model 'llama-3.1-8c' (did you mean 'llama-3.1-8b'?)"),
+            std::string::npos)
+      << r.out;
+  r = testing::kharness("model-check --model llama-3.1-8b --phase train");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--phase: llama-3.1-8b has no phase 'train' (phases: decode, prefill)"),
+            std::string::npos)
+      << r.out;
+  r = testing::kharness("model-check --model llama-3.1-8b --use rmsnorm_h4097=x.cu");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--use rmsnorm_h4097: no node or definition of that name in "
+                       "llama-3.1-8b's decode phase (did you mean 'rmsnorm_h4096'?)"),
+            std::string::npos)
+      << r.out;
+  r = testing::kharness("model-check --model llama-3.1-8b --use attn_norm=/no/such.cu");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--use attn_norm: no solution '/no/such.cu'"), std::string::npos) << r.out;
+  r = testing::kharness("model-check --model '" +
+                        testing::fixture("models/axis_bound_twice.json").string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("nodes.proj.axes.K: bound twice"), std::string::npos) << r.out;
+  r = testing::kharness("model-check --model llama-3.1-8b --layers 33");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--layers: expected 1 to 32"), std::string::npos) << r.out;
+}
+
+TEST(ModelCheckCli, WithoutAGpuExitsThree) {
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present: tests/gpu/model_check_test.cpp runs it";
+  auto r = testing::kharness("model-check --model llama-3.1-8b --phase decode --layers 4");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_EQ(r.out.rfind("kharness: error: ", 0), 0U) << r.out;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kharness/compile.hpp"
 #include "kharness/model.hpp"
 
 namespace kharness::model {
@@ -21,7 +22,8 @@ struct CheckOptions {
   int layers = 0;  // 0: the model's layer count
   // --use OP=SOLUTION: OP is a definition (every node of it) or a node name.
   std::map<std::string, std::filesystem::path> use;
-  std::string arch;  // empty: the device's
+  // How every solution is compiled (references included); an empty arch: the device's.
+  CompileOptions compile;
 };
 
 // How far one tensor is from the reference's: max |got - want| / max |want|, the cosine of the

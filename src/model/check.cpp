@@ -5,7 +5,6 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <set>
 
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
@@ -90,43 +89,45 @@ DeviceTensor upload_ints(const std::vector<T>& values, DType dtype) {
   return t;
 }
 
-// Which solution runs each node in the substituted pass, before anything is compiled: --use
-// names a definition or a node; the rest take their operator's seed, else its reference.
+// --use names a node or a definition of the phase; anything else is a typo.
+void check_use_names(const Model& model, const Phase& phase, const CheckOptions& options) {
+  std::vector<std::string> names;
+  for (const auto& node : model.nodes) {
+    if (!node.phase.empty() && node.phase != phase.name) continue;
+    names.push_back(node.name);
+    names.push_back(node.definition);
+  }
+  for (const auto& [name, path] : options.use) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    auto close = close_matches(name, names, 1);
+    throw input_error("--use " + name,
+                      close.empty()
+                          ? fmt::format("no node or definition of that name in {}'s {} phase",
+                                        model.name, phase.name)
+                          : fmt::format("no node or definition of that name in {}'s {} phase "
+                                        "(did you mean '{}'?)",
+                                        model.name, phase.name, close[0]));
+  }
+}
+
+// Which solution runs each node in the substituted pass: --use by node name, else by
+// definition; the rest take their operator's seed for `arch`, else (empty path) the reference.
 std::map<std::string, fs::path> choose_solutions(const Model& model, const Phase& phase,
                                                  const CheckOptions& options,
                                                  const std::string& arch) {
-  std::set<std::string> used;
-  std::map<std::string, fs::path> chosen;  // node name -> solution path (empty: the reference)
+  std::map<std::string, fs::path> chosen;
   for (const auto& node : model.nodes) {
     if (!node.phase.empty() && node.phase != phase.name) continue;
     const Operator& op = model.operators.at(node.definition);
     fs::path path;
     if (auto it = options.use.find(node.name); it != options.use.end()) {
       path = it->second;
-      used.insert(node.name);
     } else if (auto d = options.use.find(node.definition); d != options.use.end()) {
       path = d->second;
-      used.insert(node.definition);
     } else if (auto seed = seed_for(op, arch)) {
       path = *seed;
     }
     chosen[node.name] = path;
-  }
-  for (const auto& [name, path] : options.use) {
-    if (used.count(name)) continue;
-    std::vector<std::string> names;
-    for (const auto& node : model.nodes) {
-      names.push_back(node.name);
-      names.push_back(node.definition);
-    }
-    auto close = close_matches(name, names, 1);
-    throw input_error("--use " + name,
-                      close.empty() ? fmt::format("no node or definition of {} in the {} phase "
-                                                  "is called that",
-                                                  model.name, phase.name)
-                                    : fmt::format("no node or definition '{}' in {}'s {} phase "
-                                                  "(did you mean '{}'?)",
-                                                  name, model.name, phase.name, close[0]));
   }
   return chosen;
 }
@@ -193,9 +194,8 @@ class LayerRunner {
     r->path = path.string();
     r->is_reference = is_reference;
     r->solution = load_solution(path);
-    CompileOptions copts;
+    CompileOptions copts = options_.compile;
     copts.arch = arch_;
-    copts.use_cache = false;
     r->compiled = compile_solution(r->solution, &op.definition, &op.workloads, copts);
     if (!r->compiled.ok()) {
       std::string first = r->compiled.diagnostics.empty()
@@ -498,6 +498,7 @@ CheckResult check_model(const Model& model, const OperatorRegistry& registry,
   if (options.layers < 0 || options.layers > model.layers)
     throw input_error("--layers", fmt::format("expected 1 to {} (the model's layers), got {}",
                                               model.layers, options.layers));
+  check_use_names(model, *phase, options);
   for (const auto& [op, path] : options.use) {
     std::error_code ec;
     if (!fs::exists(path, ec))
@@ -505,7 +506,8 @@ CheckResult check_model(const Model& model, const OperatorRegistry& registry,
   }
   device::Driver::instance().require();
   device::PrimaryContext context(0);
-  std::string arch = options.arch.empty() ? default_arch_for_device(0) : options.arch;
+  std::string arch =
+      options.compile.arch.empty() ? default_arch_for_device(0) : options.compile.arch;
   return LayerRunner(model, *phase, options, arch).run();
 }
 
