@@ -41,8 +41,8 @@ std::string edited_error(F&& edit) {
   nlohmann::ordered_json j;
   std::ifstream(testing::fixture("models/tiny.json")) >> j;
   edit(j);
-  fs::path file = fs::temp_directory_path() /
-                  ("kharness_model_test_" + std::to_string(::getpid()) + ".json");
+  fs::path file =
+      fs::temp_directory_path() / ("kharness_model_test_" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << j.dump(2);
   std::string message = load_error(file);
   fs::remove(file);
@@ -91,9 +91,9 @@ TEST(Model, ShippedLlamaLoadsAndBindsEveryPhaseShape) {
   std::vector<std::string> attention;
   for (const auto& n : m.nodes)
     if (n.name == "attn") attention.push_back(n.phase + ":" + n.definition);
-  EXPECT_EQ(attention, (std::vector<std::string>{
-                           "decode:gqa_paged_decode_h32_kv8_d128_ps1",
-                           "prefill:gqa_paged_prefill_causal_h32_kv8_d128_ps1"}));
+  EXPECT_EQ(attention,
+            (std::vector<std::string>{"decode:gqa_paged_decode_h32_kv8_d128_ps1",
+                                      "prefill:gqa_paged_prefill_causal_h32_kv8_d128_ps1"}));
 
   LayerShapes d = resolve_shapes(m, decode_shape(16, 4096));
   EXPECT_EQ(d.node_axes.at("qkv").at("M"), 16);
@@ -123,8 +123,7 @@ TEST(Model, FixtureLoads) {
   Model m = load_model(testing::fixture("models/tiny.json"), registry());
   EXPECT_EQ(m.nodes.size(), 2U);
   EXPECT_EQ(m.seed, 7U);
-  EXPECT_EQ(m.find_phase("prefill")->shapes.front().query_lens,
-            (std::vector<std::int64_t>{3, 5}));
+  EXPECT_EQ(m.find_phase("prefill")->shapes.front().query_lens, (std::vector<std::int64_t>{3, 5}));
   ASSERT_EQ(m.outputs.count("hidden"), 1U);
   EXPECT_TRUE(m.outputs.at("hidden").sum);
   EXPECT_EQ(m.outputs.at("hidden").cast, DType::kBFloat16);
@@ -174,8 +173,9 @@ TEST(Model, StaticChecksOfEdgesAxesAndWeights) {
   m = edited_error([](J& j) { j["outputs"]["hidden"].erase("cast"); });
   EXPECT_TRUE(has(m, "outputs.hidden.sum[1]: proj.C is float16, the first term bfloat16")) << m;
   m = edited_error([](J& j) { j["outputs"]["hidden"] = "proj.C"; });
-  EXPECT_TRUE(has(m, "outputs.hidden: proj.C is float16 [1, 4096], but input.hidden of the next "
-                     "layer is bfloat16 [1, 4096]"))
+  EXPECT_TRUE(has(m,
+                  "outputs.hidden: proj.C is float16 [1, 4096], but input.hidden of the next "
+                  "layer is bfloat16 [1, 4096]"))
       << m;
   m = edited_error([](J& j) {
     j["nodes"]["proj"]["inputs"]["A"] = J{{"from", "norm.output"}, {"columns", {0, 8192}}};
@@ -195,8 +195,9 @@ TEST(Model, StaticChecksOfEdgesAxesAndWeights) {
     J form = j["nodes"]["proj"];
     j["nodes"]["proj"] = J{{"decode", form}};  // no prefill form: the output cannot be formed
   });
-  EXPECT_TRUE(has(m, "outputs.hidden.sum[1]: unknown tensor 'proj.C' (that node does not run in "
-                     "prefill)"))
+  EXPECT_TRUE(has(m,
+                  "outputs.hidden.sum[1]: unknown tensor 'proj.C' (that node does not run in "
+                  "prefill)"))
       << m;
 }
 

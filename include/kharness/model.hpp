@@ -37,8 +37,8 @@ namespace kharness::model {
 struct TensorRef {
   enum class Kind { kInput, kWeight, kPhase, kNode };
   Kind kind = Kind::kInput;
-  std::string name;    // the input, weight or phase tensor, or the producing node
-  std::string output;  // kNode: the node's output
+  std::string name;          // the input, weight or phase tensor, or the producing node
+  std::string output;        // kNode: the node's output
   std::string text() const;  // as written: "weight.w_qkv", "qkv.C"
 };
 
@@ -79,7 +79,7 @@ struct Weight {
 
 // One shape a phase runs at, with the symbols node axes are written in.
 struct PhaseShape {
-  std::string phase;  // "decode" or "prefill"
+  std::string phase;                     // "decode" or "prefill"
   std::vector<std::int64_t> query_lens;  // per sequence: 1 each in decode
   std::vector<std::int64_t> kv_lens;     // per sequence, the new tokens included
   std::int64_t page_size = 1;

@@ -69,8 +69,7 @@ Runner setup_model_check(CLI::App& app) {
   app.add_option("--model", args->model, "A model of models/ by name, or a model file")
       ->type_name("NAME|FILE")
       ->required();
-  app.add_option("--phase", args->phase, "decode or prefill (default decode)")
-      ->type_name("PHASE");
+  app.add_option("--phase", args->phase, "decode or prefill (default decode)")->type_name("PHASE");
   app.add_option("--layers", args->layers, "Layers to run (default: the model's count)")
       ->type_name("N")
       ->check(CLI::Range(1, 1024));

@@ -134,8 +134,7 @@ std::map<std::string, fs::path> choose_solutions(const Model& model, const Phase
 
 class LayerRunner {
  public:
-  LayerRunner(const Model& model, const Phase& phase, const CheckOptions& options,
-              std::string arch)
+  LayerRunner(const Model& model, const Phase& phase, const CheckOptions& options, std::string arch)
       : model_(model), phase_(phase), options_(options), arch_(std::move(arch)) {}
 
   CheckResult run() {
@@ -198,9 +197,8 @@ class LayerRunner {
     copts.arch = arch_;
     r->compiled = compile_solution(r->solution, &op.definition, &op.workloads, copts);
     if (!r->compiled.ok()) {
-      std::string first = r->compiled.diagnostics.empty()
-                              ? printable_line(bounded(r->compiled.log))
-                              : r->compiled.diagnostics.front().message;
+      std::string first = r->compiled.diagnostics.empty() ? printable_line(bounded(r->compiled.log))
+                                                          : r->compiled.diagnostics.front().message;
       throw Error(is_reference ? ExitCode::kInternal : ExitCode::kFailed, path.string(),
                   fmt::format("does not compile for {} ({}): {}", op.definition.name,
                               status_name(r->compiled.status), first));
@@ -219,8 +217,7 @@ class LayerRunner {
     return std::stoull(hex.substr(0, 16), nullptr, 16);
   }
 
-  DeviceTensor random_tensor(const TensorType& type, const InputGenerator& gen,
-                             std::uint64_t id) {
+  DeviceTensor random_tensor(const TensorType& type, const InputGenerator& gen, std::uint64_t id) {
     DeviceTensor t{allocate(byte_size(type)), type};
     harness_->fill_random(t.buffer->ptr(), static_cast<std::size_t>(element_count(type.shape)),
                           type.dtype, gen, model_.seed, id, stream_.get());
@@ -235,7 +232,8 @@ class LayerRunner {
     for (std::size_t s = 0; s < shape.query_lens.size(); ++s) {
       std::int64_t q = shape.query_lens[s], len = shape.kv_lens[s];
       qo.push_back(static_cast<std::int32_t>(qo.back() + q));
-      kv.push_back(static_cast<std::int32_t>(kv.back() + (len + shape.page_size - 1) / shape.page_size));
+      kv.push_back(
+          static_cast<std::int32_t>(kv.back() + (len + shape.page_size - 1) / shape.page_size));
       for (std::int64_t i = 0; i < q; ++i) positions.push_back(len - q + i);
     }
     std::vector<std::int32_t> pages(static_cast<std::size_t>(kv.back()));
@@ -342,7 +340,8 @@ class LayerRunner {
     std::map<std::string, DeviceTensor> inputs;
     for (const auto& in : model_.inputs) {
       const TensorType& type = shapes.tensors.at("input." + in.name);
-      inputs["input." + in.name] = random_tensor(type, in.generator, stream_id("input." + in.name, 0));
+      inputs["input." + in.name] =
+          random_tensor(type, in.generator, stream_id("input." + in.name, 0));
     }
     std::vector<std::vector<double>> hidden;
     for (int l = 0; l < layers; ++l) {
@@ -418,18 +417,20 @@ class LayerRunner {
       if (!worst || score(n.worst) > score(worst->worst)) worst = &n;
     }
     const Deviation& h = s.layers[s.failing_layer].hidden;
-    std::string what = fmt::format("hidden state after layer {}: max_rel_error {:.3g} (max {}), "
-                                   "cosine {:.6f} (min {}), bias {:+.3g} (max {})",
-                                   s.failing_layer, h.max_rel_error, tol.max_rel_error, h.cosine,
-                                   tol.min_cosine, h.bias, tol.max_bias);
+    std::string what = fmt::format(
+        "hidden state after layer {}: max_rel_error {:.3g} (max {}), "
+        "cosine {:.6f} (min {}), bias {:+.3g} (max {})",
+        s.failing_layer, h.max_rel_error, tol.max_rel_error, h.cosine, tol.min_cosine, h.bias,
+        tol.max_bias);
     if (worst) {
       s.failing_node = worst->node;
       s.failing_definition = worst->definition;
       s.failing_layer = worst->layer;
-      s.reason = fmt::format("{}; largest own deviation: node {} ({}) in layer {}, bias {:+.3g}, "
-                             "max_rel_error {:.3g}",
-                             what, worst->node, worst->definition, worst->layer, worst->worst.bias,
-                             worst->worst.max_rel_error);
+      s.reason = fmt::format(
+          "{}; largest own deviation: node {} ({}) in layer {}, bias {:+.3g}, "
+          "max_rel_error {:.3g}",
+          what, worst->node, worst->definition, worst->layer, worst->worst.bias,
+          worst->worst.max_rel_error);
     } else {
       s.reason = what;
     }

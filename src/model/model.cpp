@@ -36,8 +36,8 @@ Expr parse_symbol_expr(const Json& j, const std::string& source, const std::stri
   for (const auto& name : e.names()) {
     const auto& known = symbol_names();
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw input_error(field(source, path),
-                        fmt::format("'{}' is no phase symbol (known: {})", name, join(known, ", ")));
+      throw input_error(field(source, path), fmt::format("'{}' is no phase symbol (known: {})",
+                                                         name, join(known, ", ")));
     }
   }
   return e;
@@ -172,8 +172,8 @@ Phase parse_phase(const std::string& name, const Json& j, const std::string& sou
     json_util::reject_unknown_keys(j, {"batch_sizes", "kv_lens", "page_size"}, source, path);
     auto batches = positive_ints(json_util::require(j, "batch_sizes", source, path), source,
                                  join_path(path, "batch_sizes"));
-    auto kv_lens =
-        positive_ints(json_util::require(j, "kv_lens", source, path), source, join_path(path, "kv_lens"));
+    auto kv_lens = positive_ints(json_util::require(j, "kv_lens", source, path), source,
+                                 join_path(path, "kv_lens"));
     for (auto b : batches) {
       for (auto kv : kv_lens) {
         PhaseShape s;
@@ -250,11 +250,11 @@ class Resolver {
       TensorType got = edge_type(edge, path);
       const TensorType& want = out_.tensors.at("input." + name);
       if (got.dtype != want.dtype || got.shape != want.shape) {
-        throw input_error(field(source, path),
-                          fmt::format("{} is {} {}, but input.{} of the next layer is {} {} ({})",
-                                      edge_text(edge), dtype_name(got.dtype), shape_text(got.shape),
-                                      name, dtype_name(want.dtype), shape_text(want.shape),
-                                      shape_.label()));
+        throw input_error(
+            field(source, path),
+            fmt::format("{} is {} {}, but input.{} of the next layer is {} {} ({})",
+                        edge_text(edge), dtype_name(got.dtype), shape_text(got.shape), name,
+                        dtype_name(want.dtype), shape_text(want.shape), shape_.label()));
       }
     }
     return out_;
@@ -296,9 +296,9 @@ class Resolver {
       } catch (const ExprError&) {
       }
       if (holds && *holds == 0)
-        throw input_error(field(source, join_path(npath, "axes")),
-                          fmt::format("break {}'s constraint '{}' at {}", def.name, c,
-                                      shape_.label()));
+        throw input_error(
+            field(source, join_path(npath, "axes")),
+            fmt::format("break {}'s constraint '{}' at {}", def.name, c, shape_.label()));
     }
     out_.node_axes[node.name] = axes;
     for (const auto& spec : def.inputs) {
@@ -340,20 +340,20 @@ class Resolver {
       }
       TensorType got = edge_type(edge, ipath);
       if (got.dtype != want.dtype) {
-        throw input_error(field(source, ipath),
-                          fmt::format("dtype mismatch: {} is {}, {}.{} is {}{}", edge_text(edge),
-                                      dtype_name(got.dtype), node.definition, spec.name,
-                                      dtype_name(want.dtype),
-                                      edge.cast ? "" : " (an edge may \"cast\")"));
+        throw input_error(
+            field(source, ipath),
+            fmt::format("dtype mismatch: {} is {}, {}.{} is {}{}", edge_text(edge),
+                        dtype_name(got.dtype), node.definition, spec.name, dtype_name(want.dtype),
+                        edge.cast ? "" : " (an edge may \"cast\")"));
       }
       // A view reshapes whole rows: the leading dimension and the element count must agree.
       bool fits = elements(got.shape) == elements(want.shape) &&
                   (got.shape.empty() || want.shape.empty() || got.shape[0] == want.shape[0]);
       if (!fits) {
         throw input_error(field(source, ipath),
-                          fmt::format("shape mismatch at {}: {} is {}, {}.{} is {}",
-                                      shape_.label(), edge_text(edge), shape_text(got.shape),
-                                      node.definition, spec.name, shape_text(want.shape)));
+                          fmt::format("shape mismatch at {}: {} is {}, {}.{} is {}", shape_.label(),
+                                      edge_text(edge), shape_text(got.shape), node.definition,
+                                      spec.name, shape_text(want.shape)));
       }
     }
     for (const auto& spec : def.outputs)
@@ -371,8 +371,12 @@ class Resolver {
       if (it == out_.tensors.end()) {
         std::string why;
         switch (ref.kind) {
-          case TensorRef::Kind::kInput: why = "no such layer input"; break;
-          case TensorRef::Kind::kPhase: why = "no such phase tensor"; break;
+          case TensorRef::Kind::kInput:
+            why = "no such layer input";
+            break;
+          case TensorRef::Kind::kPhase:
+            why = "no such phase tensor";
+            break;
           case TensorRef::Kind::kWeight:
             why = model_.find_weight(ref.name)
                       ? "a weight takes its shape from a definition input it feeds directly, "
@@ -395,18 +399,18 @@ class Resolver {
                           fmt::format("unknown tensor '{}' ({})", ref.text(), why));
       }
       if (type && type->shape != it->second.shape) {
-        throw input_error(field(source, rpath),
-                          fmt::format("the terms of a sum differ in shape: {} is {}, the first "
-                                      "is {}",
-                                      ref.text(), shape_text(it->second.shape),
-                                      shape_text(type->shape)));
+        throw input_error(
+            field(source, rpath),
+            fmt::format("the terms of a sum differ in shape: {} is {}, the first "
+                        "is {}",
+                        ref.text(), shape_text(it->second.shape), shape_text(type->shape)));
       }
       if (type && type->dtype != it->second.dtype && !edge.cast) {
-        throw input_error(field(source, rpath),
-                          fmt::format("{} is {}, the first term {}: a sum of different dtypes "
-                                      "needs \"cast\"",
-                                      ref.text(), dtype_name(it->second.dtype),
-                                      dtype_name(type->dtype)));
+        throw input_error(
+            field(source, rpath),
+            fmt::format("{} is {}, the first term {}: a sum of different dtypes "
+                        "needs \"cast\"",
+                        ref.text(), dtype_name(it->second.dtype), dtype_name(type->dtype)));
       }
       if (!type) type = it->second;
     }
@@ -445,9 +449,8 @@ void check_node_static(const Model& model, const Node& node, const std::string& 
     if (!a) {
       std::vector<std::string> names;
       for (const auto& x : def.axes) names.push_back(x.name);
-      throw input_error(field(source, apath),
-                        fmt::format("{} has no axis '{}' (axes: {})", def.name, axis,
-                                    join(names, ", ")));
+      throw input_error(field(source, apath), fmt::format("{} has no axis '{}' (axes: {})",
+                                                          def.name, axis, join(names, ", ")));
     }
     if (a->is_const)
       throw input_error(field(source, apath),
@@ -462,9 +465,9 @@ void check_node_static(const Model& model, const Node& node, const std::string& 
     if (!def.find_input(name)) {
       std::vector<std::string> names;
       for (const auto& x : def.inputs) names.push_back(x.name);
-      throw input_error(field(source, join_path(join_path(npath, "inputs"), name)),
-                        fmt::format("{} has no input '{}' (inputs: {})", def.name, name,
-                                    join(names, ", ")));
+      throw input_error(
+          field(source, join_path(join_path(npath, "inputs"), name)),
+          fmt::format("{} has no input '{}' (inputs: {})", def.name, name, join(names, ", ")));
     }
   }
   for (const auto& spec : def.inputs) {
@@ -482,8 +485,8 @@ Node parse_node(Model& m, const std::string& name, const std::string& phase, con
   Node node;
   node.name = name;
   node.phase = phase;
-  node.definition = json_util::as_string(json_util::require(j, "definition", source, path),
-                                         source, join_path(path, "definition"));
+  node.definition = json_util::as_string(json_util::require(j, "definition", source, path), source,
+                                         join_path(path, "definition"));
   if (!m.operators.count(node.definition)) {
     try {
       m.operators.emplace(node.definition, registry.load(node.definition));
@@ -496,7 +499,8 @@ Node parse_node(Model& m, const std::string& name, const std::string& phase, con
     std::string apath = join_path(path, "axes");
     json_util::require_object(*a, source, apath);
     for (auto ax = a->begin(); ax != a->end(); ++ax)
-      node.axes.emplace(ax.key(), parse_symbol_expr(ax.value(), source, join_path(apath, ax.key())));
+      node.axes.emplace(ax.key(),
+                        parse_symbol_expr(ax.value(), source, join_path(apath, ax.key())));
   }
   std::string ipath = join_path(path, "inputs");
   const Json& edges =
@@ -530,9 +534,9 @@ Model parse_model(const Json& j, const fs::path& file, const OperatorRegistry& r
                                               source, "tolerance");
   json_util::reject_unknown_keys(tol, {"max_rel_error", "min_cosine", "max_bias"}, source,
                                  "tolerance");
-  m.tolerance.max_rel_error = json_util::as_number(
-      json_util::require(tol, "max_rel_error", source, "tolerance"), source,
-      "tolerance.max_rel_error");
+  m.tolerance.max_rel_error =
+      json_util::as_number(json_util::require(tol, "max_rel_error", source, "tolerance"), source,
+                           "tolerance.max_rel_error");
   m.tolerance.min_cosine = json_util::as_number(
       json_util::require(tol, "min_cosine", source, "tolerance"), source, "tolerance.min_cosine");
   m.tolerance.max_bias = json_util::as_number(
@@ -595,8 +599,8 @@ Model parse_model(const Json& j, const fs::path& file, const OperatorRegistry& r
   if (nodes.empty()) throw input_error(field(source, "nodes"), "expected at least one node");
   for (auto it = nodes.begin(); it != nodes.end(); ++it) {
     std::string path = join_path("nodes", it.key());
-    if (it.key().empty() || it.key().find('.') != std::string::npos ||
-        it.key() == "input" || it.key() == "weight" || it.key() == "phase")
+    if (it.key().empty() || it.key().find('.') != std::string::npos || it.key() == "input" ||
+        it.key() == "weight" || it.key() == "phase")
       throw input_error(field(source, path),
                         "a node's name has no '.' and is none of input, weight, phase");
     json_util::require_object(it.value(), source, path);
@@ -629,9 +633,9 @@ Model parse_model(const Json& j, const fs::path& file, const OperatorRegistry& r
     m.outputs.emplace(it.key(), parse_edge(it.value(), source, path));
   }
   if (!m.outputs.count(m.inputs.front().name))
-    throw input_error(field(source, "outputs"),
-                      fmt::format("gives no '{}' (the first input, the hidden state)",
-                                  m.inputs.front().name));
+    throw input_error(
+        field(source, "outputs"),
+        fmt::format("gives no '{}' (the first input, the hidden state)", m.inputs.front().name));
 
   return m;
 }
@@ -657,10 +661,14 @@ void check_weights_used(const Model& m) {
 
 std::string TensorRef::text() const {
   switch (kind) {
-    case Kind::kInput: return "input." + name;
-    case Kind::kWeight: return "weight." + name;
-    case Kind::kPhase: return "phase." + name;
-    case Kind::kNode: return name + "." + output;
+    case Kind::kInput:
+      return "input." + name;
+    case Kind::kWeight:
+      return "weight." + name;
+    case Kind::kPhase:
+      return "phase." + name;
+    case Kind::kNode:
+      return name + "." + output;
   }
   return name;
 }
@@ -751,10 +759,10 @@ fs::path find_model(const std::string& name_or_path) {
     if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
   std::sort(names.begin(), names.end());
   auto close = close_matches(name_or_path, names, 1);
-  throw input_error("--model",
-                    close.empty()
-                        ? fmt::format("no model '{}' (models: {})", name_or_path, join(names, ", "))
-                        : fmt::format("no model '{}' (did you mean '{}'?)", name_or_path, close[0]));
+  throw input_error(
+      "--model", close.empty()
+                     ? fmt::format("no model '{}' (models: {})", name_or_path, join(names, ", "))
+                     : fmt::format("no model '{}' (did you mean '{}'?)", name_or_path, close[0]));
 }
 
 }  // namespace kharness::model

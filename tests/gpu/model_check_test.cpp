@@ -58,9 +58,10 @@ TEST(ModelCheck, BiasedRmsnormFailsNamingTheNodeAndLayer) {
   SKIP_WITHOUT_GPU();
   TempDir dir;
   auto json = dir.path() / "verdict.json";
-  auto r = testing::kharness("model-check --model llama-3.1-8b --phase decode --layers 4 --use "
-                             "rmsnorm_h4096='" +
-                             kBiased + "' --json '" + json.string() + "'");
+  auto r = testing::kharness(
+      "model-check --model llama-3.1-8b --phase decode --layers 4 --use "
+      "rmsnorm_h4096='" +
+      kBiased + "' --json '" + json.string() + "'");
   ASSERT_EQ(r.exit_code, 1) << r.out;
   nlohmann::json v = read_json(json);
   EXPECT_FALSE(v["passed"].get<bool>());
