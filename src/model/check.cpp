@@ -293,26 +293,28 @@ class LayerRunner {
     return upload_values(acc, type);
   }
 
-  // Runs one node with `runnable` on `tensors`; its outputs go into `outputs` under
+  // A node's tensor inputs, by the definition's input name: each edge materialised once, for
+  // the node's kernel and for its reference beside it.
+  std::map<std::string, DeviceTensor> node_inputs(
+      const Node& node, const std::map<std::string, DeviceTensor>& tensors) {
+    std::map<std::string, DeviceTensor> inputs;
+    for (const auto& [name, edge] : node.inputs)
+      if (!edge.scalar) inputs[name] = materialise(edge, tensors);
+    return inputs;
+  }
+
+  // Runs one node with `runnable` on `inputs`; its outputs go into `outputs` under
   // "NODE.OUTPUT". Returns an empty string, or what went wrong.
   std::string launch(const Node& node, const Runnable& runnable, const LayerShapes& shapes,
-                     std::map<std::string, DeviceTensor>& tensors,
+                     const std::map<std::string, DeviceTensor>& inputs,
                      std::map<std::string, DeviceTensor>& outputs, int layer) {
     const Definition& def = model_.operators.at(node.definition).definition;
     device::LaunchEnv env;
     env.definition = &def;
     env.axes = shapes.node_axes.at(node.name);
-    std::vector<DeviceTensor> keep;  // materialised edges live until the launch is done
-    for (const auto& spec : def.inputs) {
-      const Edge& edge = node.inputs.at(spec.name);
-      if (edge.scalar) {
-        env.scalars[spec.name] = *edge.scalar;
-        continue;
-      }
-      DeviceTensor t = materialise(edge, tensors);
-      env.tensors[spec.name] = t.buffer->ptr();
-      keep.push_back(std::move(t));
-    }
+    for (const auto& [name, edge] : node.inputs)
+      if (edge.scalar) env.scalars[name] = *edge.scalar;
+    for (const auto& [name, t] : inputs) env.tensors[name] = t.buffer->ptr();
     for (const auto& spec : def.outputs) {
       DeviceTensor t{nullptr, shapes.tensors.at(node.name + "." + spec.name)};
       t.buffer = allocate(byte_size(t.type));
@@ -350,15 +352,20 @@ class LayerRunner {
       for (const auto& [k, v] : phase_tensors_) tensors[k] = v;
       for (const Node* node : phase_nodes()) {
         const Runnable& run = substituted ? *candidate_.at(node->name) : *reference_.at(node->name);
-        std::map<std::string, DeviceTensor> outputs;
-        if (std::string fault = launch(*node, run, shapes, tensors, outputs, l); !fault.empty())
-          throw LayerFault{fault};
-        if (substituted && !run.is_reference) {
-          std::map<std::string, DeviceTensor> truth;
-          if (std::string fault =
-                  launch(*node, *reference_.at(node->name), shapes, tensors, truth, l);
+        std::map<std::string, DeviceTensor> in = node_inputs(*node, tensors);
+        // Beside a node not run by its reference, the reference on the same inputs, first: what
+        // the node alone changes, whatever drift its inputs carry.
+        std::map<std::string, DeviceTensor> truth;
+        bool shadow = substituted && !run.is_reference;
+        if (shadow) {
+          if (std::string fault = launch(*node, *reference_.at(node->name), shapes, in, truth, l);
               !fault.empty())
             throw LayerFault{fault};
+        }
+        std::map<std::string, DeviceTensor> outputs;
+        if (std::string fault = launch(*node, run, shapes, in, outputs, l); !fault.empty())
+          throw LayerFault{fault};
+        if (shadow) {
           NodeDeviation d{l, node->name, node->definition, {}};
           bool first = true;
           for (const auto& [name, t] : outputs) {
