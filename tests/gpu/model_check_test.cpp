@@ -1,6 +1,7 @@
 // model-check end to end (the built binary): four Llama-3.1-8B decode layers with every seed
-// substituted pass at every decode shape the model lists; a rmsnorm that is 0.5% too large,
-// which passes its own operator check, fails the model check, named by node and layer.
+// substituted pass at every decode shape the model lists, and four prefill layers at two ragged
+// batches; a rmsnorm that is 0.5% too large, which passes its own operator check, fails the model
+// check, named by node and layer.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -46,6 +47,27 @@ TEST(ModelCheck, FourDecodeLayersWithSeedsPass) {
     EXPECT_GT(s["layers"][3]["max_rel_error"].get<double>(), 0.0) << s.dump(2);
     EXPECT_FALSE(s["nodes"].empty());
   }
+}
+
+// Prefill (ragged batches, causal paged attention) at shapes small enough for a quick test: the
+// shipped model with its prefill batches replaced.
+TEST(ModelCheck, FourPrefillLayersWithSeedsPass) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  nlohmann::ordered_json m;
+  std::ifstream(testing::source_dir() / "models" / "llama-3.1-8b.json") >> m;
+  m["phases"]["prefill"]["seq_lens"] = {{1}, {17, 250, 1531}};
+  auto model = dir.path() / "llama-prefill.json";
+  std::ofstream(model) << m.dump(2);
+  auto json = dir.path() / "verdict.json";
+  auto r = testing::kharness("model-check --model '" + model.string() +
+                             "' --phase prefill --layers 4 --json '" + json.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json v = read_json(json);
+  EXPECT_NE(v["solutions"]["attn"], "reference");  // the prefill family's seed
+  ASSERT_EQ(v["shapes"].size(), 2U);
+  EXPECT_EQ(v["shapes"][1]["shape"], "prefill tokens=[17,250,1531]");
+  for (const auto& s : v["shapes"]) EXPECT_TRUE(s["passed"].get<bool>()) << s.dump(2);
 }
 
 TEST(ModelCheck, BiasedRmsnormPassesItsOwnCheck) {
