@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
+#include "kharness/model_check.hpp"
 #include "test_util.hpp"
 
 namespace kharness::model {
@@ -211,6 +213,38 @@ TEST(Model, FindModelByNameOrPath) {
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "--model: no model 'llama-3.1-8c' (did you mean 'llama-3.1-8b'?)");
   }
+}
+
+// The hidden-state comparison: a scale error shows as bias, rounding in both directions does not.
+TEST(ModelCheckDeviation, BiasCosineAndRelativeError) {
+  std::vector<double> want(1000), scaled(1000), noisy(1000);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    want[i] = std::sin(0.37 * static_cast<double>(i)) * 3.0;
+    scaled[i] = want[i] * 1.005;
+    noisy[i] = want[i] + (i % 2 == 0 ? 0.01 : -0.01);  // as often up as down
+  }
+  Deviation s = deviation(scaled, want);
+  EXPECT_NEAR(s.bias, 0.005, 1e-12);
+  EXPECT_NEAR(s.cosine, 1.0, 1e-12);  // a pure scale keeps the direction
+  EXPECT_NEAR(s.max_rel_error, 0.005, 1e-9);
+  Deviation n = deviation(noisy, want);
+  EXPECT_LT(std::fabs(n.bias), 1e-4);
+  EXPECT_NEAR(n.max_rel_error, 0.01 / 3.0, 1e-3);
+  EXPECT_LT(n.cosine, 1.0);
+
+  ModelTolerance tol;
+  tol.max_rel_error = 0.02;
+  tol.min_cosine = 0.9999;
+  tol.max_bias = 0.0005;
+  EXPECT_FALSE(within(s, tol));  // the bias alone fails it
+  EXPECT_TRUE(within(n, tol));
+  EXPECT_TRUE(within(deviation(want, want), tol));
+
+  std::vector<double> bad = want;
+  bad[7] = NAN;
+  Deviation b = deviation(bad, want);
+  EXPECT_FALSE(within(b, tol));
+  EXPECT_TRUE(std::isinf(b.max_rel_error));
 }
 
 // The command: bad input is exit 2 before anything needs a GPU; without one, exit 3.

@@ -79,8 +79,7 @@ Deviation deviation(const std::vector<double>& got, const std::vector<double>& w
 
 // Throws Error: usage (exit 2) for an unknown phase, OP or solution file; environment (exit 3)
 // without a GPU.
-CheckResult check_model(const Model& model, const OperatorRegistry& registry,
-                        const CheckOptions& options);
+CheckResult check_model(const Model& model, const CheckOptions& options);
 
 nlohmann::json to_json(const CheckResult& result);
 

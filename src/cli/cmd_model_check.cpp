@@ -45,7 +45,7 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
   if (!options.use.empty()) require_compile_sandbox("model-check");
   std::string arch = args.arch.empty() ? std::string() : resolve_arch(args.arch);
   options.compile = make_compile_options(arch, !args.no_cache);
-  model::CheckResult result = model::check_model(m, registry, options);
+  model::CheckResult result = model::check_model(m, options);
 
   if (!args.json_file.empty())
     write_output("--json", args.json_file, json_util::dump(model::to_json(result), 2) + "\n");

@@ -493,9 +493,7 @@ bool within(const Deviation& got, const ModelTolerance& tolerance) {
          std::fabs(got.bias) <= tolerance.max_bias;
 }
 
-CheckResult check_model(const Model& model, const OperatorRegistry& registry,
-                        const CheckOptions& options) {
-  (void)registry;  // the model's operators were loaded from it
+CheckResult check_model(const Model& model, const CheckOptions& options) {
   const Phase* phase = model.find_phase(options.phase);
   if (!phase) {
     std::vector<std::string> names;
