@@ -249,7 +249,9 @@ class LayerRunner {
   void make_weights(const LayerShapes& shapes, int layers) {
     weights_.assign(static_cast<std::size_t>(layers), {});
     for (const auto& w : model_.weights) {
-      const TensorType& type = shapes.tensors.at("weight." + w.name);
+      auto typed = shapes.tensors.find("weight." + w.name);
+      if (typed == shapes.tensors.end()) continue;  // fed only by nodes of another phase
+      const TensorType& type = typed->second;
       for (int l = 0; l < layers; ++l) {
         if (w.shared && l > 0) {
           weights_[l]["weight." + w.name] = weights_[0]["weight." + w.name];
