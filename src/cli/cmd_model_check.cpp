@@ -41,8 +41,8 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
     if (options.use.count(op)) throw input_error("--use " + op, "given twice");
     options.use[op] = u.substr(eq + 1);
   }
-  // Substituted solutions may be anyone's: they compile in the sandbox, as for `check`.
-  if (!options.use.empty()) require_compile_sandbox("model-check");
+  // Every solution compiles in the sandbox (substituted ones may be anyone's), as for `check`.
+  require_compile_sandbox("model-check");
   std::string arch = args.arch.empty() ? std::string() : resolve_arch(args.arch);
   options.compile = make_compile_options(arch, !args.no_cache);
   model::CheckResult result = model::check_model(m, options);
