@@ -203,6 +203,23 @@ TEST(Model, StaticChecksOfEdgesAxesAndWeights) {
       << m;
 }
 
+// A definition's constraints over its axes hold at every phase shape.
+TEST(Model, DefinitionConstraintsHoldAtEveryShape) {
+  nlohmann::ordered_json j;
+  std::ifstream(find_model("llama-3.1-8b")) >> j;
+  j["nodes"]["attn"]["decode"]["axes"]["len_indptr"] = "batch";
+  fs::path file = fs::temp_directory_path() /
+                  ("kharness_model_test_llama_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << j.dump(2);
+  std::string message = load_error(file);
+  fs::remove(file);
+  EXPECT_NE(message.find(
+                "nodes.attn.decode.axes: these bindings break gqa_paged_decode_h32_kv8_d128_ps1's "
+                "constraint 'len_indptr == batch_size + 1' at decode batch=1 kv=1024"),
+            std::string::npos)
+      << message;
+}
+
 TEST(Model, FindModelByNameOrPath) {
   EXPECT_EQ(find_model("llama-3.1-8b").filename(), "llama-3.1-8b.json");
   fs::path tiny = testing::fixture("models/tiny.json");

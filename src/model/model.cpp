@@ -296,9 +296,9 @@ class Resolver {
       } catch (const ExprError&) {
       }
       if (holds && *holds == 0)
-        throw input_error(
-            field(source, join_path(npath, "axes")),
-            fmt::format("break {}'s constraint '{}' at {}", def.name, c, shape_.label()));
+        throw input_error(field(source, join_path(npath, "axes")),
+                          fmt::format("these bindings break {}'s constraint '{}' at {}", def.name,
+                                      c, shape_.label()));
     }
     out_.node_axes[node.name] = axes;
     for (const auto& spec : def.inputs) {
