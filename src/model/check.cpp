@@ -203,9 +203,16 @@ class LayerRunner {
                   fmt::format("does not compile for {} ({}): {}", op.definition.name,
                               status_name(r->compiled.status), first));
     }
-    r->module = std::make_unique<device::Module>(r->compiled.cubin);
-    r->launcher =
-        std::make_unique<device::PlanLauncher>(r->solution.plan, r->compiled.kernels, *r->module);
+    try {
+      r->module = std::make_unique<device::Module>(r->compiled.cubin);
+      r->launcher =
+          std::make_unique<device::PlanLauncher>(r->solution.plan, r->compiled.kernels, *r->module);
+    } catch (const std::runtime_error& e) {
+      // The plan does not fit its kernels (a parameter's size, a missing kernel).
+      throw Error(is_reference ? ExitCode::kInternal : ExitCode::kFailed, path.string(),
+                  fmt::format("cannot launch for {}: {}", op.definition.name,
+                              printable_line(bounded(e.what()))));
+    }
     Runnable& out = *r;
     runnables_.emplace(key, std::move(r));
     return out;
@@ -246,21 +253,25 @@ class LayerRunner {
     phase_tensors_["phase.positions"] = upload_ints(positions, DType::kInt64);
   }
 
-  void make_weights(const LayerShapes& shapes, int layers) {
-    weights_.assign(static_cast<std::size_t>(layers), {});
+  // Layer `layer`'s weights, drawn afresh in each pass (a fill is a pure function of the seed and
+  // the tensor's stream id, so both passes see the same values): one layer's weights are
+  // resident at a time, not the whole model's. Shared weights are drawn once into `shared`.
+  std::map<std::string, DeviceTensor> layer_weights(const LayerShapes& shapes, int layer,
+                                                    std::map<std::string, DeviceTensor>& shared) {
+    std::map<std::string, DeviceTensor> out;
     for (const auto& w : model_.weights) {
-      auto typed = shapes.tensors.find("weight." + w.name);
+      const std::string key = "weight." + w.name;
+      auto typed = shapes.tensors.find(key);
       if (typed == shapes.tensors.end()) continue;  // fed only by nodes of another phase
-      const TensorType& type = typed->second;
-      for (int l = 0; l < layers; ++l) {
-        if (w.shared && l > 0) {
-          weights_[l]["weight." + w.name] = weights_[0]["weight." + w.name];
-        } else {
-          weights_[l]["weight." + w.name] =
-              random_tensor(type, w.generator, stream_id("weight." + w.name, l));
-        }
+      if (w.shared) {
+        if (!shared.count(key))
+          shared[key] = random_tensor(typed->second, w.generator, stream_id(key, 0));
+        out[key] = shared[key];
+      } else {
+        out[key] = random_tensor(typed->second, w.generator, stream_id(key, layer));
       }
     }
+    return out;
   }
 
   // An edge as a device tensor: a plain reference is the tensor itself; a view (columns, cast,
@@ -320,19 +331,29 @@ class LayerRunner {
     for (const auto& spec : def.outputs) {
       DeviceTensor t{nullptr, shapes.tensors.at(node.name + "." + spec.name)};
       t.buffer = allocate(byte_size(t.type));
+      // NaN in every float dtype: memory freed by the other pass may come back at this address
+      // holding its answers, and an element the kernel does not write must not pass for one.
+      t.buffer->fill(0xFF);
       env.tensors[spec.name] = t.buffer->ptr();
       outputs[node.name + "." + spec.name] = t;
     }
     std::shared_ptr<device::DeviceBuffer> workspace;
-    if (std::int64_t bytes = runnable.launcher->workspace_bytes(env.axes); bytes > 0) {
-      workspace = allocate(static_cast<std::size_t>(bytes));
-      env.workspace = workspace->ptr();
+    const std::string who =
+        fmt::format("layer {} node {} ({}, {})", layer, node.name, node.definition,
+                    runnable.is_reference ? "reference" : runnable.path);
+    device::LaunchOutcome outcome;
+    try {
+      if (std::int64_t bytes = runnable.launcher->workspace_bytes(env.axes); bytes > 0) {
+        workspace = allocate(static_cast<std::size_t>(bytes));
+        env.workspace = workspace->ptr();
+      }
+      outcome = runnable.launcher->launch(env, stream_.get(), true);
+    } catch (const std::exception& e) {  // a plan expression or argument that does not fit
+      return fmt::format("{}: {}", who, printable_line(bounded(e.what())));
     }
-    device::LaunchOutcome outcome = runnable.launcher->launch(env, stream_.get(), true);
     if (!outcome.ok)
-      return fmt::format("layer {} node {} ({}, {}): launch {} ({}) failed: {}", layer, node.name,
-                         node.definition, runnable.is_reference ? "reference" : runnable.path,
-                         outcome.launch_index, outcome.kernel, outcome.message);
+      return fmt::format("{}: launch {} ({}) failed: {}", who, outcome.launch_index, outcome.kernel,
+                         outcome.message);
     return {};
   }
 
@@ -348,9 +369,10 @@ class LayerRunner {
           random_tensor(type, in.generator, stream_id("input." + in.name, 0));
     }
     std::vector<std::vector<double>> hidden;
+    std::map<std::string, DeviceTensor> shared;
     for (int l = 0; l < layers; ++l) {
       std::map<std::string, DeviceTensor> tensors = inputs;
-      for (const auto& [k, v] : weights_[l]) tensors[k] = v;
+      for (auto& [k, v] : layer_weights(shapes, l, shared)) tensors[k] = std::move(v);
       for (const auto& [k, v] : phase_tensors_) tensors[k] = v;
       for (const Node* node : phase_nodes()) {
         const Runnable& run = substituted ? *candidate_.at(node->name) : *reference_.at(node->name);
@@ -394,7 +416,6 @@ class LayerRunner {
     s.label = shape.label();
     LayerShapes shapes = resolve_shapes(model_, shape);
     make_phase_tensors(shape);
-    make_weights(shapes, layers);
     std::vector<std::vector<double>> truth, got;
     try {
       truth = pass(shapes, layers, false, nullptr);
@@ -403,7 +424,6 @@ class LayerRunner {
       s.reason = fault.what;
       return s;
     }
-    weights_.clear();
     for (int l = 0; l < layers; ++l) s.layers.push_back({l, deviation(got[l], truth[l])});
     s.passed = within(s.layers.back().hidden, model_.tolerance);
     if (s.passed) return s;
@@ -456,7 +476,6 @@ class LayerRunner {
   std::map<std::string, const Runnable*> reference_;  // by node
   std::map<std::string, const Runnable*> candidate_;  // by node
   std::map<std::string, DeviceTensor> phase_tensors_;
-  std::vector<std::map<std::string, DeviceTensor>> weights_;  // per layer
 };
 
 nlohmann::json to_json(const Deviation& d) {
