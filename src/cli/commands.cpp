@@ -42,6 +42,10 @@ const std::vector<Command>& commands() {
        "Compare two score/validate/bench JSON files: per solution and workload, faster, slower, "
        "same or unclear within the measured noise; --fail-on-regression PCT",
        setup_compare},
+      {"model-check",
+       "Run a model's layers (models/) with the references, then with solutions substituted; "
+       "compare the hidden states under the model's tolerance",
+       setup_model_check},
       {"tune-space",
        "Show the knob space of an operator's seed; list, write or compile configurations",
        setup_tune_space},

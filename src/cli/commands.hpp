@@ -23,5 +23,6 @@ Runner setup_profile(CLI::App& app);
 Runner setup_run(CLI::App& app);
 Runner setup_export(CLI::App& app);
 Runner setup_compare(CLI::App& app);
+Runner setup_model_check(CLI::App& app);
 
 }  // namespace kharness::cli

@@ -1,0 +1,86 @@
+// kharness model-check --model NAME|FILE --phase decode|prefill [--layers N] [--use OP=SOLUTION]...
+// [--json FILE]: a model's layers with the references, then with solutions substituted, compared
+// on the final hidden state under the model's tolerance (kharness/model_check.hpp).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "core/json_util.hpp"
+#include "kharness/model.hpp"
+#include "kharness/model_check.hpp"
+
+namespace kharness::cli {
+namespace {
+
+struct ModelCheckArgs {
+  std::string model;
+  std::string phase = "decode";
+  int layers = 0;
+  std::vector<std::string> use;
+  std::string json_file;
+  std::string arch;
+  bool no_cache = false;
+};
+
+ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global) {
+  if (!args.json_file.empty()) check_output_file("--json", args.json_file);
+  OperatorRegistry registry = make_registry(global);
+  model::Model m = model::load_model(model::find_model(args.model), registry);
+  model::CheckOptions options;
+  options.phase = args.phase;
+  options.layers = args.layers;
+  for (const auto& u : args.use) {
+    auto eq = u.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == u.size())
+      throw input_error("--use", fmt::format("'{}' is not OP=SOLUTION", u));
+    std::string op = u.substr(0, eq);
+    if (options.use.count(op)) throw input_error("--use " + op, "given twice");
+    options.use[op] = u.substr(eq + 1);
+  }
+  // Every solution compiles in the sandbox (substituted ones may be anyone's), as for `check`.
+  require_compile_sandbox("model-check");
+  std::string arch = args.arch.empty() ? std::string() : resolve_arch(args.arch);
+  options.compile = make_compile_options(arch, !args.no_cache);
+  model::CheckResult result = model::check_model(m, options);
+
+  if (!args.json_file.empty())
+    write_output("--json", args.json_file, json_util::dump(model::to_json(result), 2) + "\n");
+  std::printf("%s %s, %d layers: %s\n", result.model.c_str(), result.phase.c_str(), result.layers,
+              result.passed ? "PASSED" : "FAILED");
+  if (!result.error.empty()) std::printf("  %s\n", result.error.c_str());
+  for (const auto& s : result.shapes) {
+    if (s.layers.empty()) continue;
+    const model::Deviation& h = s.layers.back().hidden;
+    std::printf("  %-34s %s  max_rel_error %.3g  cosine %.6f  bias %+.3g\n", s.label.c_str(),
+                s.passed ? "ok    " : "FAILED", h.max_rel_error, h.cosine, h.bias);
+    if (!s.passed) std::printf("    %s\n", s.reason.c_str());
+  }
+  return result.passed ? ExitCode::kPassed : ExitCode::kFailed;
+}
+
+}  // namespace
+
+Runner setup_model_check(CLI::App& app) {
+  auto args = std::make_shared<ModelCheckArgs>();
+  app.add_option("--model", args->model, "A model of models/ by name, or a model file")
+      ->type_name("NAME|FILE")
+      ->required();
+  app.add_option("--phase", args->phase, "decode or prefill (default decode)")->type_name("PHASE");
+  app.add_option("--layers", args->layers, "Layers to run (default: the model's count)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--use", args->use,
+                 "Run OP (a definition or a node of the model) with SOLUTION instead of its seed "
+                 "(repeatable)")
+      ->type_name("OP=SOLUTION");
+  app.add_option("--json", args->json_file, "Write the verdict as JSON")->type_name("FILE");
+  app.add_option("--arch", args->arch, "NVRTC target (default: this GPU's)")->type_name("ARCH");
+  app.add_flag("--no-cache", args->no_cache, "Compile even if the compile cache has a solution");
+  return [args](const GlobalOptions& global) { return run_model_check(*args, global); };
+}
+
+}  // namespace kharness::cli

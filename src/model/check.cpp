@@ -1,0 +1,582 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "device/driver.hpp"
+#include "device/plan_launcher.hpp"
+#include "kharness/compile.hpp"
+#include "kharness/device.hpp"
+#include "kharness/error.hpp"
+#include "kharness/hash.hpp"
+#include "kharness/model_check.hpp"
+#include "kharness/numeric.hpp"
+#include "kharness/solution.hpp"
+#include "kharness/text.hpp"
+#include "verify/harness_kernels.hpp"
+
+namespace kharness::model {
+namespace {
+
+namespace fs = std::filesystem;
+using verify::HarnessKernels;
+using verify::HarnessKernelsOptions;
+
+// A kernel that faults or fails to launch inside a pass: the shape's one-line reason.
+struct LayerFault {
+  std::string what;
+};
+
+// One operator's solution, compiled and loaded, ready to launch through its plan.
+struct Runnable {
+  std::string path;  // the solution file, for the verdict
+  bool is_reference = false;
+  Solution solution;
+  CompileResult compiled;
+  std::unique_ptr<device::Module> module;
+  std::unique_ptr<device::PlanLauncher> launcher;
+};
+
+// A tensor on the device with its type at the phase shape being run.
+struct DeviceTensor {
+  std::shared_ptr<device::DeviceBuffer> buffer;
+  TensorType type;
+};
+
+std::int64_t element_count(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::size_t byte_size(const TensorType& t) {
+  return static_cast<std::size_t>(element_count(t.shape)) * dtype_size(t.dtype);
+}
+
+std::shared_ptr<device::DeviceBuffer> allocate(std::size_t bytes) {
+  // A zero-sized tensor still gets a valid pointer.
+  return std::make_shared<device::DeviceBuffer>(std::max<std::size_t>(bytes, 16));
+}
+
+std::vector<double> download_values(const DeviceTensor& t) {
+  std::size_t n = static_cast<std::size_t>(element_count(t.type.shape));
+  std::size_t size = dtype_size(t.type.dtype);
+  std::vector<std::uint8_t> bytes(n * size);
+  if (!bytes.empty()) t.buffer->download(bytes.data(), bytes.size());
+  std::vector<double> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = to_double(t.type.dtype, bytes.data() + i * size);
+  return values;
+}
+
+DeviceTensor upload_values(const std::vector<double>& values, const TensorType& type) {
+  std::size_t size = dtype_size(type.dtype);
+  std::vector<std::uint8_t> bytes(values.size() * size);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    from_double(type.dtype, values[i], bytes.data() + i * size);
+  DeviceTensor t{allocate(bytes.size()), type};
+  if (!bytes.empty()) t.buffer->upload(bytes.data(), bytes.size());
+  return t;
+}
+
+template <class T>
+DeviceTensor upload_ints(const std::vector<T>& values, DType dtype) {
+  DeviceTensor t{allocate(values.size() * sizeof(T)),
+                 TensorType{dtype, {static_cast<std::int64_t>(values.size())}}};
+  if (!values.empty()) t.buffer->upload(values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+// --use names a node or a definition of the phase; anything else is a typo.
+void check_use_names(const Model& model, const Phase& phase, const CheckOptions& options) {
+  std::vector<std::string> names;
+  for (const auto& node : model.nodes) {
+    if (!node.phase.empty() && node.phase != phase.name) continue;
+    names.push_back(node.name);
+    names.push_back(node.definition);
+  }
+  for (const auto& [name, path] : options.use) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    auto close = close_matches(name, names, 1);
+    throw input_error("--use " + name,
+                      close.empty()
+                          ? fmt::format("no node or definition of that name in {}'s {} phase",
+                                        model.name, phase.name)
+                          : fmt::format("no node or definition of that name in {}'s {} phase "
+                                        "(did you mean '{}'?)",
+                                        model.name, phase.name, close[0]));
+  }
+}
+
+// Which solution runs each node in the substituted pass: --use by node name, else by
+// definition; the rest take their operator's seed for `arch`, else (empty path) the reference.
+std::map<std::string, fs::path> choose_solutions(const Model& model, const Phase& phase,
+                                                 const CheckOptions& options,
+                                                 const std::string& arch) {
+  std::map<std::string, fs::path> chosen;
+  for (const auto& node : model.nodes) {
+    if (!node.phase.empty() && node.phase != phase.name) continue;
+    const Operator& op = model.operators.at(node.definition);
+    fs::path path;
+    if (auto it = options.use.find(node.name); it != options.use.end()) {
+      path = it->second;
+    } else if (auto d = options.use.find(node.definition); d != options.use.end()) {
+      path = d->second;
+    } else if (auto seed = seed_for(op, arch)) {
+      path = *seed;
+    }
+    chosen[node.name] = path;
+  }
+  return chosen;
+}
+
+class LayerRunner {
+ public:
+  LayerRunner(const Model& model, const Phase& phase, const CheckOptions& options, std::string arch)
+      : model_(model), phase_(phase), options_(options), arch_(std::move(arch)) {}
+
+  CheckResult run() {
+    CheckResult result;
+    result.model = model_.name;
+    result.phase = phase_.name;
+    result.layers = options_.layers > 0 ? options_.layers : model_.layers;
+    result.tolerance = model_.tolerance;
+    std::map<std::string, fs::path> chosen = choose_solutions(model_, phase_, options_, arch_);
+    for (const auto& [node, path] : chosen)
+      result.solutions[node] = path.empty() ? "reference" : path.string();
+
+    harness_ = std::make_unique<HarnessKernels>(HarnessKernelsOptions{arch_});
+    try {
+      for (const auto& node : phase_nodes()) {
+        const Operator& op = model_.operators.at(node->definition);
+        reference_[node->name] = &runnable(op, op.reference.value_or(fs::path()), true);
+        const fs::path& path = chosen.at(node->name);
+        candidate_[node->name] = path.empty() ? reference_[node->name] : &runnable(op, path, false);
+      }
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::kFailed) throw;
+      result.error = e.message();
+      return result;
+    }
+    result.passed = true;
+    for (const auto& shape : phase_.shapes) {
+      ShapeResult s = run_shape(shape, result.layers);
+      result.passed = result.passed && s.passed;
+      if (!s.reason.empty() && s.layers.empty()) {  // a fault, not a drift
+        result.error = s.reason;
+        result.shapes.push_back(std::move(s));
+        break;
+      }
+      result.shapes.push_back(std::move(s));
+    }
+    return result;
+  }
+
+ private:
+  std::vector<const Node*> phase_nodes() const {
+    std::vector<const Node*> nodes;
+    for (const auto& n : model_.nodes)
+      if (n.phase.empty() || n.phase == phase_.name) nodes.push_back(&n);
+    return nodes;
+  }
+
+  // Compiles each (operator, solution) once. A reference that does not compile is kharness's
+  // fault; a substituted solution that does not is the solution's (exit 1).
+  Runnable& runnable(const Operator& op, const fs::path& path, bool is_reference) {
+    std::string key = op.definition.name + "\n" + path.string();
+    if (auto it = runnables_.find(key); it != runnables_.end()) return *it->second;
+    if (path.empty())
+      throw Error(ExitCode::kInternal, op.definition.name, "has no reference to run");
+    auto r = std::make_unique<Runnable>();
+    r->path = path.string();
+    r->is_reference = is_reference;
+    r->solution = load_solution(path);
+    CompileOptions copts = options_.compile;
+    copts.arch = arch_;
+    r->compiled = compile_solution(r->solution, &op.definition, &op.workloads, copts);
+    if (!r->compiled.ok()) {
+      std::string first = r->compiled.diagnostics.empty() ? printable_line(bounded(r->compiled.log))
+                                                          : r->compiled.diagnostics.front().message;
+      throw Error(is_reference ? ExitCode::kInternal : ExitCode::kFailed, path.string(),
+                  fmt::format("does not compile for {} ({}): {}", op.definition.name,
+                              status_name(r->compiled.status), first));
+    }
+    try {
+      r->module = std::make_unique<device::Module>(r->compiled.cubin);
+      r->launcher =
+          std::make_unique<device::PlanLauncher>(r->solution.plan, r->compiled.kernels, *r->module);
+    } catch (const std::runtime_error& e) {
+      // The plan does not fit its kernels (a parameter's size, a missing kernel).
+      throw Error(is_reference ? ExitCode::kInternal : ExitCode::kFailed, path.string(),
+                  fmt::format("cannot launch for {}: {}", op.definition.name,
+                              printable_line(bounded(e.what()))));
+    }
+    Runnable& out = *r;
+    runnables_.emplace(key, std::move(r));
+    return out;
+  }
+
+  // Independent draws per tensor and layer: the first 8 bytes of a SHA-256 of the name.
+  static std::uint64_t stream_id(const std::string& what, int layer) {
+    std::string hex = sha256_hex(fmt::format("{}#{}", what, layer));
+    return std::stoull(hex.substr(0, 16), nullptr, 16);
+  }
+
+  DeviceTensor random_tensor(const TensorType& type, const InputGenerator& gen, std::uint64_t id) {
+    DeviceTensor t{allocate(byte_size(type)), type};
+    harness_->fill_random(t.buffer->ptr(), static_cast<std::size_t>(element_count(type.shape)),
+                          type.dtype, gen, model_.seed, id, stream_.get());
+    return t;
+  }
+
+  // The page table and positions of one phase shape: sequence s holds kv_lens[s] tokens in
+  // pages drawn at random (a real cache is fragmented), its queries are its last tokens.
+  void make_phase_tensors(const PhaseShape& shape) {
+    std::vector<std::int32_t> qo{0}, kv{0};
+    std::vector<std::int64_t> positions;
+    for (std::size_t s = 0; s < shape.query_lens.size(); ++s) {
+      std::int64_t q = shape.query_lens[s], len = shape.kv_lens[s];
+      qo.push_back(static_cast<std::int32_t>(qo.back() + q));
+      kv.push_back(
+          static_cast<std::int32_t>(kv.back() + (len + shape.page_size - 1) / shape.page_size));
+      for (std::int64_t i = 0; i < q; ++i) positions.push_back(len - q + i);
+    }
+    std::vector<std::int32_t> pages(static_cast<std::size_t>(kv.back()));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::mt19937_64 rng(model_.seed);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    phase_tensors_["phase.qo_indptr"] = upload_ints(qo, DType::kInt32);
+    phase_tensors_["phase.kv_indptr"] = upload_ints(kv, DType::kInt32);
+    phase_tensors_["phase.kv_indices"] = upload_ints(pages, DType::kInt32);
+    phase_tensors_["phase.positions"] = upload_ints(positions, DType::kInt64);
+  }
+
+  // Layer `layer`'s weights, drawn afresh in each pass (a fill is a pure function of the seed and
+  // the tensor's stream id, so both passes see the same values): one layer's weights are
+  // resident at a time, not the whole model's. Shared weights are drawn once into `shared`.
+  std::map<std::string, DeviceTensor> layer_weights(const LayerShapes& shapes, int layer,
+                                                    std::map<std::string, DeviceTensor>& shared) {
+    std::map<std::string, DeviceTensor> out;
+    for (const auto& w : model_.weights) {
+      const std::string key = "weight." + w.name;
+      auto typed = shapes.tensors.find(key);
+      if (typed == shapes.tensors.end()) continue;  // fed only by nodes of another phase
+      if (w.shared) {
+        if (!shared.count(key))
+          shared[key] = random_tensor(typed->second, w.generator, stream_id(key, 0));
+        out[key] = shared[key];
+      } else {
+        out[key] = random_tensor(typed->second, w.generator, stream_id(key, layer));
+      }
+    }
+    return out;
+  }
+
+  // An edge as a device tensor: a plain reference is the tensor itself; a view (columns, cast,
+  // sum) is materialised, in double on the host and rounded once to its dtype.
+  DeviceTensor materialise(const Edge& edge, const std::map<std::string, DeviceTensor>& tensors) {
+    if (edge.sources.size() == 1 && !edge.sum && !edge.columns && !edge.cast)
+      return tensors.at(edge.sources[0].text());
+    std::vector<double> acc;
+    TensorType type;
+    for (const auto& ref : edge.sources) {
+      const DeviceTensor& src = tensors.at(ref.text());
+      std::vector<double> values = download_values(src);
+      TensorType t = src.type;
+      if (edge.columns) {
+        auto [begin, end] = *edge.columns;
+        std::int64_t rows = t.shape[0], cols = t.shape[1], width = end - begin;
+        std::vector<double> sliced(static_cast<std::size_t>(rows * width));
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t c = 0; c < width; ++c)
+            sliced[r * width + c] = values[r * cols + begin + c];
+        values = std::move(sliced);
+        t.shape[1] = width;
+      }
+      if (acc.empty()) {
+        acc = std::move(values);
+        type = t;
+      } else {
+        for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += values[i];
+      }
+    }
+    if (edge.cast) type.dtype = *edge.cast;
+    return upload_values(acc, type);
+  }
+
+  // A node's tensor inputs, by the definition's input name: each edge materialised once, for
+  // the node's kernel and for its reference beside it.
+  std::map<std::string, DeviceTensor> node_inputs(
+      const Node& node, const std::map<std::string, DeviceTensor>& tensors) {
+    std::map<std::string, DeviceTensor> inputs;
+    for (const auto& [name, edge] : node.inputs)
+      if (!edge.scalar) inputs[name] = materialise(edge, tensors);
+    return inputs;
+  }
+
+  // Runs one node with `runnable` on `inputs`; its outputs go into `outputs` under
+  // "NODE.OUTPUT". Returns an empty string, or what went wrong.
+  std::string launch(const Node& node, const Runnable& runnable, const LayerShapes& shapes,
+                     const std::map<std::string, DeviceTensor>& inputs,
+                     std::map<std::string, DeviceTensor>& outputs, int layer) {
+    const Definition& def = model_.operators.at(node.definition).definition;
+    device::LaunchEnv env;
+    env.definition = &def;
+    env.axes = shapes.node_axes.at(node.name);
+    for (const auto& [name, edge] : node.inputs)
+      if (edge.scalar) env.scalars[name] = *edge.scalar;
+    for (const auto& [name, t] : inputs) env.tensors[name] = t.buffer->ptr();
+    for (const auto& spec : def.outputs) {
+      DeviceTensor t{nullptr, shapes.tensors.at(node.name + "." + spec.name)};
+      t.buffer = allocate(byte_size(t.type));
+      // NaN in every float dtype: memory freed by the other pass may come back at this address
+      // holding its answers, and an element the kernel does not write must not pass for one.
+      t.buffer->fill(0xFF);
+      env.tensors[spec.name] = t.buffer->ptr();
+      outputs[node.name + "." + spec.name] = t;
+    }
+    std::shared_ptr<device::DeviceBuffer> workspace;
+    const std::string who =
+        fmt::format("layer {} node {} ({}, {})", layer, node.name, node.definition,
+                    runnable.is_reference ? "reference" : runnable.path);
+    device::LaunchOutcome outcome;
+    try {
+      if (std::int64_t bytes = runnable.launcher->workspace_bytes(env.axes); bytes > 0) {
+        workspace = allocate(static_cast<std::size_t>(bytes));
+        env.workspace = workspace->ptr();
+      }
+      outcome = runnable.launcher->launch(env, stream_.get(), true);
+    } catch (const std::exception& e) {  // a plan expression or argument that does not fit
+      return fmt::format("{}: {}", who, printable_line(bounded(e.what())));
+    }
+    if (!outcome.ok)
+      return fmt::format("{}: launch {} ({}) failed: {}", who, outcome.launch_index, outcome.kernel,
+                         outcome.message);
+    return {};
+  }
+
+  // One pass over `layers` layers: with the references, or with the substituted solutions (then
+  // each non-reference node is also run by its reference on the same inputs, `deviations`).
+  // Returns the hidden state after each layer; throws LayerFault when a kernel fails.
+  std::vector<std::vector<double>> pass(const LayerShapes& shapes, int layers, bool substituted,
+                                        std::vector<NodeDeviation>* deviations) {
+    std::map<std::string, DeviceTensor> inputs;
+    for (const auto& in : model_.inputs) {
+      const TensorType& type = shapes.tensors.at("input." + in.name);
+      inputs["input." + in.name] =
+          random_tensor(type, in.generator, stream_id("input." + in.name, 0));
+    }
+    std::vector<std::vector<double>> hidden;
+    std::map<std::string, DeviceTensor> shared;
+    for (int l = 0; l < layers; ++l) {
+      std::map<std::string, DeviceTensor> tensors = inputs;
+      for (auto& [k, v] : layer_weights(shapes, l, shared)) tensors[k] = std::move(v);
+      for (const auto& [k, v] : phase_tensors_) tensors[k] = v;
+      for (const Node* node : phase_nodes()) {
+        const Runnable& run = substituted ? *candidate_.at(node->name) : *reference_.at(node->name);
+        std::map<std::string, DeviceTensor> in = node_inputs(*node, tensors);
+        // Beside a node not run by its reference, the reference on the same inputs, first: what
+        // the node alone changes, whatever drift its inputs carry.
+        std::map<std::string, DeviceTensor> truth;
+        bool shadow = substituted && !run.is_reference;
+        if (shadow) {
+          if (std::string fault = launch(*node, *reference_.at(node->name), shapes, in, truth, l);
+              !fault.empty())
+            throw LayerFault{fault};
+        }
+        std::map<std::string, DeviceTensor> outputs;
+        if (std::string fault = launch(*node, run, shapes, in, outputs, l); !fault.empty())
+          throw LayerFault{fault};
+        if (shadow) {
+          NodeDeviation d{l, node->name, node->definition, {}};
+          bool first = true;
+          for (const auto& [name, t] : outputs) {
+            Deviation one = deviation(download_values(t), download_values(truth.at(name)));
+            if (first || std::fabs(one.bias) > std::fabs(d.worst.bias)) d.worst = one;
+            first = false;
+          }
+          deviations->push_back(d);
+        }
+        for (auto& [k, v] : outputs) tensors[k] = std::move(v);
+      }
+      std::map<std::string, DeviceTensor> next;
+      for (const auto& [name, edge] : model_.outputs) {
+        next["input." + name] = materialise(edge, tensors);
+      }
+      inputs = std::move(next);
+      hidden.push_back(download_values(inputs.at("input." + model_.inputs.front().name)));
+    }
+    return hidden;
+  }
+
+  ShapeResult run_shape(const PhaseShape& shape, int layers) {
+    ShapeResult s;
+    s.label = shape.label();
+    LayerShapes shapes = resolve_shapes(model_, shape);
+    make_phase_tensors(shape);
+    std::vector<std::vector<double>> truth, got;
+    try {
+      truth = pass(shapes, layers, false, nullptr);
+      got = pass(shapes, layers, true, &s.nodes);
+    } catch (const LayerFault& fault) {
+      s.reason = fault.what;
+      return s;
+    }
+    for (int l = 0; l < layers; ++l) s.layers.push_back({l, deviation(got[l], truth[l])});
+    s.passed = within(s.layers.back().hidden, model_.tolerance);
+    if (s.passed) return s;
+    for (const auto& d : s.layers) {
+      if (!within(d.hidden, model_.tolerance)) {
+        s.failing_layer = d.layer;
+        break;
+      }
+    }
+    // The culprit: the node of the failing layer or before whose own deviation, in units of
+    // the tolerance, is largest.
+    const ModelTolerance& tol = model_.tolerance;
+    auto score = [&tol](const Deviation& d) {
+      return std::max({std::fabs(d.bias) / tol.max_bias, d.max_rel_error / tol.max_rel_error,
+                       (1.0 - d.cosine) / (1.0 - tol.min_cosine)});
+    };
+    const NodeDeviation* worst = nullptr;
+    for (const auto& n : s.nodes) {
+      if (n.layer > s.failing_layer) continue;
+      if (!worst || score(n.worst) > score(worst->worst)) worst = &n;
+    }
+    const Deviation& h = s.layers[s.failing_layer].hidden;
+    std::string what = fmt::format(
+        "hidden state after layer {}: max_rel_error {:.3g} (max {}), "
+        "cosine {:.6f} (min {}), bias {:+.3g} (max {})",
+        s.failing_layer, h.max_rel_error, tol.max_rel_error, h.cosine, tol.min_cosine, h.bias,
+        tol.max_bias);
+    if (worst) {
+      s.failing_node = worst->node;
+      s.failing_definition = worst->definition;
+      s.failing_layer = worst->layer;
+      s.reason = fmt::format(
+          "{}; largest own deviation: node {} ({}) in layer {}, bias {:+.3g}, "
+          "max_rel_error {:.3g}",
+          what, worst->node, worst->definition, worst->layer, worst->worst.bias,
+          worst->worst.max_rel_error);
+    } else {
+      s.reason = what;
+    }
+    return s;
+  }
+
+  const Model& model_;
+  const Phase& phase_;
+  const CheckOptions& options_;
+  std::string arch_;
+  device::Stream stream_;
+  std::unique_ptr<HarnessKernels> harness_;
+  std::map<std::string, std::unique_ptr<Runnable>> runnables_;
+  std::map<std::string, const Runnable*> reference_;  // by node
+  std::map<std::string, const Runnable*> candidate_;  // by node
+  std::map<std::string, DeviceTensor> phase_tensors_;
+};
+
+nlohmann::json to_json(const Deviation& d) {
+  return {{"max_rel_error", d.max_rel_error}, {"cosine", d.cosine}, {"bias", d.bias}};
+}
+
+}  // namespace
+
+Deviation deviation(const std::vector<double>& got, const std::vector<double>& want) {
+  double max_diff = 0, max_want = 0, dot = 0, gg = 0, ww = 0;
+  bool finite = true;
+  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    finite = finite && std::isfinite(got[i]);
+    max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
+    max_want = std::max(max_want, std::fabs(want[i]));
+    dot += got[i] * want[i];
+    gg += got[i] * got[i];
+    ww += want[i] * want[i];
+  }
+  Deviation d;
+  if (!finite || got.size() != want.size()) {
+    // NaN or Inf where the reference is finite: as far off as can be.
+    d.max_rel_error = INFINITY;
+    d.cosine = -1;
+    d.bias = INFINITY;
+    return d;
+  }
+  d.max_rel_error = max_want > 0 ? max_diff / max_want : max_diff;
+  d.cosine = (gg > 0 && ww > 0) ? dot / std::sqrt(gg * ww) : (gg == ww ? 1.0 : 0.0);
+  d.bias = ww > 0 ? dot / ww - 1.0 : 0.0;
+  return d;
+}
+
+bool within(const Deviation& got, const ModelTolerance& tolerance) {
+  return got.max_rel_error <= tolerance.max_rel_error && got.cosine >= tolerance.min_cosine &&
+         std::fabs(got.bias) <= tolerance.max_bias;
+}
+
+CheckResult check_model(const Model& model, const CheckOptions& options) {
+  const Phase* phase = model.find_phase(options.phase);
+  if (!phase) {
+    std::vector<std::string> names;
+    for (const auto& p : model.phases) names.push_back(p.name);
+    throw input_error("--phase", fmt::format("{} has no phase '{}' (phases: {})", model.name,
+                                             options.phase, join(names, ", ")));
+  }
+  if (options.layers < 0 || options.layers > model.layers)
+    throw input_error("--layers", fmt::format("expected 1 to {} (the model's layers), got {}",
+                                              model.layers, options.layers));
+  check_use_names(model, *phase, options);
+  for (const auto& [op, path] : options.use) {
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw input_error("--use " + op, fmt::format("no solution '{}'", path.string()));
+  }
+  device::Driver::instance().require();
+  device::PrimaryContext context(0);
+  std::string arch =
+      options.compile.arch.empty() ? default_arch_for_device(0) : options.compile.arch;
+  return LayerRunner(model, *phase, options, arch).run();
+}
+
+nlohmann::json to_json(const CheckResult& r) {
+  nlohmann::json j;
+  j["model"] = r.model;
+  j["phase"] = r.phase;
+  j["layers"] = r.layers;
+  j["passed"] = r.passed;
+  j["tolerance"] = {{"max_rel_error", r.tolerance.max_rel_error},
+                    {"min_cosine", r.tolerance.min_cosine},
+                    {"max_bias", r.tolerance.max_bias}};
+  j["solutions"] = r.solutions;
+  if (!r.error.empty()) j["error"] = r.error;
+  j["shapes"] = nlohmann::json::array();
+  for (const auto& s : r.shapes) {
+    nlohmann::json js;
+    js["shape"] = s.label;
+    js["passed"] = s.passed;
+    js["layers"] = nlohmann::json::array();
+    for (const auto& l : s.layers) {
+      nlohmann::json jl = to_json(l.hidden);
+      jl["layer"] = l.layer;
+      js["layers"].push_back(jl);
+    }
+    js["nodes"] = nlohmann::json::array();
+    for (const auto& n : s.nodes) {
+      nlohmann::json jn = to_json(n.worst);
+      jn["layer"] = n.layer;
+      jn["node"] = n.node;
+      jn["definition"] = n.definition;
+      js["nodes"].push_back(jn);
+    }
+    if (!s.passed) {
+      js["failure"] = {{"layer", s.failing_layer},
+                       {"node", s.failing_node},
+                       {"definition", s.failing_definition},
+                       {"reason", s.reason}};
+    }
+    j["shapes"].push_back(js);
+  }
+  return j;
+}
+
+}  // namespace kharness::model
