@@ -4,7 +4,7 @@
 Comments explain a rule once, in docs/, and point there with a page and a section anchor
 (`docs/timing.md#cold-l2`). This script fails when:
   - a file refers to the old design contract by section number (DESIGN, a space and a section
-    sign) or by the name DESIGN.md, which the repository does not contain;
+    sign, in any case) or by the name DESIGN.md, which the repository does not contain;
   - a file names a docs/ page that does not exist, or an anchor that no heading of that page makes;
   - a link inside docs/ (`[text](page.md#anchor)`, `[text](#anchor)`) points at a missing page or
     anchor.
@@ -23,10 +23,11 @@ import sys
 # Where references are looked for: code, tests, scripts, build files and the READMEs.
 SCANNED_DIRS = ("src", "include", "tests", "scripts", "cmake", "docs", "operators", "skills")
 SCANNED_FILES = ("CMakeLists.txt", "README.md")
-SUFFIXES = {".cpp", ".hpp", ".cu", ".h", ".py", ".sh", ".cmake", ".txt", ".md", ".json", ".in"}
+SUFFIXES = {".cpp", ".hpp", ".cu", ".cuh", ".h", ".py", ".sh", ".cmake", ".txt", ".md", ".json",
+            ".in"}
 
 # Spelled in two pieces so that this file does not match itself.
-OLD_SECTION = re.compile("DESIGN" + r"\s*\u00a7")
+OLD_SECTION = re.compile("DESIGN" + r"\s*\u00a7", re.IGNORECASE)
 OLD_FILE = re.compile(r"\bDESIGN\.md\b")
 DOCS_REF = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)(#[A-Za-z0-9_-]+)?")
 MD_LINK = re.compile(r"\]\(([A-Za-z0-9_./-]*\.md)?(#[A-Za-z0-9_-]+)?\)")
@@ -135,6 +136,9 @@ def self_test():
         (root / "src" / "a" / "bad.cpp").write_text(
             "// DESIGN " + "\u00a76 says so\n// docs/timing.md#not-a-heading\n"
             "// docs/missing.md#x\n// see DESIGN.md\n", encoding="utf-8")
+        # Shared device code of operator families is .cuh, and prose spells the name in lower case.
+        (root / "src" / "a" / "shared.cuh").write_text(
+            "// fine\n// as the design " + "\u00a75 says\n", encoding="utf-8")
         found = sorted(problems_in(root))
     want = [
         "docs/timing.md:13: pages.md: no such page",
@@ -143,6 +147,7 @@ def self_test():
         "src/a/bad.cpp:2: docs/timing.md#not-a-heading: no heading makes the anchor",
         "src/a/bad.cpp:3: docs/missing.md#x: no such page",
         "src/a/bad.cpp:4: refers to DESIGN",
+        "src/a/shared.cuh:2: refers to DESIGN",
     ]
     ok = len(found) == len(want) and all(
         any(p.startswith(w) for p in found) for w in want)
