@@ -7,7 +7,9 @@ Comments explain a rule once, in docs/, and point there with a page and a sectio
     sign, in any case) or by the name DESIGN.md, which the repository does not contain;
   - a file names a docs/ page that does not exist, or an anchor that no heading of that page makes;
   - a link inside docs/ (`[text](page.md#anchor)`, `[text](#anchor)`) points at a missing page or
-    anchor.
+    anchor;
+  - a folder of src/ has no heading of its own name in docs/layout.md, so that a new stage cannot
+    arrive without the paragraph that tells a newcomer what it is.
 Anchors are made from headings as GitHub makes them: lower case, punctuation dropped, spaces to
 hyphens, and -1, -2, ... appended to repeats.
 
@@ -114,6 +116,13 @@ def problems_in(root):
                         continue
                     page = (path.parent / target) if target else path
                     check(where, page.resolve(), anchor, (target or "") + (anchor or ""))
+    layout = docs / "layout.md"
+    if layout.is_file() and (root / "src").is_dir():
+        sections = page_anchors(layout)
+        for folder in sorted(p.name for p in (root / "src").iterdir() if p.is_dir()):
+            if folder not in sections:
+                problems.append(f"docs/layout.md: no section for src/{folder}: add a heading "
+                                f"'### {folder}' saying what the folder holds")
     return problems
 
 
@@ -126,6 +135,8 @@ def self_test():
         root = pathlib.Path(tmp)
         (root / "docs").mkdir()
         (root / "src" / "a").mkdir(parents=True)
+        (root / "src" / "b").mkdir()
+        (root / "docs" / "layout.md").write_text("# Layout\n\n### a\n", encoding="utf-8")
         (root / "docs" / "timing.md").write_text(
             "# Timing\n\n## Cold L2\n\n```\n## not a heading\n```\n\n## Cold L2\n\n"
             "## The `stdrel` criterion: why?\n\nSee [x](#cold-l2-1), [y](pages.md), [z](#nope).\n",
@@ -148,6 +159,7 @@ def self_test():
         "src/a/bad.cpp:3: docs/missing.md#x: no such page",
         "src/a/bad.cpp:4: refers to DESIGN",
         "src/a/shared.cuh:2: refers to DESIGN",
+        "docs/layout.md: no section for src/b",
     ]
     ok = len(found) == len(want) and all(
         any(p.startswith(w) for p in found) for w in want)
