@@ -128,8 +128,8 @@ struct Contender {
 };
 
 // The order input sets are visited in: a fresh random permutation of the sets every cycle, never
-// the same set twice in a row across cycles (DESIGN §5: a seeded random order, no alternation a
-// kernel could predict).
+// the same set twice in a row across cycles (docs/timing.md#interleaving: a seeded random order, no
+// alternation a kernel could predict).
 class InputOrder {
  public:
   InputOrder(int sets, std::uint64_t seed) : sets_(sets), rng_(seed) {}
@@ -254,7 +254,7 @@ class WorkloadBench {
       }
     }
     TimingResult t = report();
-    // Where the workload's timing time went (issue 19: the verdict's speed): the warmup, the whole
+    // Where the workload's timing time went (how fast a verdict comes): the warmup, the whole
     // loop, the harvests' host waits and reads within it, and the rounds and batches it took.
     t.phases = TimingPhases{{{"warmup_seconds", warmup_seconds_},
                              {"run_seconds", since(started)},
@@ -439,10 +439,11 @@ class WorkloadBench {
     stopped_ = true;  // a failed contender decides the workload: nothing more to time
   }
 
-  // One checked iteration (DESIGN §5), everything but the launch outside the timed span: this
-  // iteration's poison over the outputs and workspace, the module's globals reset, shared memory
-  // overwritten, L2 flushed; then the launch; then the check of its outputs against the sealed
-  // reference, enqueued (read at the next harvest), or on the host right away.
+  // One checked iteration (docs/correctness.md#checked-iterations), everything but the launch
+  // outside the timed span: this iteration's poison over the outputs and workspace, the module's
+  // globals reset, shared memory overwritten, L2 flushed; then the launch; then the check of its
+  // outputs against the sealed reference, enqueued (read at the next harvest), or on the host right
+  // away.
   void iterate(Contender& c, int set, bool timed, CUstream s) {
     c.timed->refresh(set, rng_(), s);  // inputs no launch has seen, made for this one
     const verify::IterationPoison poison = verify::iteration_poison(def_, rng_());
@@ -585,7 +586,8 @@ class WorkloadBench {
       // IterationSpan::signature); a vendor baseline has no plan, so CUPTI's.
       ct.kernels = c->launcher ? c->launcher->kernel_names() : c->cupti_names;
       ct.solution = c->vendor;
-      // What the timed verdict rests on (DESIGN §5): every iteration checked, its state reset.
+      // What the timed verdict rests on (docs/correctness.md#checked-iterations): every iteration
+      // checked, its state reset.
       ct.integrity = TimingIntegrity{
           c->checked, c->timed->checked_on_device() ? "device" : "host", c->state_vars,
           !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")};
@@ -765,7 +767,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     score.mean_sol_fraction = sum / static_cast<double>(sol_fractions.size());
   }
   score.workloads_timed = speedups.empty() ? sol_fractions.size() : speedups.size();
-  // What the timed figures rest on (DESIGN §5), summed over the workloads' timing records.
+  // What the timed figures rest on (docs/correctness.md#checked-iterations), summed over the
+  // workloads' timing records.
   std::uint64_t checked = 0;
   int fewest_sets = 0;
   for (const auto& wv : verdict.workloads) {

@@ -1,4 +1,5 @@
-// kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop (DESIGN §8).
+// kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop
+// (docs/controller.md).
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -277,7 +278,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
       store.reset();
     }
   }
-  // The pool: a step's --samples candidates evaluate on its workers at once (DESIGN §9).
+  // The pool: a step's --samples candidates evaluate on its workers at once
+  // (docs/controller.md#search).
   args.search.gpus = resolve_gpus(args.gpus, !args.search.compile_only, !args.arch.empty());
   std::string arch = args.arch.empty() && args.search.gpus[0] && !args.search.gpus[0]->arch.empty()
                          ? normalize_arch(args.search.gpus[0]->arch)

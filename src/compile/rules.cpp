@@ -1,4 +1,4 @@
-// The rules a solution obeys before anything runs (DESIGN §3/§4): status REJECTED, with a
+// The rules a solution obeys before anything runs (docs/pipeline.md#rules): status REJECTED, with a
 // RuleViolation naming the rule, the file and the line.
 //
 // Source rules (check_source_rules) read each file as NVRTC does after translation phases 1-2

@@ -412,7 +412,8 @@ struct Search::Impl {
   }
 
   // One answer's evaluation, apart from the search's state, so that the K candidates of a step
-  // evaluate on K workers at once (DESIGN §9): its verdicts against the incumbent of the step.
+  // evaluate on K workers at once (docs/controller.md#search): its verdicts against the incumbent
+  // of the step.
   struct Trial {
     std::filesystem::path file;
     std::uint64_t counter = 0;  // evaluation_counter() of the candidate
