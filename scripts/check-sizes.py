@@ -3,6 +3,8 @@
 
 A function over 150 lines or a class (struct, union) over 400 lines is reported, with its file,
 line and length, unless scripts/data/size-allow.txt names it with the reason it is kept whole.
+A class's length counts its body and its member functions defined outside it. The headers of
+include/kharness/ are read too: their classes are implemented in src/.
 An allow-list entry that no longer matches a long function or class is reported too, so that
 the list only holds what it must. Exits 1 when it reports anything.
 
@@ -10,7 +12,7 @@ It reads the C++ and CUDA sources (.cpp, .hpp, .cu, .cuh) with a small scanner, 
 comments, string, character and raw string literals and preprocessor lines are blanked first, so
 braces inside them do not count; then each brace at namespace or class scope is classified from
 the text before it (a class head, a function head, or an initializer). A function is measured
-from the line of its name to its closing brace; a class from its head to its closing brace.
+from the line of its name to its closing brace; a class body from its head to its closing brace.
 Lambdas and local classes count as part of the function that holds them.
 
     scripts/check-sizes.py [ROOT] [--allow FILE] [--max-function N] [--max-class N]
@@ -172,7 +174,9 @@ def classify(head):
         return "namespace", (m.group(2) if m else ""), 0
     if re.search(r"\benum\b", flat):
         return "open", None, 0
-    h = re.sub(r"\balignas\s*\([^()]*(\([^()]*\)[^()]*)*\)", lambda m: " " * len(m.group(0)), h)
+    # Attributes whose parentheses are not a parameter list.
+    h = re.sub(r"\b(alignas|__launch_bounds__|__attribute__|__declspec)\s*\([^()]*(\([^()]*\)[^()]*)*\)",
+               lambda m: " " * len(m.group(0)), h)
     paren = h.find("(")
     if re.search(r"\boperator\s*$", h[:paren]):  # operator()(...): the second ( opens the parameters
         paren = h.find("(", h.find(")", paren) + 1)
@@ -218,7 +222,8 @@ def classify(head):
 
 
 def scan(path, rel):
-    """Yields (kind, qualified name, first line, line count, file) for each class and function."""
+    """Yields (kind, qualified name, first line, line count, file, in a class body) for each class
+    and function."""
     text = blank(path.read_text(errors="replace"))
     line_of = []
     line = 1
@@ -248,7 +253,6 @@ def scan(path, rel):
         qual = "::".join(s for _, s in scopes if s)
         full = (qual + "::" if qual and name else "") + (name or "")
         first = line_of[head_start + offset] if head_start + offset < n else line_of[i]
-        # Skip the leading blank lines of the head: the name's line is where it starts.
         if kind == "namespace":
             scopes.append(("namespace", "" if name is None else name))
             head_start = i + 1
@@ -261,7 +265,7 @@ def scan(path, rel):
             kw = re.search(r"\b(class|struct|union)\b", head)
             if kw:
                 first = line_of[head_start + kw.start()]
-            yield "class", full, first, line_of[min(end, n - 1)] - first + 1, rel
+            yield "class", full, first, line_of[min(end, n - 1)] - first + 1, rel, False
             scopes.append(("class", name))
             head_start = i + 1
             i += 1
@@ -271,7 +275,8 @@ def scan(path, rel):
             m = re.search(re.escape(name.split("::")[-1].split("<")[0]), head) if name else None
             if m:
                 first = line_of[head_start + m.start()]
-            yield "function", full, first, line_of[min(end, n - 1)] - first + 1, rel
+            in_class = bool(scopes) and scopes[-1][0] == "class"
+            yield "function", full, first, line_of[min(end, n - 1)] - first + 1, rel, in_class
         i = end + 1
         head_start = i
 
@@ -303,19 +308,46 @@ def main():
     allow_path = pathlib.Path(args.allow) if args.allow else root / "scripts/data/size-allow.txt"
     allow = load_allow(allow_path)
     limit = {"function": args.max_function, "class": args.max_class}
-    long_ones, used = [], set()
-    for path in sorted((root / "src").rglob("*")):
-        if path.suffix not in SOURCES or not path.is_file():
+    items = []
+    # include/kharness/ holds the headers of classes that src/ implements.
+    for path in sorted(list((root / "src").rglob("*")) + list((root / "include").rglob("*"))):
+        if path.suffix in SOURCES and path.is_file():
+            items.extend(scan(path, path.relative_to(root)))
+    # A class's length is its body plus its member functions defined outside it (in a .cpp file
+    # beside its header, or after its body): moving definitions out of a class does not make it
+    # any smaller.
+    classes = {}  # name -> [[file, line, body lines, outside lines]]
+    for kind, name, first, lines, rel, _ in items:
+        if kind == "class":
+            classes.setdefault(name, []).append([rel, first, lines, 0])
+    for kind, name, first, lines, rel, in_class in items:
+        if kind != "function" or in_class or "::" not in name:
             continue
-        for kind, name, first, lines, rel in scan(path, path.relative_to(root)):
-            if args.list:
-                print(f"{lines:5d} {kind:8s} {name}  {rel}:{first}")
-            if lines <= limit[kind]:
-                continue
-            if name in allow:
-                used.add(name)
-                continue
-            long_ones.append(f"{rel}:{first}: {kind} {name} is {lines} lines (limit {limit[kind]})")
+        owner = re.sub(r"<[^<>]*>", "", name.rsplit("::", 1)[0])
+        found = classes.get(owner)
+        if not found:
+            continue
+        # The definition of that name in the same file (a class local to a .cpp), else the first.
+        match = next((c for c in found if c[0] == rel), found[0])
+        match[3] += lines
+    long_ones, used = [], set()
+    for kind, name, first, lines, rel, _ in items:
+        if kind == "class":
+            body, outside = next((c[2], c[3]) for c in classes[name] if c[0] == rel and c[1] == first)
+            lines = body + outside
+            detail = f" ({body} in its body, {outside} in member functions defined outside it)" \
+                if outside else ""
+        else:
+            detail = ""
+        if args.list:
+            print(f"{lines:5d} {kind:8s} {name}  {rel}:{first}{detail}")
+        if lines <= limit[kind]:
+            continue
+        if name in allow:
+            used.add(name)
+            continue
+        long_ones.append(f"{rel}:{first}: {kind} {name} is {lines} lines{detail} "
+                         f"(limit {limit[kind]})")
     stale = [f"{allow_path}:{number}: {name} is allowed but is no longer a function over "
              f"{args.max_function} lines or a class over {args.max_class}: remove the entry"
              for name, (number, _) in sorted(allow.items(), key=lambda kv: kv[1][0]) if name not in used]
