@@ -10,6 +10,8 @@
 #    compile_commands.json there).
 # 3. References to the design document: comments name docs/ pages and headings that exist
 #    (scripts/check-doc-refs.py; also the doc_refs test of CTest).
+# 4. Sizes (scripts/check-sizes.py): no function over 150 lines and no class over 400 lines in
+#    src/, apart from those scripts/data/size-allow.txt keeps with a reason.
 # Exits 1 when any part finds something. Each part skips (with a message) where its tool, a git
 # checkout or the compile commands are missing; scripts/setup.sh installs both tools.
 #
@@ -133,7 +135,18 @@ doc_refs_check() {
   python3 "$ROOT/scripts/check-doc-refs.py" "$ROOT"
 }
 
+# ---- 4. function and class sizes ----
+size_check() {
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "lint: python3 not found: sizes not checked"
+    return 0
+  fi
+  python3 "$ROOT/scripts/check-sizes.py" "$ROOT" | sed 's/^/lint: /'
+  return "${PIPESTATUS[0]}"
+}
+
 format_check || status=1
 tidy_check || status=1
 doc_refs_check || status=1
+size_check || status=1
 exit "$status"
