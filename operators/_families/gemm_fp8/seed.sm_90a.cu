@@ -269,6 +269,16 @@ __device__ __forceinline__ u32 cluster_count() {
   asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
   return r;
 }
+// The tiles a block walks: from its own index by the grid's size, or with split-K (a cluster of
+// SPLIT_K blocks sharing each tile) from its cluster's index by the number of clusters.
+__device__ __forceinline__ int first_tile() {
+  if constexpr (kSplitK > 1) return static_cast<int>(cluster_id());
+  return blockIdx.x;
+}
+__device__ __forceinline__ int tile_step() {
+  if constexpr (kSplitK > 1) return static_cast<int>(cluster_count());
+  return gridDim.x;
+}
 // Every thread of the cluster that has not exited arrives, then waits for the others; the arrive
 // releases and the wait acquires, so shared-memory stores before it are seen by every CTA of the
 // cluster after it.
@@ -304,15 +314,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   // block `rank` of the cluster summing the K blocks [rank * kb / S, (rank + 1) * kb / S).
   const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + kBN - 1) / kBN;
   const int tiles = tiles_m * tiles_n;
-  int first_tile = blockIdx.x, tile_step = gridDim.x, kb_begin = 0, kb_end = num_k_blocks;
-  u32 rank = 0;
-  if constexpr (kSplitK > 1) {
-    rank = cluster_rank();
-    first_tile = static_cast<int>(cluster_id());
-    tile_step = static_cast<int>(cluster_count());
-    kb_begin = static_cast<int>(rank) * num_k_blocks / kSplitK;
-    kb_end = (static_cast<int>(rank) + 1) * num_k_blocks / kSplitK;
-  }
+  const int rank = kSplitK > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int kb_begin = kSplitK > 1 ? rank * num_k_blocks / kSplitK : 0;
+  const int kb_end = kSplitK > 1 ? (rank + 1) * num_k_blocks / kSplitK : num_k_blocks;
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -330,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
       int it = 0;
-      for (int tile = first_tile; tile < tiles; tile += tile_step) {
+      for (int tile = first_tile(); tile < tiles; tile += tile_step()) {
         int m0, n0;
         tile_coords(tile, tiles_m, tiles_n, m0, n0);
         for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
@@ -358,35 +362,31 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
   const bool pairs = (N & 1) == 0;
-  const int last_n_block = (N - 1) / 128;  // the last row of B_scale
   int it = 0;
-  for (int tile = first_tile; tile < tiles; tile += tile_step) {
+  for (int tile = first_tile(); tile < tiles; tile += tile_step()) {
     int m0, n0;
     tile_coords(tile, tiles_m, tiles_n, m0, n0);
     const int row0 = m0 + c * 64 + warp * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
     const float* a_scale0 = A_scale + static_cast<size_t>(min(row0, M - 1)) * num_k_blocks;
     const float* a_scale1 = A_scale + static_cast<size_t>(min(row0 + 8, M - 1)) * num_k_blocks;
-    // The tile's columns lie in one 128-wide block of B_scale when BN divides 128; a wider tile
-    // reaches into the next one (n0 % 128 is 0 or 64, and n0 % 128 + BN <= 256): b_scale_hi,
-    // clamped to the last block where the tile runs past N.
     const float* b_scale = B_scale + static_cast<size_t>(n0 / 128) * num_k_blocks;
-    const float* b_scale_hi =
-        B_scale + static_cast<size_t>(min(n0 / 128 + 1, last_n_block)) * num_k_blocks;
-    const int n_off = n0 % 128;
     float acc[kBN / 2];
     float part[kWN / 2];
 #pragma unroll
     for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
     for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
       const int s = it % kStages;
-      const float sa0 = __ldg(a_scale0 + kb), sa1 = __ldg(a_scale1 + kb);
       const float sb = __ldg(b_scale + kb);
-      const float s0 = sa0 * sb, s1 = sa1 * sb;
+      const float s0 = __ldg(a_scale0 + kb) * sb, s1 = __ldg(a_scale1 + kb) * sb;
+      // The tile's columns lie in one 128-wide block of B_scale when BN divides 128; a wider
+      // tile reaches into the next one (n0 % 128 is 0 or 64, and n0 % 128 + BN <= 256), clamped
+      // to the last block where the tile runs past N (those columns are not stored).
       float s0_hi = s0, s1_hi = s1;
       if constexpr (kBN > 128) {
-        const float sb_hi = __ldg(b_scale_hi + kb);
-        s0_hi = sa0 * sb_hi;
-        s1_hi = sa1 * sb_hi;
+        const int hi_block = min(n0 / 128 + 1, (N - 1) / 128);
+        const float sb_hi = __ldg(B_scale + static_cast<size_t>(hi_block) * num_k_blocks + kb);
+        s0_hi = __ldg(a_scale0 + kb) * sb_hi;
+        s1_hi = __ldg(a_scale1 + kb) * sb_hi;
       }
       mbar_wait(&full[s], (it / kStages) & 1);
       const unsigned char* a = smem + s * kStageBytes + c * 64 * 128;
@@ -413,7 +413,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
           const int j = ch * (kWN / 8) + jj;
           float t0 = s0, t1 = s1;
           if constexpr (kBN > 128) {
-            const bool hi = n_off + 8 * j >= 128;
+            const bool hi = n0 % 128 + 8 * j >= 128;
             t0 = hi ? s0_hi : s0;
             t1 = hi ? s1_hi : s1;
           }
@@ -441,12 +441,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       cluster_sync();
 #pragma unroll
       for (int j = 0; j < kBN / 8; ++j) {
-        if (j % kSplitK != static_cast<int>(rank)) continue;
+        if (j % kSplitK != rank) continue;
         float v[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           v[e] = 0.0f;
-          for (int q = 0; q < kSplitK; ++q) v[e] += ld_cluster(red + (4 * j + e) * kRedThreads + t, q);
+          const float* mine = red + (4 * j + e) * kRedThreads + t;
+          for (int q = 0; q < kSplitK; ++q) v[e] += ld_cluster(mine, static_cast<u32>(q));
         }
         const int col = n0 + 8 * j + 2 * (lane & 3);
         store_pair(C, row0, col, M, N, pairs, v[0], v[1]);
