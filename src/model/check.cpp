@@ -335,6 +335,8 @@ class LayerRunner {
     if (bytes.size() != byte_size(rows.type))  // the loader checked this at every phase shape
       throw Error(ExitCode::kInternal, edge.sources[0].text(),
                   "appended rows do not fit the phase's new tokens");
+    // The download waits for all work in the context, so the cache's random fill (a kernel on
+    // the stream) has finished before the rows are copied over it.
     if (!bytes.empty()) rows.buffer->download(bytes.data(), bytes.size());
     for (std::size_t i = 0; i < append_rows_.size(); ++i)
       cache.buffer->upload(bytes.data() + i * row_bytes, row_bytes,

@@ -204,7 +204,8 @@ std::string layer_bars(const HtmlLayerTiming& layer) {
   out += text(f.x1(), axis_y + 14, fmt::format("{:.3f} ms", longest * 1e3), "end", "tick");
   for (std::size_t i = 0; i < layer.nodes.size(); ++i) {
     const double lx = f.x0() + static_cast<double>(i % 4) * 130;
-    const double ly = axis_y + 30 + legend_row * static_cast<double>(i / 4);
+    const std::size_t row = i / 4;  // four legend entries a row
+    const double ly = axis_y + 30 + legend_row * static_cast<double>(row);
     out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>\n",
                        num(lx), num(ly - 9), kPalette[i % kColors]);
     out += text(lx + 14, ly, layer.nodes[i].name + (layer.nodes[i].substituted ? " *" : ""),
