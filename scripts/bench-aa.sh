@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/A calibration of the comparison `kharness run` promotes by (issue 9's search): `kharness bench`
+# A/A calibration of the comparison `kharness run` promotes by: `kharness bench`
 # of a solution against itself as the baseline, in RUNS separate processes. Each run's score (the
 # mean speedup over the workloads) should be 1; how far it strays is the harness's own error
 # between two timings of one kernel, which the median's noise does not see (separate buffers,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hopper GEMM against the vendor (issue 18): `kharness validate --baseline cublaslt` of a gemm
+# Hopper GEMM against the vendor: `kharness validate --baseline cublaslt` of a gemm
 # solution on gemm_n6144_k4096 and of a gemm_fp8 solution on gemm_fp8 (cuBLASLt's native
 # 1x128 / 128x128 block-scaled fp8 GEMM), with the timing-integrity checks on (the default), and a
 # table per workload: latency, cuBLASLt's, the ratio (x cuBLASLt: above 1 is faster than the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of timing integrity (issue 16): `kharness validate` of shipped seeds, whole-process wall
+# The cost of timing integrity (docs/correctness.md#checked-iterations): `kharness validate` of shipped seeds, whole-process wall
 # time and the seeds' reported latencies, RUNS times each in separate processes with private
 # archives (no verdict cache). With BEFORE=FILE (a JSON this script wrote with another build) it
 # prints the ratios: wall after/before (target <= 1.25) and each workload's latency after/before
@@ -9,7 +9,7 @@
 #                                                  and gemm_fp8 seeds), RUNS (default 3),
 #                                                  BEFORE, JSON, SEED (default 1), EXTRA
 #                                                  (more validate flags, e.g. --state-reset reload)
-# scripts/data/bench-integrity-before.json holds the figures of main before issue 16 (ed9a348, H200,
+# scripts/data/bench-integrity-before.json holds the figures of main at ed9a348, before timed iterations were checked (H200,
 # driver 580.159.04): BEFORE=scripts/data/bench-integrity-before.json compares with them.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The pool on one GPU (issue 20, DESIGN §9): `kharness score` of one folder with --gpus 0 (one
+# The pool on one GPU (docs/pipeline.md#pools-and-gpus): `kharness score` of one folder with --gpus 0 (one
 # worker) and with --gpus 0,0 (two workers sharing GPU 0). The per-GPU lock lets the second
 # worker check while the first times, but never time alongside it, so the verdicts must be the
 # same and the timed latencies equal within the noise between two runs (target: 2%).
-# On a host with several GPUs (issue 23) the same comparison measures scaling:
+# On a host with several GPUs the same comparison measures scaling:
 # CONFIGS="0 0,1 all" SCALE=1 scripts/bench-pool.sh gives, per --gpus, the wall time,
 # submissions per GPU-minute, the speed-up over the first configuration and the efficiency
 # (speed-up / GPUs; goal >= 0.9), whether every verdict names the GPU it ran on, and each GPU's

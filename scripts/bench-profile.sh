@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Profile-stage calibration on a GPU machine (issue 7): profiles the fixtures in
+# Profile-stage calibration on a GPU machine: profiles the fixtures in
 # tests/fixtures/profile/ (a copy, a naive GEMM at M = 1 and M = 256, a spilling copy) with
 # `kharness profile`
 # (CUPTI range profiler, user replay) and with `ncu --clock-control none` on the same kernel run

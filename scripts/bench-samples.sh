@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 23's run measurement: `kharness run --provider tune` of one operator to the same budget
+# A run's scaling with parallel candidates: `kharness run --provider tune` of one operator to the same budget
 # with one candidate per step against several at once (--samples S: S candidates proposed per
 # step, evaluated on the --gpus workers in parallel). One line per S: wall time to the budget, the
 # candidates evaluated, the best speedup over the seed and over the baseline, and its % SOL.

@@ -4,7 +4,7 @@
 # median from kharness (CUPTI), from ncu --clock-control none (gpu__time_duration), and from CUDA
 # events; their ratios; the spread of
 # kharness medians over 5 separate processes; the copy's achieved bandwidth.
-# Targets (issue 4): kharness within 2% of ncu for kernels >= 10 us and within 0.5 us below; spread
+# Targets: kharness within 2% of ncu for kernels >= 10 us and within 0.5 us below; spread
 # <= 1% for kernels >= 20 us; copy bandwidth within 10% of the measured ceiling. Then the same
 # comparison net of the launch floor (ncu's fixed cost beyond CUPTI's activity span), and the
 # copy's timings against the arbiter: its blocks' own %globaltimer span (scripts/timer-probe.cu).

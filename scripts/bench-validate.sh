@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19's verdict-speed benchmark: whole-process wall time of `kharness validate` of the
+# The verdict-speed benchmark: whole-process wall time of `kharness validate` of the
 # rmsnorm seed over every rmsnorm_h4096 workload (checked, then timed against the baseline),
 # caches off (--no-cache: no verdict cache, a private compile cache), the median of RUNS whole
 # processes (default 5; target <= TARGET_S, default 2.0 s), and where the time goes: the

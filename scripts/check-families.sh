@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU evidence for issue 21: `kharness check` of the reference families added for the
+# GPU evidence for the operator families: `kharness check` of the reference families added for the
 # FlashInfer-Bench catalogue. For every definition of a FlashInfer-Bench snapshot whose family is
 # one of FAMILIES, the family's seed and baseline (where it has them) are checked on every
 # workload of the definition (shipped, or synthesized from family.json where none shipped); one

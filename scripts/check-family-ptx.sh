@@ -5,7 +5,7 @@
 # compiled by `kharness compile` (NVRTC, no GPU needed) and their PTX compared without line
 # information (.loc and .file lines) and comments, each compiled under its own file name (NVRTC
 # names internal symbols after it). One line per file: SAME or DIFF; exit 1 when any differs. For
-# a refactoring that must not change a kernel (issue 21: one source per kernel).
+# a refactoring that must not change a kernel (one source per kernel).
 #
 #   scripts/check-family-ptx.sh [REV] [KHARNESS_BINARY]
 #       REV defaults to HEAD, KHARNESS_BINARY to build/kharness; ARCH (default sm_90a).

@@ -163,7 +163,7 @@ print(f.get("seed") or "-", f.get("baseline") or "-")')
   python3 - "$LOGS" <<'PY' | tee "$LOGS/operators-table.txt"
 import glob, json, os, sys
 def us(v): return f"{v*1e6:.1f}"
-# Faster than light (DESIGN §5): "ftl" is SUSPECT when the seed's verdict is; "seed/lb" and
+# Faster than light (docs/timing.md#faster-than-light): "ftl" is SUSPECT when the seed's verdict is; "seed/lb" and
 # "base/lb" are the least latency / physical lower bound over the workloads (below 0.95 flags).
 print(f"{'operator':55s} {'wl':>3s} {'status':8s} {'seed us (min-max)':>22s} {'baseline us (min-max)':>24s} {'seed % SOL':>13s} "
       f"{'ftl':>7s} {'seed/lb':>8s} {'base/lb':>8s}")
@@ -192,7 +192,7 @@ PY
 step operators need_binary check_operators
 step bench-compile need_binary scripts/bench-compile.sh "$KHARNESS"
 step bench-check need_binary scripts/bench-check.sh "$KHARNESS"
-# Issue 19's verdict speed: validate of the rmsnorm seed, caches off, median of 5 processes.
+# Verdict speed: validate of the rmsnorm seed, caches off, median of 5 processes.
 step bench-validate need_binary scripts/bench-validate.sh "$KHARNESS"
 step measure need_binary "$KHARNESS" doctor --measure
 # The command provider with a stand-in for a coding-agent CLI (tests/fixtures/agent/fake-claude.sh,
@@ -249,7 +249,7 @@ PY
   return $rc
 }
 step bench-aa need_binary scripts/bench-aa.sh "$KHARNESS"
-# Issue 16's cheats and their honest twins (tests/fixtures/cheats), each through the command a user
+# The timing-integrity cheats and their honest twins (tests/fixtures/cheats), each through the command a user
 # runs, against the verdict it must get; one table line per fixture.
 cheats() {
   local rc=0 entry file op wl cmd status kind path
@@ -264,7 +264,7 @@ cheats() {
     "loop_detector.cu|rmsnorm_h4096|99179b18,e2c76f8d|validate|PASSED|>=38us"
     "shared_leftover.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
     "honest_globals.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
-    # Issue 31 (tests/fixtures/README.md): state channels keyed by an input fingerprint never hit
+    # Kept state (tests/fixtures/README.md): state channels keyed by an input fingerprint never hit
     # on fresh inputs (PASSED only at the honest path's spin); the slack cache writes past its
     # input's buffer; the sampler that tells checked launches apart and the partial-work cheats fail
     # (in the correctness trials already: they draw their poisons as the timed iterations do).
@@ -276,7 +276,7 @@ cheats() {
     "sampler_replay.cu|tests/fixtures/cheats/top_k_top_p_sampling_from_probs_v4096.json|3f6c2a1e|validate|PASSED|>=38us"
     "rmsnorm_partial_when_timed.cu|rmsnorm_h4096|e2c76f8d,d7fea54f|validate|INCORRECT_NUMERICAL|output_not_written"
     "gemm_fp8_partial_when_timed.cu|gemm_fp8|d8ea2ff1,deae70b3|validate|INCORRECT_NUMERICAL|output_not_written"
-    # Issue 31's honest twins: unusual habits that must still pass.
+    # The honest twins: unusual habits that must still pass.
     "honest_persistent.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
     "honest_cooperative.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
     "honest_pdl.cu|rmsnorm_h4096|99179b18,e2c76f8d,082f6370|validate|PASSED|-"
@@ -329,14 +329,14 @@ step run-tune need_binary run_tune
 # table in bench-hopper-gemm.log, the geomeans the tables below quote.
 step bench-hopper-gemm need_binary env KHARNESS="$KHARNESS" OUT_DIR="$LOGS/hopper-gemm" \
   scripts/bench-hopper-gemm.sh
-# The worker pool on one GPU (issue 20): score with --gpus 0 and --gpus 0,0, same verdicts,
+# The worker pool on one GPU: score with --gpus 0 and --gpus 0,0, same verdicts,
 # latencies within 2%.
 step bench-pool need_binary scripts/bench-pool.sh "$KHARNESS"
-# Exported seeds under FlashInfer-Bench's own runner (issue 22; needs .fib-wheels/ carried).
+# Exported seeds under FlashInfer-Bench's own runner (needs .fib-wheels/ carried).
 if [[ -d .fib-wheels ]]; then
   step fib-peer need_binary env KHARNESS="$PWD/$KHARNESS" scripts/fib-peer.sh
 fi
-# The FlashInfer-Bench catalogue's new families (issue 21): seeds and baselines on every workload.
+# The FlashInfer-Bench catalogue's families: seeds and baselines on every workload.
 FIB_SNAPSHOT="${FIB_SNAPSHOT:-../shared/fib}"
 [[ -d "$FIB_SNAPSHOT" ]] || FIB_SNAPSHOT=shared/fib
 if [[ -d "$FIB_SNAPSHOT/definitions" ]]; then

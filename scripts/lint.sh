@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lint step of scripts/test.sh, in two parts:
+# The lint step of scripts/test.sh, in three parts:
 # 1. Formatting: every tracked C++ source and header of src/, include/ and tests/ must be as
 #    clang-format (the repository's .clang-format) writes it. Prints the files that are not;
 #    `clang-format -i FILE` fixes one.
@@ -8,7 +8,11 @@
 #    that it stays fast: a changed header is checked through the .cpp file of the same name.
 #    It reads the compile commands of the build folder (BUILD_DIR, default build; CMake writes
 #    compile_commands.json there).
-# Exits 1 when either finds something. Each part skips (with a message) where its tool, a git
+# 3. References to the design document: comments name docs/ pages and headings that exist
+#    (scripts/check-doc-refs.py; also the doc_refs test of CTest).
+# 4. Sizes (scripts/check-sizes.py): no function over 150 lines and no class over 400 lines in
+#    src/, apart from those scripts/data/size-allow.txt keeps with a reason.
+# Exits 1 when any part finds something. Each part skips (with a message) where its tool, a git
 # checkout or the compile commands are missing; scripts/setup.sh installs both tools.
 #
 #   scripts/lint.sh            CLANG_FORMAT and CLANG_TIDY may name the binaries (defaults
@@ -122,6 +126,27 @@ tidy_check() {
   echo "lint: clang-tidy finds nothing in the changed files"
 }
 
+# ---- 3. references to docs/ ----
+doc_refs_check() {
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "lint: python3 not found: references to docs/ not checked"
+    return 0
+  fi
+  python3 "$ROOT/scripts/check-doc-refs.py" "$ROOT"
+}
+
+# ---- 4. function and class sizes ----
+size_check() {
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "lint: python3 not found: sizes not checked"
+    return 0
+  fi
+  python3 "$ROOT/scripts/check-sizes.py" "$ROOT" | sed 's/^/lint: /'
+  return "${PIPESTATUS[0]}"
+}
+
 format_check || status=1
 tidy_check || status=1
+doc_refs_check || status=1
+size_check || status=1
 exit "$status"

@@ -1,9 +1,9 @@
 // Every fixture of tests/fixtures/cheats (the timing-integrity cheats and their honest twins,
-// DESIGN §5, issues 16, 21 and 31) compiled with the real NVRTC against the operator its plan
-// names, the rules included (no GPU needed): a fixture that rots (a plan field kharness no longer
-// accepts, a kernel whose parameters drifted from its args, code that no longer compiles) fails
-// here, not on the next device run. Each must also say on its first line what it is and what it
-// must get ("// fixture: ...").
+// docs/correctness.md#checked-iterations) compiled with the real NVRTC against the operator its
+// plan names, the rules included (no GPU needed): a fixture that rots (a plan field kharness no
+// longer accepts, a kernel whose parameters drifted from its args, code that no longer compiles)
+// fails here, not on the next device run. Each must also say on its first line what it is and what
+// it must get ("// fixture: ...").
 //
 // The plan's "definition" names the operator: a built-in one, the test definition beside the
 // fixtures (top_k_top_p_sampling_from_probs_v4096.json), or a FlashInfer-Bench definition from the

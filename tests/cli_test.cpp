@@ -1,4 +1,5 @@
-// End-to-end: the real binary, its exit codes and its one-line errors (DESIGN §4).
+// End-to-end: the real binary, its exit codes and its one-line errors
+// (docs/verdicts.md#exit-codes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,8 +151,8 @@ TEST(Cli, OperatorsListShowAndCheck) {
   EXPECT_NE(check.out.find("baseline"), std::string::npos);
 }
 
-// Every shipped operator's reference, seed and baseline compile for Hopper and Blackwell (issue 5:
-// CI compiles them all for sm_90a and sm_100a).
+// Every shipped operator's reference, seed and baseline compile for Hopper and Blackwell: CI
+// compiles them all for sm_90a and sm_100a.
 TEST(Cli, EveryShippedOperatorCompilesForHopperAndBlackwell) {
   auto list = kharness("operators list --json");
   ASSERT_EQ(list.exit_code, 0) << list.out;

@@ -356,7 +356,7 @@ TEST(Operators, ImportsEveryFlashInferBenchDefinition) {
   EXPECT_EQ(fib_gemm.reference->parent_path().filename(), "gemm");
 }
 
-// kharness.timed_check (issue 31): the point reference of timed iterations, checked against the
+// kharness.timed_check: the point reference of timed iterations, checked against the
 // definition; gemm families inherit theirs from family.json.
 TEST(Definition, TimedCheckNamesARowAxisOfEveryOutput) {
   std::string base = kRmsnorm;

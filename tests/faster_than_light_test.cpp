@@ -1,7 +1,7 @@
-// Faster than light (DESIGN §5): the physical lower bound of every shipped operator, the suspect
-// marker through JSON, reports, exit codes and promotion. CPU only: latencies are injected (no
-// cheat fixture can honestly run faster than light on a GPU without also failing the checks of
-// every timed iteration, so the GPU side is the lead's device-test table).
+// Faster than light (docs/timing.md#faster-than-light): the physical lower bound of every shipped
+// operator, the suspect marker through JSON, reports, exit codes and promotion. CPU only: latencies
+// are injected (no cheat fixture can honestly run faster than light on a GPU without also failing
+// the checks of every timed iteration, so the GPU side is the lead's device-test table).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 

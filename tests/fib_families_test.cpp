@@ -1,4 +1,4 @@
-// The reference families added for FlashInfer-Bench's catalogue (issue 21): causal prefill (GQA
+// The reference families added for FlashInfer-Bench's catalogue: causal prefill (GQA
 // paged with page size 1 and 64, GQA ragged, MLA paged ps1/ps64, MLA ragged), sampling from
 // probabilities (top-k, top-p, top-k-then-top-p), the MoE variants (DeepSeek routing with one
 // group, renormalize routing, TensorRT-LLM's fp4-named and fp8 per-tensor MoEs, routed or not),
@@ -547,7 +547,7 @@ TEST(FibFamilies, SharedTextIsInlinedAfterTheFamilysDefines) {
     auto r = kharness("compile '" + (f.families / file).string() + "' --arch sm_90a --no-cache");
     EXPECT_EQ(r.exit_code, 0) << file << "\n" << r.out;
   }
-  // A family's seed.cu is found through the registry as before, and loads inlined.
+  // A family's seed.cu is found through the registry, and loads inlined.
   auto def = nlohmann::ordered_json::parse(
       read_file((testing::source_dir() / "operators/rmsnorm_h4096/definition.json").string()));
   def["name"] = "double_h1";
@@ -627,7 +627,7 @@ TEST(FibFamilies, ShippedFamilyFilesLoadSelfContained) {
       EXPECT_FALSE(s.plan.launches.empty());
     }
   }
-  EXPECT_GE(sharing, 60);  // the near-copies of issue 21 (trtllm MoE, prefill, sampling, ...)
+  EXPECT_GE(sharing, 60);  // families of near-copies (trtllm MoE, prefill, sampling, ...) share
 }
 
 }  // namespace

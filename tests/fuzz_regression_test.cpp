@@ -1,5 +1,5 @@
-// Every input a fuzz target (tests/fuzz) once failed on, and the hand-written probes of issue 17,
-// replayed through the same target bodies on every build: tests/fixtures/fuzz/TARGET/FILE.
+// Every input a fuzz target (tests/fuzz) once failed on, and the hand-written probes of untrusted
+// input, replayed through the same target bodies on every build: tests/fixtures/fuzz/TARGET/FILE.
 // A replay passes when the input is accepted or refused with an input error (exit 2).
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Untrusted input never crashes kharness (issue 17): the JSON entry point (nesting, numbers out of
+// Untrusted input never crashes kharness: the JSON entry point (nesting, numbers out of
 // range, invalid UTF-8 on the way out), tampered archives and run folders, a tune space too large
 // to enumerate, and the messages of operators list/check. Each is an input error of one line
 // (exit 2), a REJECTED verdict, or — for the verdict cache — a warning and an evaluation.

@@ -1,6 +1,6 @@
-// The layout rule of DESIGN §11 that code review alone does not keep: data flows one way between
-// the stage folders of src/. A file of folder A that includes "B/..." makes A depend on B; the
-// folders' dependencies must have no cycle (verify and bench once included each other, and llm
+// The layout rule of docs/layout.md that code review alone does not keep: data flows one way
+// between the stage folders of src/. A file of folder A that includes "B/..." makes A depend on B;
+// the folders' dependencies must have no cycle (verify and bench once included each other, and llm
 // and tune). The test reads the sources, so a new cycle fails CI with the files that make it.
 #include <gtest/gtest.h>
 

@@ -246,9 +246,9 @@ TEST(Numeric, Poison) {
 namespace kharness {
 namespace {
 
-// Timed iterations' poison (DESIGN §5): it changes with the draw, floats are NaN three times in
-// four and a large finite value otherwise, never a NaN that arithmetic or a conversion writes;
-// bool is never 0 or 1.
+// Timed iterations' poison (docs/correctness.md#poison-and-guards): it changes with the draw,
+// floats are NaN three times in four and a large finite value otherwise, never a NaN that
+// arithmetic or a conversion writes; bool is never 0 or 1.
 TEST(Numeric, IterationPoisonChangesAndIsNeverAWrittenValue) {
   for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat8E4M3,
                   DType::kFloat8E5M2, DType::kInt32, DType::kInt64, DType::kBool}) {

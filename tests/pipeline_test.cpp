@@ -1,6 +1,6 @@
 // The evaluation pipeline (src/pipeline/evaluation.hpp) on the CPU, in --compile-only mode: one
 // load and one compile per evaluation, the verdict cache, the private compile cache of --no-cache,
-// and a malformed solution turned into its REJECTED verdict once. Then the overlap (issue 19): the
+// and a malformed solution turned into its REJECTED verdict once. Then the overlap: the
 // reference and the candidate compiled at once with the outcome of one after the other, and the
 // worker (the built kharness's `__worker`) started before its request and closed without one.
 #include <fcntl.h>
@@ -167,7 +167,7 @@ TEST_F(PipelineTest, ACompileErrorIsTheVerdictWithTheReferenceCompiledAlongside)
 }
 
 // A candidate that compiles needs a GPU after its compile: the same environment error (exit 3)
-// as before the overlap, from the check, not from the compile running alongside.
+// as without the overlap, from the check, not from the compile running alongside.
 TEST_F(PipelineTest, WithoutAGpuACandidateThatCompilesIsAnEnvironmentError) {
   SKIP_WITH_A_GPU();
   options_.mode = Mode::kValidate;
@@ -362,7 +362,7 @@ TEST(EarlyWorker, HoldsNoLockWhileWaitingForItsRequest) {
   EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.stderr_data;
 }
 
-// Given its request, the worker answers as before: on this machine, after loading (and here
+// Given its request, the worker answers: on this machine, after loading (and here
 // compiling) the solution, the error of its GPU set-up (no driver: exit 3), as one error line.
 // Its GPU lock was tried in the folder its environment names (the request does not carry it), and
 // is released.

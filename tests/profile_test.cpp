@@ -338,7 +338,25 @@ TEST(ProfileJson, MalformedProfilesAreInputErrors) {
       [] {
         profile_from_json({{"schema", kProfileSchema}, {"kernels", {{{"launch", "zero"}}}}});
       },
-      "profile", "malformed");
+      "profile", "wrong type");
+  // A launch index no int holds is named, not converted (the cast would be undefined behaviour).
+  testing::expect_input_error(
+      [] {
+        profile_from_json({{"schema", kProfileSchema}, {"kernels", {{{"launch", 1e308}}}}});
+      },
+      "profile: launch", "whole number");
+  testing::expect_input_error(
+      [] {
+        profile_from_json({{"schema", kProfileSchema}});
+      },
+      "profile: kernels", "missing");
+  // The JSON library's own words ("[json.exception.type_error.302] ...") are never quoted.
+  try {
+    profile_from_json({{"schema", kProfileSchema}, {"kernels", {{{"launch", "zero"}}}}});
+    ADD_FAILURE() << "a launch index that is a string was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ProfileMetrics, ListCoversTheIssueAndHasTensorAlternatives) {

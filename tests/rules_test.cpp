@@ -204,7 +204,7 @@ TEST_F(RulesSource, IncludesInCommentsIgnoredAndHeadersChecked) {
   EXPECT_EQ(v[0].line, 3);
 }
 
-// Issue 17: the rules read the tokens NVRTC reads (translation phases 1-2, digraphs, trigraphs).
+// The rules read the tokens NVRTC reads (translation phases 1-2, digraphs, trigraphs).
 TEST_F(RulesSource, DigraphAndTrigraphIncludesRejected) {
   for (const char* text : {"%:include \"/proc/self/environ\"\n", "%:include \"/etc/passwd\"\n",
                            "  %:  include <stdio.h>\n", "??=include \"/etc/passwd\"\n",

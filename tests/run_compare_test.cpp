@@ -194,7 +194,7 @@ TEST(Csv, PythonCsvModuleReadsIt) {
   EXPECT_DOUBLE_EQ(std::stod(rows[0]["latency_s"].get<std::string>()), 4.0e-6);
   EXPECT_EQ(rows[0]["speedup"], "1.5");
   EXPECT_EQ(rows[3]["workload_status"], "INCORRECT_NUMERICAL");
-  // Control characters in a cell are made visible (the sanitiser, issue 32): one line a cell.
+  // Control characters in a cell are made visible (the sanitiser): one line a cell.
   EXPECT_EQ(rows[3]["failure_message"], "max error 0.5, \"expected\" 1\\nat index 3");
   EXPECT_EQ(rows[4]["solution"], "gamma, the third");
   EXPECT_EQ(rows[4]["status"], "REJECTED");

@@ -1,4 +1,4 @@
-// Issue 17: untrusted submissions cannot read host files, leak the environment, stall or reach
+// Untrusted submissions cannot read host files, leak the environment, stall or reach
 // out of their folder. The real thing throughout: Landlock on this kernel, NVRTC in its sandboxed
 // child, the built kharness binary, FIFOs and symlinks on disk.
 #include "kharness/sandbox.hpp"
@@ -138,7 +138,7 @@ TEST(CompileSandbox, HostFilesCannotBeIncludedEvenPastTheRules) {
 }
 
 TEST(CompileSandbox, DoublingDefinesStopAtTheTimeLimit) {
-  // 636 bytes that keep NVRTC busy for minutes (issue 17).
+  // 636 bytes that keep NVRTC busy for minutes.
   std::string text = "#define A0 x\n";
   for (int i = 1; i <= 40; ++i)
     text += "#define A" + std::to_string(i) + " A" + std::to_string(i - 1) + " A" +

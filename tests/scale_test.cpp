@@ -1,5 +1,6 @@
-// Beyond one GPU (DESIGN §9) on the CPU: score --shard slices, archive merge (idempotent,
-// overlapping sources, corrupt sources refused with the destination untouched), the --gpus and
+// Beyond one GPU (docs/pipeline.md#pools-and-gpus) on the CPU: score --shard slices, archive merge
+// (idempotent, overlapping sources, corrupt sources refused with the destination untouched), the
+// --gpus and
 // --shard flag errors, and the stable order of a pool's results (--compile-only: no GPU needed).
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// Tensor maps, PDL and cooperative launches in plans (DESIGN §3): parsing, the rules of
-// cuTensorMapEncodeTiled checked per workload on the CPU, the parameter check against the
+// Tensor maps, PDL and cooperative launches in plans (docs/plans.md#tensor-maps): parsing, the
+// rules of cuTensorMapEncodeTiled checked per workload on the CPU, the parameter check against the
 // compiled kernel, and a real NVRTC compile of a kernel that takes a __grid_constant__ map.
 #include "kharness/tensor_map.hpp"
 

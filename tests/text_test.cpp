@@ -118,5 +118,33 @@ TEST(Text, ReadFileRefusesDevices) {
   }
 }
 
+// Integers of untrusted JSON (a run folder, a worker's verdict, a model API's usage): what a
+// counter of type T holds is read, anything else throws, and the reader names the field.
+TEST(JsonUtil, WholeNumbersAreReadOnlyInRange) {
+  using nlohmann::json;
+  const json j = {{"small", 7},           {"whole_float", 12.0}, {"huge", 1e308},
+                  {"negative", -1},       {"fraction", 2.5},     {"max_u64", UINT64_MAX},
+                  {"int_max", 2147483647}};
+  EXPECT_EQ(json_util::whole_or(j, "small", 0), 7);
+  EXPECT_EQ(json_util::whole_or(j, "whole_float", 0), 12);
+  EXPECT_EQ(json_util::whole_or(j, "absent", 5), 5);
+  EXPECT_EQ(json_util::whole_or(j, "int_max", 0), 2147483647);
+  EXPECT_EQ(json_util::whole_or(j, "max_u64", std::uint64_t{0}), UINT64_MAX);
+  EXPECT_EQ(json_util::whole_or(j, "negative", std::int64_t{0}), -1);
+  EXPECT_THROW(json_util::whole_or(j, "huge", 0), nlohmann::json::out_of_range);
+  EXPECT_THROW(json_util::whole_or(j, "huge", std::uint64_t{0}), nlohmann::json::out_of_range);
+  EXPECT_THROW(json_util::whole_or(j, "negative", std::size_t{0}), nlohmann::json::out_of_range);
+  EXPECT_THROW(json_util::whole_or(j, "fraction", 0), nlohmann::json::out_of_range);
+  EXPECT_THROW(json_util::whole_or(j, "max_u64", std::int64_t{0}), nlohmann::json::out_of_range);
+  const json wider = {{"v", 2147483648.0}};
+  EXPECT_THROW(json_util::whole_or(wider, "v", 0), nlohmann::json::out_of_range);
+  testing::expect_input_error(
+      [&] {
+        return json_util::reading("run/record.json",
+                                  [&] { return json_util::whole_or(j, "huge", 0); });
+      },
+      "run/record.json: huge", "whole number");
+}
+
 }  // namespace
 }  // namespace kharness

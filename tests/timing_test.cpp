@@ -1,7 +1,8 @@
 // The typed results of the timing stage (kharness/timing.hpp) and the timing options
-// (kharness/bench.hpp). Their JSON form is a contract (DESIGN §4): a timing record, a score and a
-// whole verdict as the worker writes them read back into the types and write again byte for byte,
-// so that reports, archives and tools that read the JSON see the shape they always did.
+// (kharness/bench.hpp). Their JSON form is a contract (docs/verdicts.md#verdict-fields): a timing
+// record, a score and a whole verdict as the worker writes them read back into the types and write
+// again byte for byte, so that reports, archives and tools that read the JSON see the shape they
+// always did.
 #include "kharness/timing.hpp"
 
 #include <gtest/gtest.h>

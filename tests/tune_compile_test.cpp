@@ -1,10 +1,12 @@
 // Every knob configuration a seed's tune.json declares valid must compile: NVRTC for sm_90a
 // through the compile stage (no GPU needed), for every valid configuration of the small spaces and
 // for the first configurations the tune provider proposes plus the largest values of the GEMM
-// spaces. Also the `kharness tune-space` command end to end.
+// spaces, and for one configuration per code path of the sm_90a GEMM seeds. Also the
+// `kharness tune-space` command end to end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "kharness/compile.hpp"
 #include "kharness/operators.hpp"
@@ -101,6 +103,50 @@ TEST(TuneCompile, GemmFp8SampleAndLargestValues) {
   EXPECT_EQ(p.valid.size(), 233u);
   std::vector<Config> configs = sample_and_largest(p, 16);
   EXPECT_GE(configs.size(), 20u);
+  expect_all_compile(op, p, configs);
+}
+
+// The sm_90a GEMM seeds: every combination of the knobs that change the kernel's code (BM, BN,
+// and gemm_fp8's SPLIT_K, a cluster reduction) compiles for sm_90a, each with its most stages
+// (the most shared memory, the static_assert's edge); STAGES, GROUP_M, CTAS and SPLIT_M change
+// only a constant or the plan. Every configuration compiles with
+// `kharness tune-space OP --arch sm_90a --all --compile-only`, which takes minutes.
+std::vector<Config> code_paths(const tune::TuneProblem& p,
+                               const std::vector<std::string>& shaping) {
+  std::vector<std::size_t> knobs;
+  std::size_t stages = 0;
+  for (std::size_t k = 0; k < p.space.knobs.size(); ++k) {
+    if (std::find(shaping.begin(), shaping.end(), p.space.knobs[k].name) != shaping.end())
+      knobs.push_back(k);
+    if (p.space.knobs[k].name == "STAGES") stages = k;
+  }
+  std::map<std::vector<std::size_t>, Config> most_stages;
+  for (const Config& c : p.valid) {
+    std::vector<std::size_t> key;
+    for (std::size_t k : knobs) key.push_back(c[k]);
+    auto [it, fresh] = most_stages.emplace(key, c);
+    if (!fresh && c[stages] > it->second[stages]) it->second = c;
+  }
+  std::vector<Config> configs;
+  for (const auto& [key, c] : most_stages) configs.push_back(c);
+  return configs;
+}
+
+TEST(TuneCompile, Sm90aGemmFp8CodePaths) {
+  Operator op = load_operator("gemm_fp8");
+  tune::TuneProblem p = tune::load_tune_problem(op, *seed_for(op, "sm_90a"));
+  EXPECT_EQ(p.valid.size(), 175u);
+  std::vector<Config> configs = code_paths(p, {"BM", "BN", "SPLIT_K"});
+  EXPECT_EQ(configs.size(), 29u);  // 2 x 4 x 4 but BM = 128, BN = 256 with split-K (smem)
+  expect_all_compile(op, p, configs);
+}
+
+TEST(TuneCompile, Sm90aGemmCodePaths) {
+  Operator op = load_operator("gemm_n6144_k4096");
+  tune::TuneProblem p = tune::load_tune_problem(op, *seed_for(op, "sm_90a"));
+  EXPECT_EQ(p.valid.size(), 224u);
+  std::vector<Config> configs = code_paths(p, {"BM", "BN"});
+  EXPECT_EQ(configs.size(), 8u);
   expect_all_compile(op, p, configs);
 }
 

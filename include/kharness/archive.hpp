@@ -1,5 +1,5 @@
-// The archive (DESIGN §7): every evaluation kept, with a SQLite index for queries and plain files
-// a person can open for the artifacts.
+// The archive (docs/archive.md): every evaluation kept, with a SQLite index for queries and plain
+// files a person can open for the artifacts.
 //
 // Layout of an archive folder (default ./.kharness, else --archive DIR or $KHARNESS_ARCHIVE):
 //   index.sqlite                 tables runs, candidates, verdicts, workload_results (WAL mode)
@@ -102,7 +102,7 @@ struct StoredCandidate {
   CandidateRecord record;
 };
 
-// Verdict cache key (DESIGN §7): sha256 over every part, each length-prefixed.
+// Verdict cache key (docs/archive.md#verdict-cache): sha256 over every part, each length-prefixed.
 struct CacheKeyParts {
   std::vector<SourceFile> sources;  // the candidate's sources
   nlohmann::json plan;              // its launch plan
@@ -148,8 +148,8 @@ class Archive {
 
   const std::filesystem::path& dir() const;
 
-  // `kharness archive merge DEST SRC...` (DESIGN §9): joins the runs, candidates (files and index
-  // rows), verdicts and workload results of each source archive into `dest` (created when
+  // `kharness archive merge DEST SRC...` (docs/archive.md#merge): joins the runs, candidates (files
+  // and index rows), verdicts and workload results of each source archive into `dest` (created when
   // absent). Identity: a run or candidate id already in `dest` is left as it is, so merging twice,
   // or merging archives that overlap (one merged into another, copies), adds nothing twice; and an
   // evaluated candidate whose cache key `dest` already holds an evaluated verdict for becomes a

@@ -1,6 +1,6 @@
-// The timing stage's options (DESIGN §6): what `bench`, `validate`, `score` and `run` ask the
-// worker's timing for. The stage itself runs in the worker (src/bench/benchmark.hpp); its results
-// are kharness/timing.hpp's types.
+// The timing stage's options (docs/timing.md#protocols): what `bench`, `validate`, `score` and
+// `run` ask the worker's timing for. The stage itself runs in the worker (src/bench/benchmark.hpp);
+// its results are kharness/timing.hpp's types.
 #pragma once
 
 #include <nlohmann/json.hpp>

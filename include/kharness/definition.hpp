@@ -1,5 +1,5 @@
 // Operator definitions (FlashInfer-Bench Definition schema + a "kharness" section) and
-// workloads (FlashInfer-Bench Workload lines). DESIGN §2.
+// workloads (FlashInfer-Bench Workload lines). docs/operators.md.
 #pragma once
 
 #include <cstdint>
@@ -57,17 +57,19 @@ struct KharnessSpec {
   std::optional<Expr> bytes;  // minimum DRAM bytes moved by one call, over the axes
   // What any correct kernel must do whatever the inputs' values, where flops/bytes count work
   // that depends on them (an expected routing, ids that may repeat, padding that may be skipped).
-  // The faster-than-light bound rests on these (absent: on flops/bytes). DESIGN §5.
+  // The faster-than-light bound rests on these (absent: on flops/bytes).
+  // docs/timing.md#faster-than-light.
   std::optional<Expr> min_flops;
   std::optional<Expr> min_bytes;
   std::string baseline;  // folder of the baseline solution, relative to the operator folder
   std::map<std::string, double> constants;  // named constants of the semantics (e.g. eps)
   std::string comparator = "elementwise";  // how outputs are compared (verify/compare.hpp registry)
-  // The point reference of timed iterations (DESIGN §5; "timed_check": {"rows_of": AXIS, "rows":
-  // N}): where the full reference costs more than the candidate (GEMMs), each timed iteration is
-  // verified on N rows of AXIS drawn after its launch. Every output, and every input sliced with
-  // them, has AXIS as its first dimension, and the outputs' rows depend only on those inputs'
-  // same rows. Empty: every timed iteration is checked against the full reference.
+  // The point reference of timed iterations (docs/correctness.md#checked-iterations; "timed_check":
+  // {"rows_of": AXIS, "rows": N}): where the full reference costs more than the candidate (GEMMs),
+  // each timed iteration is verified on N rows of AXIS drawn after its launch. Every output, and
+  // every input sliced with them, has AXIS as its first dimension, and the outputs' rows depend
+  // only on those inputs' same rows. Empty: every timed iteration is checked against the full
+  // reference.
   std::string timed_rows_of;
   int timed_rows = 0;
   bool present = false;  // false for a plain FlashInfer-Bench definition

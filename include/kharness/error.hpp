@@ -1,5 +1,6 @@
 // Errors a user can act on. Loaders and parsers throw kharness::Error; the CLI catches it once,
-// prints one line ("kharness: error: <where>: <what>") and exits with its code (DESIGN §4).
+// prints one line ("kharness: error: <where>: <what>") and exits with its code
+// (docs/verdicts.md#exit-codes).
 // Stages do not throw past the pipeline: they turn failures into verdict statuses.
 #pragma once
 
@@ -8,7 +9,7 @@
 
 namespace kharness {
 
-// Exit codes of every command (DESIGN §4).
+// Exit codes of every command (docs/verdicts.md#exit-codes).
 enum class ExitCode : int {
   kPassed = 0,       // all passed
   kFailed = 1,       // a solution failed; the verdict says why

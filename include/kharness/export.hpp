@@ -1,14 +1,14 @@
-// Exchange out: a kharness solution as a FlashInfer-Bench Solution (DESIGN §10) that
-// FlashInfer-Bench 0.1.2's tvm-ffi builder compiles with nvcc and its runner calls in
-// destination-passing style: the definition's inputs (tensors as TensorView, scalars as int64_t,
-// double or bool) then its outputs. The host launcher is generated C++/CUDA from the launch plan
-// (grid, block, dynamic shared memory with the opt-in above 48 KiB, clusters, programmatic
-// dependent and cooperative launches through cudaLaunchKernelEx, TMA tensor maps encoded with
-// cuTensorMapEncodeTiled from the layout kharness itself resolves (kharness/tensor_map.hpp),
-// workspace, axis, scalar and literal arguments sized to the compiled kernel's parameters). The
-// kernel source keeps the plan as its first block comment, so `kharness check` of the exported JSON
-// reads the same plan back; kharness's loader leaves the generated launcher out (a solution never
-// runs host code under kharness).
+// Exchange out: a kharness solution as a FlashInfer-Bench Solution
+// (docs/operators.md#flashinfer-bench) that FlashInfer-Bench 0.1.2's tvm-ffi builder compiles with
+// nvcc and its runner calls in destination-passing style: the definition's inputs (tensors as
+// TensorView, scalars as int64_t, double or bool) then its outputs. The host launcher is generated
+// C++/CUDA from the launch plan (grid, block, dynamic shared memory with the opt-in above 48 KiB,
+// clusters, programmatic dependent and cooperative launches through cudaLaunchKernelEx, TMA tensor
+// maps encoded with cuTensorMapEncodeTiled from the layout kharness itself resolves
+// (kharness/tensor_map.hpp), workspace, axis, scalar and literal arguments sized to the compiled
+// kernel's parameters). The kernel source keeps the plan as its first block comment, so `kharness
+// check` of the exported JSON reads the same plan back; kharness's loader leaves the generated
+// launcher out (a solution never runs host code under kharness).
 #pragma once
 
 #include <nlohmann/json.hpp>

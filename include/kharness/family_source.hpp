@@ -1,9 +1,9 @@
 // Reading a solution file as kharness loads it. Families whose kernels differ in a few lines share
 // the rest through operators/_families/_shared/ (operators/_families/README.md): a family's
 // seed.cu, baseline or reference.cu #includes "../_shared/<group>/<file>" after its own plan and
-// the #defines that pick its variant. A solution has no include paths of its own (DESIGN §3), so
-// the text loaded is made whole: load_solution, the seed a run starts from and the seed a tune
-// instantiates all read it through read_single_file_source.
+// the #defines that pick its variant. A solution has no include paths of its own
+// (docs/plans.md#forms), so the text loaded is made whole: load_solution, the seed a run starts
+// from and the seed a tune instantiates all read it through read_single_file_source.
 #pragma once
 
 #include <filesystem>

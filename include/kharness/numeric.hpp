@@ -1,6 +1,6 @@
 // Host-side element conversions for every DType, bit-exact with the device's conversions:
 // reading outputs the device wrote, writing inputs the device reads, and the poison pattern
-// that marks output elements a kernel never wrote (DESIGN §5).
+// that marks output elements a kernel never wrote (docs/correctness.md#poison-and-guards).
 //
 // Elements are little-endian bytes, as on the device and in safetensors files.
 //
@@ -45,12 +45,12 @@ bool is_nan_bits(DType dtype, const std::uint8_t* element);
 //   integers and bool: 0xA5 in every byte
 std::vector<std::uint8_t> poison_element(DType dtype);
 
-// The poison of one timed iteration (DESIGN §5: it changes from iteration to iteration, so a
-// kernel cannot recognise it), a pure function of a 64-bit random draw: for floats a NaN with a
-// random sign and payload (never a canonical NaN that arithmetic or a conversion writes) in three
-// draws of four, and in the fourth a large finite value (|x| in [16384, 57344], fp8 e4m3 [256,
-// 448]), so a kernel that skips work when its output already holds finite numbers is caught too;
-// integers: random bits; bool: a byte that is neither 0 nor 1.
+// The poison of one timed iteration (docs/correctness.md#poison-and-guards: it changes from
+// iteration to iteration, so a kernel cannot recognise it), a pure function of a 64-bit random
+// draw: for floats a NaN with a random sign and payload (never a canonical NaN that arithmetic or a
+// conversion writes) in three draws of four, and in the fourth a large finite value (|x| in [16384,
+// 57344], fp8 e4m3 [256, 448]), so a kernel that skips work when its output already holds finite
+// numbers is caught too; integers: random bits; bool: a byte that is neither 0 nor 1.
 std::vector<std::uint8_t> iteration_poison_element(DType dtype, std::uint64_t draw);
 
 // True when the element's bytes equal poison_element(dtype).

@@ -3,7 +3,7 @@
 // kernel (registers, spills, shared memory, tensor-core instructions in the SASS), and a short
 // diagnosis — memory-bound, compute-bound, latency-bound, occupancy-limited or at the roofline —
 // with the few metric values that show it, the fraction of speed-of-light and 1–3 directions from
-// skills/ (the rules are documented in skills/profiling.md). DESIGN §1, §8.
+// skills/ (the rules are documented in skills/profiling.md). docs/pipeline.md#profile.
 //
 // The counters are collected in a worker process (kharness re-executed), like `check`: a crash or
 // hang of the candidate ends the worker, not the harness. The diagnosis is a pure function of a

@@ -1,5 +1,5 @@
 // Report writers: a list of verdicts rendered as JUnit XML, a Markdown leaderboard,
-// FlashInfer-Bench Trace lines, or one score JSON (DESIGN §4, §7).
+// FlashInfer-Bench Trace lines, or one score JSON (docs/verdicts.md#verdict-fields).
 // Pure functions: they return text or JSON and never print or touch files.
 #pragma once
 

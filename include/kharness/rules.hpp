@@ -1,4 +1,4 @@
-// Rules a solution must obey before anything runs (status REJECTED, DESIGN §3/§4):
+// Rules a solution must obey before anything runs (status REJECTED, docs/pipeline.md#rules):
 // device code only, includes limited to toolkit headers and the solution's own files, size
 // limits, a plan consistent with the definition, and kernels whose parameters match the plan.
 #pragma once

@@ -1,4 +1,4 @@
-// Solutions: CUDA device code plus a launch plan (DESIGN §3). Three forms load into one model:
+// Solutions: CUDA device code plus a launch plan (docs/plans.md). Three forms load into one model:
 // a .cu file whose first block comment is `/* kharness {json} */`, a folder with
 // solution.json, or a FlashInfer-Bench Solution JSON.
 #pragma once

@@ -1,4 +1,5 @@
-// Verdict statuses (FlashInfer-Bench Trace evaluation statuses plus REJECTED). DESIGN §4.
+// Verdict statuses (FlashInfer-Bench Trace evaluation statuses plus REJECTED).
+// docs/verdicts.md#statuses.
 #pragma once
 
 #include <optional>

@@ -1,7 +1,7 @@
-// Tensor maps in launch plans (DESIGN §3): a plan declares, per launch, TMA descriptors over a
-// tensor of the definition or a region of the workspace; the harness resolves them for each
-// workload (this header: the numbers and every rule cuTensorMapEncodeTiled and the harness
-// impose) and encodes them on the host (device/plan_launcher.cpp) into the 128-byte
+// Tensor maps in launch plans (docs/plans.md#tensor-maps): a plan declares, per launch, TMA
+// descriptors over a tensor of the definition or a region of the workspace; the harness resolves
+// them for each workload (this header: the numbers and every rule cuTensorMapEncodeTiled and the
+// harness impose) and encodes them on the host (device/plan_launcher.cpp) into the 128-byte
 // `__grid_constant__ const CUtensorMap` parameter the kernel takes.
 //
 // A map is written outermost dimension first, like the definition's shapes:

@@ -1,9 +1,9 @@
-// What the timing stage concludes, as types (DESIGN §4, §6): per workload a TimingResult (protocol,
-// timer, input sets, each contender's latency statistics, speedup, speed-of-light, phases,
-// integrity), per verdict a Score, and the enums of the timing options and of an evaluation's
-// mode. Stages and reports read these fields; JSON is only their archive and report form
-// (to_json / *_from_json below), whose keys are a contract: `kharness.verdict/1` as the verdict
-// has always written them.
+// What the timing stage concludes, as types (docs/timing.md, docs/verdicts.md#verdict-fields): per
+// workload a TimingResult (protocol, timer, input sets, each contender's latency statistics,
+// speedup, speed-of-light, phases, integrity), per verdict a Score, and the enums of the timing
+// options and of an evaluation's mode. Stages and reports read these fields; JSON is only their
+// archive and report form (to_json / *_from_json below), whose keys are a contract:
+// `kharness.verdict/1` as the verdict has always written them.
 #pragma once
 
 #include <cstddef>
@@ -77,15 +77,16 @@ LatencyStats latency_stats_from_json(const nlohmann::json& j);
 
 // ---- One workload's timing ---------------------------------------------------------------------
 
-// What a contender's timed figures rest on (DESIGN §5).
+// What a contender's timed figures rest on (docs/correctness.md#checked-iterations).
 struct TimingIntegrity {
   std::uint64_t checked_iterations = 0;  // iterations whose outputs were checked
   std::string check;                     // "device" or "host": where they were checked
   std::size_t module_globals = 0;        // global variables of its module
   std::string state_reset;               // "none needed", "globals restored", "module reload"
-  // What every iteration ran on and was checked against (DESIGN §5): inputs generated for it
-  // alone (fresh_inputs of them), the truth "full reference", "point reference" (rows of an axis
-  // drawn after each launch) or "sampling" (support, then every draw in one distribution test).
+  // What every iteration ran on and was checked against (docs/correctness.md#checked-iterations):
+  // inputs generated for it alone (fresh_inputs of them), the truth "full reference", "point
+  // reference" (rows of an axis drawn after each launch) or "sampling" (support, then every draw in
+  // one distribution test).
   std::uint64_t fresh_inputs = 0;
   std::string truth;
   std::string point;               // the point reference: "128 of M = 16384 rows"
@@ -109,7 +110,7 @@ struct ContenderTiming {
   std::optional<TimingIntegrity> integrity;
 };
 
-// Where a workload's timing time went (issue 19): seconds per phase ("setup_seconds",
+// Where a workload's timing time went: seconds per phase ("setup_seconds",
 // "warmup_seconds", "run_seconds", "harvest_seconds", ...) and the loop's counts.
 struct TimingPhases {
   std::map<std::string, double> seconds;
@@ -158,7 +159,8 @@ TimingResult timing_from_json(const nlohmann::json& j);
 
 // ---- A verdict's score -------------------------------------------------------------------------
 
-// What the timed figures of a verdict rest on, summed over its workloads (DESIGN §5).
+// What the timed figures of a verdict rest on, summed over its workloads
+// (docs/correctness.md#checked-iterations).
 struct ScoreIntegrity {
   std::uint64_t checked_iterations = 0;
   bool every_iteration_checked = true;
@@ -166,7 +168,8 @@ struct ScoreIntegrity {
   std::string guarantees;  // in words
 };
 
-// A definition's score over its workloads (DESIGN §6), and the records stages add to it.
+// A definition's score over its workloads (docs/timing.md#speedup-and-score), and the records
+// stages add to it.
 struct Score {
   std::optional<double> mean_speedup;     // the score: the mean of the workloads' speedups
   std::optional<double> geomean_speedup;  // their geometric mean

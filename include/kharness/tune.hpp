@@ -1,11 +1,12 @@
 // The knob spaces of parameterised seed kernels and the search over them (the offline `tune`
-// provider, DESIGN §8). No model, no network: a candidate is the operator's seed with one value
-// per knob substituted, as `-DNAME=value` in the plan's compile_options (the seed reads each knob
-// with `#ifndef NAME / #define NAME default / #endif`) and as literals in launch sizes that depend
-// on knobs. The seed itself stays a plain, valid solution (its plan holds the default sizes); the
-// sizes that depend on knobs are given in tune.json ("launches", "workspace_bytes") as
-// expressions over knobs and axes, and replace the seed plan's fields in every candidate. For the
-// defaults they must equal the seed's own plan on every workload (load_tune_problem checks).
+// provider, docs/controller.md#providers). No model, no network: a candidate is the operator's seed
+// with one value per knob substituted, as `-DNAME=value` in the plan's compile_options (the seed
+// reads each knob with `#ifndef NAME / #define NAME default / #endif`) and as literals in launch
+// sizes that depend on knobs. The seed itself stays a plain, valid solution (its plan holds the
+// default sizes); the sizes that depend on knobs are given in tune.json ("launches",
+// "workspace_bytes") as expressions over knobs and axes, and replace the seed plan's fields in
+// every candidate. For the defaults they must equal the seed's own plan on every workload
+// (load_tune_problem checks).
 //
 // The knobs of a seed live in `tune.json` beside it (the seed's folder):
 //   {

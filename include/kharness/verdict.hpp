@@ -1,4 +1,4 @@
-// Verdicts: what kharness concluded about a solution, per workload and overall (DESIGN §4).
+// Verdicts: what kharness concluded about a solution, per workload and overall (docs/verdicts.md).
 // A verdict is a value: stages fill it, the CLI prints it, the archive stores it as JSON.
 #pragma once
 
@@ -14,9 +14,10 @@
 
 namespace kharness {
 
-// Why a verdict failed. `kind` is one of the stable names of DESIGN §4: output_not_written,
-// out_of_bounds_write, input_modified, nan_or_inf, tolerance, nondeterministic, stale_output,
-// illegal_address, launch_failed, param_mismatch, shape_mismatch, timeout, worker_crashed, ...
+// Why a verdict failed. `kind` is one of the stable names of docs/verdicts.md#failure-kinds:
+// output_not_written, out_of_bounds_write, input_modified, nan_or_inf, tolerance, nondeterministic,
+// stale_output, illegal_address, launch_failed, param_mismatch, shape_mismatch, timeout,
+// worker_crashed, ...
 struct Failure {
   std::string kind;
   std::string message;  // one line a person can act on
@@ -47,9 +48,9 @@ struct TrialResult {
   double seconds = 0.0;
 };
 
-// The suspect marker of a verdict timed below a physical lower bound (DESIGN §5): its status stays
-// PASSED (the outputs were right), but the time cannot be real, so it exits 1, ranks below every
-// clean PASS and is never promoted.
+// The suspect marker of a verdict timed below a physical lower bound
+// (docs/verdicts.md#suspect-verdicts): its status stays PASSED (the outputs were right), but the
+// time cannot be real, so it exits 1, ranks below every clean PASS and is never promoted.
 inline constexpr const char* kFasterThanLight = "faster_than_light";
 
 struct WorkloadVerdict {

@@ -1,7 +1,7 @@
 // The correctness stage, harness side: `kharness check`. Compiles the candidate and the operator's
 // reference (no GPU needed for that), then judges the candidate in a worker process — kharness
 // re-executed in its hidden worker mode — with a wall-clock limit, so a crash, trap or hang ends
-// the worker and becomes a verdict, never the end of the harness. DESIGN §5.
+// the worker and becomes a verdict, never the end of the harness. docs/correctness.md.
 #pragma once
 
 #include <cstdint>
@@ -54,9 +54,9 @@ struct CheckRequest {
   // Workloads added to the operator's for this check (held-out shapes, kharness/holdout.hpp), as
   // workload JSON; checked and compiled against like the shipped ones.
   std::vector<nlohmann::json> extra_workloads;
-  // The GPU the worker runs on (DESIGN §9: one worker per GPU of --gpus). The worker sees only
-  // this GPU (CUDA_VISIBLE_DEVICES=its UUID), and the verdict's environment names it. nullopt:
-  // the first visible GPU, as before pools.
+  // The GPU the worker runs on (docs/pipeline.md#pools-and-gpus: one worker per GPU of --gpus). The
+  // worker sees only this GPU (CUDA_VISIBLE_DEVICES=its UUID), and the verdict's environment names
+  // it. nullopt: the first visible GPU.
   std::optional<GpuInfo> gpu;
 };
 

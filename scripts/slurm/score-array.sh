@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scores a folder of submissions on a Slurm cluster (DESIGN §9): a job array of KHARNESS_SHARDS
+# Scores a folder of submissions on a Slurm cluster (docs/archive.md#merge): a job array of KHARNESS_SHARDS
 # tasks, each `kharness score --shard I/N` on one GPU into an archive of its own, then a merge job
 # (after every task, whatever their fate) that joins the archives and writes the reports.
 #

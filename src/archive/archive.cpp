@@ -894,7 +894,7 @@ std::optional<CandidateSummary> Archive::find_cached(const std::string& cache_ke
 }
 
 // ---------------------------------------------------------------------------------------------
-// Merge (DESIGN §9)
+// Merge (docs/archive.md#merge)
 
 namespace {
 

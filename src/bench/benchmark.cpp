@@ -128,8 +128,8 @@ struct Contender {
 };
 
 // The order input sets are visited in: a fresh random permutation of the sets every cycle, never
-// the same set twice in a row across cycles (DESIGN §5: a seeded random order, no alternation a
-// kernel could predict).
+// the same set twice in a row across cycles (docs/timing.md#interleaving: a seeded random order, no
+// alternation a kernel could predict).
 class InputOrder {
  public:
   InputOrder(int sets, std::uint64_t seed) : sets_(sets), rng_(seed) {}
@@ -174,6 +174,109 @@ std::size_t bytes_per_set(const Operator& op, const Workload& workload, const La
   return total;
 }
 
+// A solution to time: its outputs over `sets` input sets (checked against the reference), its
+// module and launcher, and how its module state is reset between iterations.
+std::unique_ptr<Contender> make_contender(const std::string& role, const Operator& op,
+                                          const verify::Compiled& reference,
+                                          const verify::Compiled& solution,
+                                          const verify::CheckOptions& check,
+                                          const Workload& workload, int sets,
+                                          StateReset state_reset) {
+  auto c = std::make_unique<Contender>();
+  c->role = role;
+  c->compiled = &solution;
+  c->timed =
+      std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets, check,
+                                             static_cast<int>(kMaxBatch), verify::secret_key());
+  c->module = std::make_unique<device::Module>(solution.result->cubin);
+  // Its state: every object of the cubin's .nv.global* and .nv.constant* sections and the PTX's
+  // definitions, restored by name; reloaded instead where one cannot be named.
+  const device::StatePlan plan =
+      device::plan_state_reset(solution.result->ptx, solution.result->cubin);
+  c->state_vars = plan.count();
+  if (plan.count() > 0 || !plan.reload_reason.empty()) {
+    c->globals = std::make_unique<device::ModuleGlobals>(*c->module, plan.vars);
+    c->reload = state_reset == StateReset::kReload || !plan.reload_reason.empty() ||
+                !c->globals->complete();
+    if (!plan.reload_reason.empty()) {
+      spdlog::debug("{}: module state {}: the module is reloaded every iteration", role,
+                    plan.reload_reason);
+    } else if (!c->globals->complete()) {
+      spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration", role,
+                    join(c->globals->missing(), ", "));
+    }
+  }
+  c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan,
+                                                       solution.result->kernels, *c->module);
+  return c;
+}
+
+// The built-in vendor baseline of GEMM operators: C[M,N] = A[M,K] B[N,K]^T through cuBLASLt,
+// its outputs checked like any solution's. Needs a definition of that form.
+// vendor_plan: the contender's stand-in for a compiled solution, kept by the caller as long as the
+// contender. Returns nullptr, with the reason in `unavailable`, when cuBLASLt cannot run the shape.
+std::unique_ptr<Contender> make_cublaslt_contender(
+    const Operator& op, const verify::Compiled& reference, const verify::CheckOptions& check,
+    const Workload& workload, int sets, verify::Compiled& vendor_plan, std::string& unavailable) {
+  const Definition& def = op.definition;
+  auto named = [](const std::vector<TensorSpec>& specs, const char* name,
+                  std::vector<std::string> shape) {
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [&](const TensorSpec& t) { return t.name == name; });
+    return it != specs.end() && it->shape == shape ? &*it : nullptr;
+  };
+  const TensorSpec* input = named(def.inputs, "A", {"M", "K"});
+  const TensorSpec* weight = named(def.inputs, "B", {"N", "K"});
+  const TensorSpec* output = named(def.outputs, "C", {"M", "N"});
+  // DeepSeek's block-scaled fp8 GEMM (the gemm_fp8 family): A_scale [M, num_k_blocks] and
+  // B_scale [num_n_blocks, num_k_blocks] beside A and B, C bfloat16.
+  const bool block_scaled =
+      input && weight && output && def.inputs.size() == 4 && def.outputs.size() == 1 &&
+      named(def.inputs, "A_scale", {"M", "num_k_blocks"}) &&
+      named(def.inputs, "B_scale", {"num_n_blocks", "num_k_blocks"}) &&
+      input->dtype == DType::kFloat8E4M3 && weight->dtype == DType::kFloat8E4M3 &&
+      output->dtype == DType::kBFloat16;
+  if (!block_scaled &&
+      (!input || !weight || !output || def.inputs.size() != 2 || def.outputs.size() != 1 ||
+       weight->dtype != input->dtype || output->dtype != input->dtype)) {
+    throw Error(ExitCode::kUsage, op.definition_file.string(),
+                "the cublaslt baseline needs a GEMM definition with inputs A [M, K], B [N, K] "
+                "and output C [M, N] (or the block-scaled fp8 GEMM of gemm_fp8)");
+  }
+  Bindings axes = workload.bindings(def);
+  static const Solution kNoPlan = [] {
+    Solution s;
+    s.name = "cublaslt";
+    return s;
+  }();
+  static const CompileResult kNothingCompiled;
+  vendor_plan = verify::Compiled{&kNoPlan, &kNothingCompiled};
+  auto c = std::make_unique<Contender>();
+  c->role = "baseline";
+  c->compiled = &vendor_plan;
+  c->timed =
+      std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan, workload, sets, check,
+                                             static_cast<int>(kMaxBatch), verify::secret_key());
+  try {
+    c->cublaslt = std::make_unique<device::CublasLtGemm>(
+        axes.at("M"), axes.at("N"), axes.at("K"), input->dtype,
+        block_scaled ? device::CublasLtGemm::Kind::kBlockScaledFp8
+                     : device::CublasLtGemm::Kind::kHalf);
+  } catch (const std::runtime_error& e) {
+    // The library cannot run this shape (cuBLASLt's fp8 block scales need M % 4 == 0): the
+    // candidate is timed without a baseline here, and the report says why.
+    unavailable = e.what();
+    return nullptr;
+  }
+  c->block_scaled = block_scaled;
+  if (block_scaled) {
+    for (int set = 0; set < sets; ++set)
+      c->cublaslt->prepare_activation_scales(c->timed->env(set).tensors.at("A_scale"));
+  }
+  c->vendor = c->cublaslt->description();
+  return c;
+}
+
 class WorkloadBench {
  public:
   WorkloadBench(const Operator& op, const verify::Compiled& reference,
@@ -188,11 +291,15 @@ class WorkloadBench {
         rng_(verify::splitmix(check.seed ^ verify::splitmix(0x7469'6d65ull + workload_index))),
         sets_(fit_input_sets(op, workload, candidate, baseline != nullptr)),
         order_(sets_, rng_()) {
-    add("candidate", op, reference, candidate, check, workload);
+    contenders_.push_back(make_contender("candidate", op, reference, candidate, check, workload,
+                                         sets_, options_.state_reset));
     if (baseline && options.baseline_solution == "cublaslt") {
-      add_cublaslt(op, reference, check, workload);
+      if (auto c = make_cublaslt_contender(op, reference, check, workload, sets_, vendor_plan_,
+                                           baseline_unavailable_))
+        contenders_.push_back(std::move(c));
     } else if (baseline) {
-      add("baseline", op, reference, *baseline, check, workload);
+      contenders_.push_back(make_contender("baseline", op, reference, *baseline, check, workload,
+                                           sets_, options_.state_reset));
     }
     timer_ = &timer;
     for (std::size_t i = 0; i < 2 * kMaxBatch; ++i)
@@ -254,7 +361,7 @@ class WorkloadBench {
       }
     }
     TimingResult t = report();
-    // Where the workload's timing time went (issue 19: the verdict's speed): the warmup, the whole
+    // Where the workload's timing time went (how fast a verdict comes): the warmup, the whole
     // loop, the harvests' host waits and reads within it, and the rounds and batches it took.
     t.phases = TimingPhases{{{"warmup_seconds", warmup_seconds_},
                              {"run_seconds", since(started)},
@@ -298,101 +405,6 @@ class WorkloadBench {
                                asked, per >> 20);
     }
     return sets;
-  }
-
-  void add(const std::string& role, const Operator& op, const verify::Compiled& reference,
-           const verify::Compiled& solution, const verify::CheckOptions& check,
-           const Workload& workload) {
-    auto c = std::make_unique<Contender>();
-    c->role = role;
-    c->compiled = &solution;
-    c->timed =
-        std::make_unique<verify::TimedOutputs>(op, reference, solution, workload, sets_, check,
-                                               static_cast<int>(kMaxBatch), verify::secret_key());
-    c->module = std::make_unique<device::Module>(solution.result->cubin);
-    // Its state: every object of the cubin's .nv.global* and .nv.constant* sections and the PTX's
-    // definitions, restored by name; reloaded instead where one cannot be named.
-    const device::StatePlan plan =
-        device::plan_state_reset(solution.result->ptx, solution.result->cubin);
-    c->state_vars = plan.count();
-    if (plan.count() > 0 || !plan.reload_reason.empty()) {
-      c->globals = std::make_unique<device::ModuleGlobals>(*c->module, plan.vars);
-      c->reload = options_.state_reset == StateReset::kReload || !plan.reload_reason.empty() ||
-                  !c->globals->complete();
-      if (!plan.reload_reason.empty()) {
-        spdlog::debug("{}: module state {}: the module is reloaded every iteration", role,
-                      plan.reload_reason);
-      } else if (!c->globals->complete()) {
-        spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration", role,
-                      join(c->globals->missing(), ", "));
-      }
-    }
-    c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan,
-                                                         solution.result->kernels, *c->module);
-    contenders_.push_back(std::move(c));
-  }
-
-  // The built-in vendor baseline of GEMM operators: C[M,N] = A[M,K] B[N,K]^T through cuBLASLt,
-  // its outputs checked like any solution's. Needs a definition of that form.
-  void add_cublaslt(const Operator& op, const verify::Compiled& reference,
-                    const verify::CheckOptions& check, const Workload& workload) {
-    const Definition& def = op.definition;
-    auto named = [](const std::vector<TensorSpec>& specs, const char* name,
-                    std::vector<std::string> shape) {
-      auto it = std::find_if(specs.begin(), specs.end(),
-                             [&](const TensorSpec& t) { return t.name == name; });
-      return it != specs.end() && it->shape == shape ? &*it : nullptr;
-    };
-    const TensorSpec* input = named(def.inputs, "A", {"M", "K"});
-    const TensorSpec* weight = named(def.inputs, "B", {"N", "K"});
-    const TensorSpec* output = named(def.outputs, "C", {"M", "N"});
-    // DeepSeek's block-scaled fp8 GEMM (the gemm_fp8 family): A_scale [M, num_k_blocks] and
-    // B_scale [num_n_blocks, num_k_blocks] beside A and B, C bfloat16.
-    const bool block_scaled =
-        input && weight && output && def.inputs.size() == 4 && def.outputs.size() == 1 &&
-        named(def.inputs, "A_scale", {"M", "num_k_blocks"}) &&
-        named(def.inputs, "B_scale", {"num_n_blocks", "num_k_blocks"}) &&
-        input->dtype == DType::kFloat8E4M3 && weight->dtype == DType::kFloat8E4M3 &&
-        output->dtype == DType::kBFloat16;
-    if (!block_scaled &&
-        (!input || !weight || !output || def.inputs.size() != 2 || def.outputs.size() != 1 ||
-         weight->dtype != input->dtype || output->dtype != input->dtype)) {
-      throw Error(ExitCode::kUsage, op.definition_file.string(),
-                  "the cublaslt baseline needs a GEMM definition with inputs A [M, K], B [N, K] "
-                  "and output C [M, N] (or the block-scaled fp8 GEMM of gemm_fp8)");
-    }
-    Bindings axes = workload.bindings(def);
-    static const Solution kNoPlan = [] {
-      Solution s;
-      s.name = "cublaslt";
-      return s;
-    }();
-    static const CompileResult kNothingCompiled;
-    vendor_plan_ = verify::Compiled{&kNoPlan, &kNothingCompiled};
-    auto c = std::make_unique<Contender>();
-    c->role = "baseline";
-    c->compiled = &vendor_plan_;
-    c->timed =
-        std::make_unique<verify::TimedOutputs>(op, reference, vendor_plan_, workload, sets_, check,
-                                               static_cast<int>(kMaxBatch), verify::secret_key());
-    try {
-      c->cublaslt = std::make_unique<device::CublasLtGemm>(
-          axes.at("M"), axes.at("N"), axes.at("K"), input->dtype,
-          block_scaled ? device::CublasLtGemm::Kind::kBlockScaledFp8
-                       : device::CublasLtGemm::Kind::kHalf);
-    } catch (const std::runtime_error& e) {
-      // The library cannot run this shape (cuBLASLt's fp8 block scales need M % 4 == 0): the
-      // candidate is timed without a baseline here, and the report says why.
-      baseline_unavailable_ = e.what();
-      return;
-    }
-    c->block_scaled = block_scaled;
-    if (block_scaled) {
-      for (int set = 0; set < sets_; ++set)
-        c->cublaslt->prepare_activation_scales(c->timed->env(set).tensors.at("A_scale"));
-    }
-    c->vendor = c->cublaslt->description();
-    contenders_.push_back(std::move(c));
   }
 
   device::LaunchOutcome launch(Contender& c, int set, CUstream s) {
@@ -439,10 +451,11 @@ class WorkloadBench {
     stopped_ = true;  // a failed contender decides the workload: nothing more to time
   }
 
-  // One checked iteration (DESIGN §5), everything but the launch outside the timed span: this
-  // iteration's poison over the outputs and workspace, the module's globals reset, shared memory
-  // overwritten, L2 flushed; then the launch; then the check of its outputs against the sealed
-  // reference, enqueued (read at the next harvest), or on the host right away.
+  // One checked iteration (docs/correctness.md#checked-iterations), everything but the launch
+  // outside the timed span: this iteration's poison over the outputs and workspace, the module's
+  // globals reset, shared memory overwritten, L2 flushed; then the launch; then the check of its
+  // outputs against the sealed reference, enqueued (read at the next harvest), or on the host right
+  // away.
   void iterate(Contender& c, int set, bool timed, CUstream s) {
     c.timed->refresh(set, rng_(), s);  // inputs no launch has seen, made for this one
     const verify::IterationPoison poison = verify::iteration_poison(def_, rng_());
@@ -585,7 +598,8 @@ class WorkloadBench {
       // IterationSpan::signature); a vendor baseline has no plan, so CUPTI's.
       ct.kernels = c->launcher ? c->launcher->kernel_names() : c->cupti_names;
       ct.solution = c->vendor;
-      // What the timed verdict rests on (DESIGN §5): every iteration checked, its state reset.
+      // What the timed verdict rests on (docs/correctness.md#checked-iterations): every iteration
+      // checked, its state reset.
       ct.integrity = TimingIntegrity{
           c->checked, c->timed->checked_on_device() ? "device" : "host", c->state_vars,
           !c->globals ? "none needed" : (c->reload ? "module reload" : "globals restored")};
@@ -765,7 +779,8 @@ void benchmark(const Operator& op, const verify::Compiled& reference,
     score.mean_sol_fraction = sum / static_cast<double>(sol_fractions.size());
   }
   score.workloads_timed = speedups.empty() ? sol_fractions.size() : speedups.size();
-  // What the timed figures rest on (DESIGN §5), summed over the workloads' timing records.
+  // What the timed figures rest on (docs/correctness.md#checked-iterations), summed over the
+  // workloads' timing records.
   std::uint64_t checked = 0;
   int fewest_sets = 0;
   for (const auto& wv : verdict.workloads) {

@@ -1,13 +1,14 @@
 // The timing stage, GPU side (runs in the worker): times a solution's launches per workload with
 // CUPTI activity records (or CUDA events, for comparison), L2 flushed before every iteration and
 // persisting L2 off; the operator's baseline is timed in the same loop, interleaved (A B, B A,
-// ...), so clock drift cancels. DESIGN §6. Every iteration, timed or warmup, is a checked one
-// (DESIGN §5): outside the timed span its outputs get a poison that changes every iteration and
-// its workspace NaN bytes, the module's globals are reset to their loaded state, shared memory is
-// overwritten, and afterwards its outputs are checked against the reference outputs of its input
-// set (on the device, sealed; verify::TimedOutputs). Input sets (3 by default) are visited in a
-// seeded random order; guards, inputs and sealed references are checked after every batch of a
-// random length. A failure is the workload's verdict (stale_output naming the iteration).
+// ...), so clock drift cancels (docs/timing.md#interleaving). Every iteration, timed or warmup, is
+// a checked one (docs/correctness.md#checked-iterations): outside the timed span its outputs get a
+// poison that changes every iteration and its workspace NaN bytes, the module's globals are reset
+// to their loaded state, shared memory is overwritten, and afterwards its outputs are checked
+// against the reference outputs of its input set (on the device, sealed; verify::TimedOutputs).
+// Input sets (3 by default) are visited in a seeded random order; guards, inputs and sealed
+// references are checked after every batch of a random length. A failure is the workload's verdict
+// (stale_output naming the iteration).
 #pragma once
 
 #include <cstddef>

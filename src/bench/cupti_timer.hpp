@@ -1,7 +1,7 @@
-// GPU time of timed iterations from CUPTI activity records (DESIGN §6): every kernel, memcpy and
-// memset that the work between begin(id) and end() produces, on any stream; an iteration's time is
-// its last record's end minus its first record's start. Work outside begin/end (the L2 flush, the
-// output checks) is ignored.
+// GPU time of timed iterations from CUPTI activity records (docs/timing.md#cupti): every kernel,
+// memcpy and memset that the work between begin(id) and end() produces, on any stream; an
+// iteration's time is its last record's end minus its first record's start. Work outside begin/end
+// (the L2 flush, the output checks) is ignored.
 //
 // How records are attributed: begin(id) pushes `id` as a CUPTI external correlation id (kind
 // CUSTOM0) on the calling thread, so every CUDA API call made until end() yields an

@@ -1,7 +1,8 @@
 // Speed of light: the least time a GPU could take for one call of a definition, from its peak
 // rates (configs/gpus/*.json) and the definition's FLOP and byte formulas (kharness.flops,
 // kharness.bytes). A roofline bound, not a prediction: a kernel at 100% would run every FLOP at
-// the datasheet peak or move every byte at the DRAM peak. DESIGN §6 reports the fraction.
+// the datasheet peak or move every byte at the DRAM peak. Verdicts report the fraction
+// (docs/timing.md#speed-of-light).
 #pragma once
 
 #include <cstdint>
@@ -91,9 +92,9 @@ SolEstimate speed_of_light(const GpuSpec& gpu, const Definition& definition, con
 double sol_fraction(double sol_seconds, double measured_seconds);
 
 // ---------------------------------------------------------------------------------------------
-// Faster than light (DESIGN §5): a time no honest kernel can beat. Unlike speed_of_light (a
-// yardstick), every choice here errs low, so that a time below it can only be a broken
-// measurement or a kernel that skips its work:
+// Faster than light (docs/timing.md#faster-than-light): a time no honest kernel can beat. Unlike
+// speed_of_light (a yardstick), every choice here errs low, so that a time below it can only be a
+// broken measurement or a kernel that skips its work:
 //   compute  min_flops (else flops) at the fastest rate the GPU has for any dtype (an fp16 GEMM
 //            whose tolerance admits fp8 math may use it), each rate the higher of datasheet and
 //            `doctor --measure`;

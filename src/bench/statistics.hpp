@@ -1,4 +1,4 @@
-// Statistics of the timing stage (DESIGN §6): latency summaries, the noise of the median
+// Statistics of the timing stage (docs/timing.md): latency summaries, the noise of the median
 // estimate, stopping criteria as plugins (nvbench's design: public add_measurement()/is_finished()
 // over protected hooks, named parameters, a registry), FlashInfer-Bench's official aggregation,
 // speedup scores and clock flagging. Pure CPU code; every time is in seconds.
@@ -172,8 +172,8 @@ std::vector<std::string> criterion_names();
 
 // ---- FlashInfer-Bench's official protocol ------------------------------------------------------
 
-// `--timing official` (DESIGN §6): per trial, warm up, time kOfficialIterations iterations and take
-// their median; the latency is the mean of the kOfficialTrials trial medians.
+// `--timing official` (docs/timing.md#protocols): per trial, warm up, time kOfficialIterations
+// iterations and take their median; the latency is the mean of the kOfficialTrials trial medians.
 inline constexpr int kOfficialWarmup = 10;
 inline constexpr int kOfficialIterations = 50;
 inline constexpr int kOfficialTrials = 3;
@@ -185,7 +185,7 @@ double official_latency(const std::vector<std::vector<double>>& trials);
 // ---- Scores -----------------------------------------------------------------------------------
 
 // Per-workload speedups (baseline latency / solution latency) summarized for a definition
-// (DESIGN §6: the score is the mean; geomean and fast_p are reported too).
+// (docs/timing.md#speedup-and-score: the score is the mean; geomean and fast_p are reported too).
 struct ScoreSummary {
   std::size_t count = 0;            // speedups that entered mean and geomean
   double mean_speedup = 0.0;        // arithmetic mean; 0 when there are none

@@ -195,7 +195,7 @@ void validate_args(const CheckArgs& args, const CLI::App& app) {
     throw input_error("solutions", "give the solutions (or folders) to evaluate");
 }
 
-// The workers of this invocation (DESIGN §9), and the arch they compile for.
+// The workers of this invocation (docs/pipeline.md#pools-and-gpus), and the arch they compile for.
 struct Pool {
   std::vector<std::optional<GpuInfo>> gpus;  // one entry per worker
   std::string arch;

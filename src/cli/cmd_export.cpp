@@ -1,5 +1,6 @@
 // kharness export SOLUTION --operator NAME --fib OUT.json [--name N] [--author A] [--arch ARCH]
-// A FlashInfer-Bench Solution JSON with a host launcher generated from the plan (DESIGN §10).
+// A FlashInfer-Bench Solution JSON with a host launcher generated from the plan
+// (docs/operators.md#flashinfer-bench).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 

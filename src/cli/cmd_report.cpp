@@ -1,5 +1,5 @@
 // kharness runs | show CANDIDATE | report [RUN|--all] [--html F] [--operator NAME]: what the
-// archive holds (DESIGN §7).
+// archive holds (docs/archive.md).
 #include <fmt/format.h>
 
 #include <algorithm>

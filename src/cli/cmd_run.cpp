@@ -1,4 +1,5 @@
-// kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop (DESIGN §8).
+// kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop
+// (docs/controller.md).
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -230,6 +231,49 @@ void validate_args(const RunArgs& args) {
   if (!(o.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
 }
 
+// The candidates' provider, and the options it was made with (the search reads its model and
+// prices from them). earlier: the candidates a resumed run already has, the seed among them.
+struct ProviderChoice {
+  llm::ProviderOptions options;
+  std::unique_ptr<llm::Provider> provider;
+};
+
+ProviderChoice choose_provider(const RunArgs& args, const GlobalOptions& global,
+                               std::size_t earlier, const std::string& arch, std::uint64_t seed,
+                               const std::filesystem::path& run_dir) {
+  ProviderChoice chosen;
+  llm::ProviderOptions& po = chosen.options;
+  po.base_url = args.base_url;
+  po.model = args.model;
+  po.command = args.command;
+  po.command_timeout_seconds = args.command_timeout;
+  po.responses_dir = args.responses;
+  po.answers_used = earlier == 0 ? 0 : earlier - 1;  // all but the seed
+  po.config = llm::load_config(args.providers_config);
+  po.cancel = &g_stop;
+  po.context = {{"operator", args.search.target.operator_name},
+                {"arch", arch},
+                {"compile_only", args.search.compile_only},
+                {"seed", seed},
+                {"run_dir", run_dir.string()}};
+  std::vector<std::string> dirs;
+  for (const auto& d : global.operators_dirs) dirs.push_back(d.string());
+  po.context["operators_dirs"] = dirs;
+  // The model providers are llm's; the offline generator is tune's.
+  if (args.provider == "tune") {
+    chosen.provider = std::make_unique<tune::TuneProvider>();
+  } else {
+    std::vector<std::string> known = llm::provider_names();
+    if (std::find(known.begin(), known.end(), args.provider) == known.end()) {
+      known.emplace_back("tune");
+      throw input_error("--provider", fmt::format("unknown provider '{}' (known: {})",
+                                                  args.provider, join(known, ", ")));
+    }
+    chosen.provider = llm::make_provider(args.provider, po);
+  }
+  return chosen;
+}
+
 ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app) {
   namespace fs = std::filesystem;
   require_compile_sandbox("run");
@@ -277,7 +321,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
       store.reset();
     }
   }
-  // The pool: a step's --samples candidates evaluate on its workers at once (DESIGN §9).
+  // The pool: a step's --samples candidates evaluate on its workers at once
+  // (docs/controller.md#search).
   args.search.gpus = resolve_gpus(args.gpus, !args.search.compile_only, !args.arch.empty());
   std::string arch = args.arch.empty() && args.search.gpus[0] && !args.search.gpus[0]->arch.empty()
                          ? normalize_arch(args.search.gpus[0]->arch)
@@ -288,36 +333,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   for (const auto& h : args.hints) hints.push_back(text_or_file(h, "--hint"));
   std::string diagnosis = args.diagnosis.empty() ? "" : text_or_file(args.diagnosis, "--diagnosis");
 
-  llm::ProviderOptions po;
-  po.base_url = args.base_url;
-  po.model = args.model;
-  po.command = args.command;
-  po.command_timeout_seconds = args.command_timeout;
-  po.responses_dir = args.responses;
-  po.answers_used = earlier.empty() ? 0 : earlier.size() - 1;  // all but the seed
-  po.config = llm::load_config(args.providers_config);
-  po.cancel = &g_stop;
-  po.context = {{"operator", args.search.target.operator_name},
-                {"arch", arch},
-                {"compile_only", args.search.compile_only},
-                {"seed", seed},
-                {"run_dir", run_dir.string()}};
-  std::vector<std::string> dirs;
-  for (const auto& d : global.operators_dirs) dirs.push_back(d.string());
-  po.context["operators_dirs"] = dirs;
-  // The model providers are llm's; the offline generator is tune's.
-  std::unique_ptr<llm::Provider> provider;
-  if (args.provider == "tune") {
-    provider = std::make_unique<tune::TuneProvider>();
-  } else {
-    std::vector<std::string> known = llm::provider_names();
-    if (std::find(known.begin(), known.end(), args.provider) == known.end()) {
-      known.emplace_back("tune");
-      throw input_error("--provider", fmt::format("unknown provider '{}' (known: {})",
-                                                  args.provider, join(known, ", ")));
-    }
-    provider = llm::make_provider(args.provider, po);
-  }
+  ProviderChoice chosen = choose_provider(args, global, earlier.size(), arch, seed, run_dir);
+  const llm::ProviderOptions& po = chosen.options;
+  std::unique_ptr<llm::Provider> provider = std::move(chosen.provider);
 
   // The flags bound to args.search are in place; the rest is resolved here.
   controller::SearchOptions so = args.search;

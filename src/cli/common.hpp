@@ -26,9 +26,9 @@ std::string resolve_arch(const std::string& flag);
 // characters); empty gives a random seed. Throws input_error naming `option`.
 std::uint64_t parse_seed_flag(const std::string& option, const std::string& text);
 
-// --gpus all|LIST (DESIGN §9): the workers of a pool, one per entry; an entry may repeat (0,0 is
-// two workers on GPU 0). LIST holds CUDA device ordinals (after CUDA_VISIBLE_DEVICES, as
-// `kharness doctor` numbers them).
+// --gpus all|LIST (docs/pipeline.md#pools-and-gpus): the workers of a pool, one per entry; an entry
+// may repeat (0,0 is two workers on GPU 0). LIST holds CUDA device ordinals (after
+// CUDA_VISIBLE_DEVICES, as `kharness doctor` numbers them).
 void add_gpus_option(CLI::App& app, std::string* gpus);
 // The syntax alone, before anything loads the driver: "", "all" or ordinals separated by commas;
 // else input_error naming --gpus (exit 2).
@@ -70,8 +70,8 @@ std::string render_compile_text(const std::string& what, const CompileResult& re
 // One line per rule violation: "REJECTED [rule] file:line: message".
 std::string render_violations(const std::vector<RuleViolation>& violations);
 
-// DESIGN §4 for verdicts: 0 when every verdict is a clean pass; 1 when any failed or is suspect
-// (a PASSED verdict timed faster than light).
+// The exit code of verdicts (docs/verdicts.md#exit-codes): 0 when every verdict is a clean pass; 1
+// when any failed or is suspect (a PASSED verdict timed faster than light).
 ExitCode exit_code_of(const std::vector<Verdict>& verdicts);
 
 // The positional solution of compile, export and profile, and --operator (which every command that

@@ -1,6 +1,6 @@
-// `score --shard I/N` (DESIGN §9): the I-th of N deterministic slices of the sorted submissions,
-// so N processes (a Slurm job array, a Kubernetes Indexed Job) score a folder between them and
-// `kharness archive merge` joins their archives.
+// `score --shard I/N` (docs/archive.md#merge): the I-th of N deterministic slices of the sorted
+// submissions, so N processes (a Slurm job array, a Kubernetes Indexed Job) score a folder between
+// them and `kharness archive merge` joins their archives.
 //
 // I is 0-based, 0 <= I < N: what SLURM_ARRAY_TASK_ID is under `sbatch --array=0-(N-1)` and
 // JOB_COMPLETION_INDEX is in a Kubernetes Indexed Job. Submission k of the sorted list (0-based)

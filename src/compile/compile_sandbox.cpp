@@ -141,7 +141,8 @@ CompileLimits default_compile_limits() {
 namespace {
 
 // At most one NVRTC child per core at once, however many threads compile (a pool of workers
-// scoring on many GPUs compiles in parallel, DESIGN §9): more would only share the cores.
+// scoring on many GPUs compiles in parallel, docs/pipeline.md#pools-and-gpus): more would only
+// share the cores.
 class CompileSlots {
  public:
   CompileSlots() : free_(std::max(1u, std::thread::hardware_concurrency())) {}

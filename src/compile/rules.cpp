@@ -1,4 +1,4 @@
-// The rules a solution obeys before anything runs (DESIGN §3/§4): status REJECTED, with a
+// The rules a solution obeys before anything runs (docs/pipeline.md#rules): status REJECTED, with a
 // RuleViolation naming the rule, the file and the line.
 //
 // Source rules (check_source_rules) read each file as NVRTC does after translation phases 1-2
@@ -876,18 +876,9 @@ std::string workload_label(const Workload* w) {
   return fmt::format("workload {} ({})", w->uuid, axes);
 }
 
-// The rules of one list of launches (a plan without variants, or one variant's), for the
-// workloads that run it.
-std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Definition& definition,
-                                              const std::vector<Workload>& workloads) {
-  std::vector<RuleViolation> out;
-  if (plan.launches.empty()) {
-    out.push_back({"no_launches", "the plan has no launches", "", 0});
-    return out;
-  }
-  const std::vector<std::string> axes = axis_names(definition);
-  const std::vector<std::string> args = arg_names(definition);
-
+// Every expression of the plan, in a fixed order: per launch grid[0-2], block[0-2], cluster[0-2]
+// and shared_bytes (ten per launch), then the plan's workspace_bytes last.
+std::vector<NamedExpr> launch_exprs(const LaunchPlan& plan) {
   std::vector<NamedExpr> exprs;
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
     const Launch& l = plan.launches[i];
@@ -903,8 +894,15 @@ std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Defi
     exprs.push_back({i, "shared_bytes", &l.shared_bytes});
   }
   exprs.push_back({plan.launches.size(), "workspace_bytes", &plan.workspace_bytes});
+  return exprs;
+}
 
-  // Names: expressions use axes only.
+// Names: expressions use axes only. Returns which expressions name nothing else (those can be
+// evaluated per workload).
+std::vector<bool> check_expr_names(const LaunchPlan& plan, const Definition& definition,
+                                   const std::vector<NamedExpr>& exprs,
+                                   const std::vector<std::string>& axes,
+                                   std::vector<RuleViolation>& out) {
   std::vector<bool> resolvable(exprs.size(), true);
   for (std::size_t e = 0; e < exprs.size(); ++e) {
     for (const auto& name : exprs[e].expr->names()) {
@@ -923,7 +921,12 @@ std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Defi
            "", 0});
     }
   }
-  // Arguments: tensors, axes, scalar inputs, "workspace", or literals.
+  return resolvable;
+}
+
+// Arguments: tensors, axes, scalar inputs, "workspace", or literals.
+void check_arg_names(const LaunchPlan& plan, const Definition& definition,
+                     const std::vector<std::string>& args, std::vector<RuleViolation>& out) {
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
     const Launch& l = plan.launches[i];
     for (std::size_t a = 0; a < l.args.size(); ++a) {
@@ -943,6 +946,152 @@ std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Defi
                      "", 0});
     }
   }
+}
+
+// Geometry for one workload (nullptr: the constant axes alone): each resolvable expression
+// evaluated with its bindings, then the grid, block, cluster, shared memory, workspace and tensor
+// map limits checked against the values.
+void check_geometry(const LaunchPlan& plan, const Definition& definition,
+                    const std::vector<NamedExpr>& exprs, const std::vector<bool>& resolvable,
+                    const Workload* workload, const Bindings& bindings, Reporter& report) {
+  std::vector<std::optional<std::int64_t>> values(exprs.size());
+  for (std::size_t e = 0; e < exprs.size(); ++e) {
+    if (!resolvable[e]) {
+      continue;
+    }
+    bool bound = true;
+    for (const auto& name : exprs[e].expr->names()) {
+      bound = bound && bindings.count(name) != 0;
+    }
+    if (!bound) {
+      continue;
+    }
+    try {
+      values[e] = exprs[e].expr->eval(bindings);
+    } catch (const ExprError& error) {
+      std::string rule;
+      std::string what;
+      if (error.kind() == ExprError::Kind::kDivisionByZero) {
+        rule = "division_by_zero";
+        what = "divides by zero";
+      } else if (error.kind() == ExprError::Kind::kOverflow) {
+        rule = "expression_overflow";
+        what = "overflows 64-bit integers";
+      } else {
+        continue;
+      }
+      report.add(
+          exprs[e].launch, exprs[e].field, rule,
+          fmt::format("{}: {} '{}' {} for {}", launch_label(plan, exprs[e].launch), exprs[e].field,
+                      exprs[e].expr->text(), what, workload_label(workload)));
+    }
+  }
+  auto check = [&](std::size_t e, const std::string& rule, bool ok, const std::string& limit) {
+    if (!values[e] || ok) {
+      return;
+    }
+    report.add(exprs[e].launch, exprs[e].field, rule,
+               fmt::format("{}: {} '{}' = {} for {}; {}", launch_label(plan, exprs[e].launch),
+                           exprs[e].field, exprs[e].expr->text(), *values[e],
+                           workload_label(workload), limit));
+  };
+  for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+    const std::size_t base = i * 10;  // grid 0-2, block 3-5, cluster 6-8, shared 9
+    for (int d = 0; d < 3; ++d) {
+      auto g = values[base + d];
+      check(base + d, "grid_size", g && *g >= 1 && *g <= kMaxGrid[d],
+            fmt::format("a grid dimension must be in [1, {}]", kMaxGrid[d]));
+      auto b = values[base + 3 + d];
+      check(base + 3 + d, "block_size", b && *b >= 1 && *b <= kMaxBlock[d],
+            fmt::format("a block dimension must be in [1, {}]", kMaxBlock[d]));
+      auto c = values[base + 6 + d];
+      check(base + 6 + d, "cluster_size", c && *c >= 1, "a cluster dimension must be at least 1");
+      if (g && c && *g >= 1 && *c >= 1 && *g % *c != 0) {
+        report.add(i, fmt::format("cluster[{}]", d), "cluster_size",
+                   fmt::format("{}: grid[{}] = {} is not a multiple of cluster[{}] = {} for {}",
+                               launch_label(plan, i), d, *g, d, *c, workload_label(workload)));
+      }
+    }
+    auto product = [&](std::size_t first, std::int64_t& p) {
+      p = 1;
+      for (int d = 0; d < 3; ++d) {
+        auto v = values[first + d];
+        if (!v || *v < 1) {
+          return false;
+        }
+        p *= *v;  // each factor is already bounded, no overflow
+      }
+      return true;
+    };
+    std::int64_t threads = 0;
+    bool block_ok = true;
+    for (int d = 0; d < 3; ++d) {
+      auto b = values[base + 3 + d];
+      block_ok = block_ok && b && *b >= 1 && *b <= kMaxBlock[d];
+    }
+    if (block_ok && product(base + 3, threads) && threads > kMaxBlockThreads) {
+      report.add(
+          i, "block", "block_size",
+          fmt::format("{}: block has {} threads for {}; at most {} per block",
+                      launch_label(plan, i), threads, workload_label(workload), kMaxBlockThreads));
+    }
+    std::int64_t blocks = 0;
+    bool cluster_ok = true;
+    for (int d = 0; d < 3; ++d) {
+      auto c = values[base + 6 + d];
+      cluster_ok = cluster_ok && c && *c >= 1 && *c <= kMaxGrid[0];
+    }
+    if (cluster_ok && product(base + 6, blocks) && blocks > kMaxClusterBlocks) {
+      report.add(
+          i, "cluster", "cluster_size",
+          fmt::format("{}: cluster has {} blocks for {}; at most {} (8 is portable)",
+                      launch_label(plan, i), blocks, workload_label(workload), kMaxClusterBlocks));
+    }
+    auto s = values[base + 9];
+    check(base + 9, "shared_memory", s && *s >= 0 && *s <= kMaxSharedBytes,
+          fmt::format("dynamic shared memory must be in [0, {}] bytes (227 KiB)", kMaxSharedBytes));
+  }
+  std::size_t ws = exprs.size() - 1;
+  check(ws, "workspace_size", values[ws] && *values[ws] >= 0,
+        "workspace_bytes must not be negative");
+  // Tensor maps: every rule of cuTensorMapEncodeTiled, and no byte outside the map's tensor or
+  // the workspace, for this workload (tensor_map.hpp).
+  for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+    for (const TensorMapSpec& map : plan.launches[i].tensor_maps) {
+      std::string field;
+      std::string message;
+      try {
+        resolve_tensor_map(map, definition, bindings, values[ws].value_or(0));
+        continue;
+      } catch (const TensorMapError& e) {
+        field = e.field();
+        message = e.what();
+      } catch (const ExprError& e) {
+        field = "tensor_maps";
+        message = e.what();
+      }
+      report.add(i, fmt::format("tensor_maps.{}.{}", map.name, field), "tensor_map",
+                 fmt::format("{}: tensor map '{}' {}: {} for {}", launch_label(plan, i), map.name,
+                             field, message, workload_label(workload)));
+    }
+  }
+}
+
+// The rules of one list of launches (a plan without variants, or one variant's), for the
+// workloads that run it.
+std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Definition& definition,
+                                              const std::vector<Workload>& workloads) {
+  std::vector<RuleViolation> out;
+  if (plan.launches.empty()) {
+    out.push_back({"no_launches", "the plan has no launches", "", 0});
+    return out;
+  }
+  const std::vector<std::string> axes = axis_names(definition);
+  const std::vector<std::string> args = arg_names(definition);
+
+  const std::vector<NamedExpr> exprs = launch_exprs(plan);
+  const std::vector<bool> resolvable = check_expr_names(plan, definition, exprs, axes, out);
+  check_arg_names(plan, definition, args, out);
 
   // Geometry, per workload (or for the constant axes alone when there are no workloads).
   Reporter report(out);
@@ -960,131 +1109,8 @@ std::vector<RuleViolation> check_launch_rules(const LaunchPlan& plan, const Defi
       cases.emplace_back(&w, w.bindings(definition));
     }
   }
-  for (const auto& item : cases) {
-    const Workload* workload = item.first;  // not a structured binding: lambdas capture it
-    const Bindings& bindings = item.second;
-    std::vector<std::optional<std::int64_t>> values(exprs.size());
-    for (std::size_t e = 0; e < exprs.size(); ++e) {
-      if (!resolvable[e]) {
-        continue;
-      }
-      bool bound = true;
-      for (const auto& name : exprs[e].expr->names()) {
-        bound = bound && bindings.count(name) != 0;
-      }
-      if (!bound) {
-        continue;
-      }
-      try {
-        values[e] = exprs[e].expr->eval(bindings);
-      } catch (const ExprError& error) {
-        std::string rule;
-        std::string what;
-        if (error.kind() == ExprError::Kind::kDivisionByZero) {
-          rule = "division_by_zero";
-          what = "divides by zero";
-        } else if (error.kind() == ExprError::Kind::kOverflow) {
-          rule = "expression_overflow";
-          what = "overflows 64-bit integers";
-        } else {
-          continue;
-        }
-        report.add(
-            exprs[e].launch, exprs[e].field, rule,
-            fmt::format("{}: {} '{}' {} for {}", launch_label(plan, exprs[e].launch),
-                        exprs[e].field, exprs[e].expr->text(), what, workload_label(workload)));
-      }
-    }
-    auto check = [&](std::size_t e, const std::string& rule, bool ok, const std::string& limit) {
-      if (!values[e] || ok) {
-        return;
-      }
-      report.add(exprs[e].launch, exprs[e].field, rule,
-                 fmt::format("{}: {} '{}' = {} for {}; {}", launch_label(plan, exprs[e].launch),
-                             exprs[e].field, exprs[e].expr->text(), *values[e],
-                             workload_label(workload), limit));
-    };
-    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-      const std::size_t base = i * 10;  // grid 0-2, block 3-5, cluster 6-8, shared 9
-      for (int d = 0; d < 3; ++d) {
-        auto g = values[base + d];
-        check(base + d, "grid_size", g && *g >= 1 && *g <= kMaxGrid[d],
-              fmt::format("a grid dimension must be in [1, {}]", kMaxGrid[d]));
-        auto b = values[base + 3 + d];
-        check(base + 3 + d, "block_size", b && *b >= 1 && *b <= kMaxBlock[d],
-              fmt::format("a block dimension must be in [1, {}]", kMaxBlock[d]));
-        auto c = values[base + 6 + d];
-        check(base + 6 + d, "cluster_size", c && *c >= 1, "a cluster dimension must be at least 1");
-        if (g && c && *g >= 1 && *c >= 1 && *g % *c != 0) {
-          report.add(i, fmt::format("cluster[{}]", d), "cluster_size",
-                     fmt::format("{}: grid[{}] = {} is not a multiple of cluster[{}] = {} for {}",
-                                 launch_label(plan, i), d, *g, d, *c, workload_label(workload)));
-        }
-      }
-      auto product = [&](std::size_t first, std::int64_t& p) {
-        p = 1;
-        for (int d = 0; d < 3; ++d) {
-          auto v = values[first + d];
-          if (!v || *v < 1) {
-            return false;
-          }
-          p *= *v;  // each factor is already bounded, no overflow
-        }
-        return true;
-      };
-      std::int64_t threads = 0;
-      bool block_ok = true;
-      for (int d = 0; d < 3; ++d) {
-        auto b = values[base + 3 + d];
-        block_ok = block_ok && b && *b >= 1 && *b <= kMaxBlock[d];
-      }
-      if (block_ok && product(base + 3, threads) && threads > kMaxBlockThreads) {
-        report.add(i, "block", "block_size",
-                   fmt::format("{}: block has {} threads for {}; at most {} per block",
-                               launch_label(plan, i), threads, workload_label(workload),
-                               kMaxBlockThreads));
-      }
-      std::int64_t blocks = 0;
-      bool cluster_ok = true;
-      for (int d = 0; d < 3; ++d) {
-        auto c = values[base + 6 + d];
-        cluster_ok = cluster_ok && c && *c >= 1 && *c <= kMaxGrid[0];
-      }
-      if (cluster_ok && product(base + 6, blocks) && blocks > kMaxClusterBlocks) {
-        report.add(i, "cluster", "cluster_size",
-                   fmt::format("{}: cluster has {} blocks for {}; at most {} (8 is portable)",
-                               launch_label(plan, i), blocks, workload_label(workload),
-                               kMaxClusterBlocks));
-      }
-      auto s = values[base + 9];
-      check(
-          base + 9, "shared_memory", s && *s >= 0 && *s <= kMaxSharedBytes,
-          fmt::format("dynamic shared memory must be in [0, {}] bytes (227 KiB)", kMaxSharedBytes));
-    }
-    std::size_t ws = exprs.size() - 1;
-    check(ws, "workspace_size", values[ws] && *values[ws] >= 0,
-          "workspace_bytes must not be negative");
-    // Tensor maps: every rule of cuTensorMapEncodeTiled, and no byte outside the map's tensor or
-    // the workspace, for this workload (tensor_map.hpp).
-    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-      for (const TensorMapSpec& map : plan.launches[i].tensor_maps) {
-        std::string field;
-        std::string message;
-        try {
-          resolve_tensor_map(map, definition, bindings, values[ws].value_or(0));
-          continue;
-        } catch (const TensorMapError& e) {
-          field = e.field();
-          message = e.what();
-        } catch (const ExprError& e) {
-          field = "tensor_maps";
-          message = e.what();
-        }
-        report.add(i, fmt::format("tensor_maps.{}.{}", map.name, field), "tensor_map",
-                   fmt::format("{}: tensor map '{}' {}: {} for {}", launch_label(plan, i), map.name,
-                               field, message, workload_label(workload)));
-      }
-    }
+  for (const auto& [workload, bindings] : cases) {
+    check_geometry(plan, definition, exprs, resolvable, workload, bindings, report);
   }
   report.finish();
   return out;

@@ -298,8 +298,8 @@ std::string render_feedback(const std::string& id, const std::string& status,
         out += "(more compile errors not shown)\n";
         break;
       }
-      out += fmt::format("{}:{}: error: {}\n", d.value("file", ""), json_util::whole_or(d, "line", 0),
-                         d.value("message", ""));
+      out += fmt::format("{}:{}: error: {}\n", d.value("file", ""),
+                         json_util::whole_or(d, "line", 0), d.value("message", ""));
     }
     for (const auto& viol : c.value("violations", json::array()))
       out += fmt::format("rule {}: {}\n", viol.value("rule", ""), viol.value("message", ""));

@@ -89,6 +89,141 @@ double promotion_threshold(const Comparison& c, double min_gain) {
   return 1.0 + std::max(min_gain, c.noise);
 }
 
+namespace {
+
+// The run's summary, from `result` once its candidates, best kernel, spending and stop reason are
+// in: a table of every candidate, the best kernel and what it reached, the budget spent and the
+// shape cascade's savings, as text (printed at the end) and JSON (machine-readable).
+void write_summary(SearchResult& result, const SearchOptions& options, const Operator& op,
+                   const std::vector<std::string>& reps, double seconds_per_workload) {
+  int stopped = 0;
+  double saved = 0, spent_reps = 0;
+  json rows = json::array();
+  std::string table = fmt::format(
+      "| candidate | parent | status | stage | vs incumbent | score | tokens | cost | note |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
+  for (const auto& r : result.candidates) {
+    rows.push_back(to_json(r));
+    if (r.stage == "representatives") {
+      ++stopped;
+      saved += r.saved_seconds;
+    } else if (r.stage == "full" && r.id != "c0000" && options.cascade &&
+               reps.size() < op.workloads.size()) {
+      spent_reps += seconds_per_workload * static_cast<double>(reps.size());
+    }
+    std::string note = r.note.empty() ? r.reason : r.note;
+    if (note.size() > 90) note = note.substr(0, 89) + "…";
+    for (auto& ch : note)
+      if (ch == '|' || ch == '\n') ch = ' ';
+    table += fmt::format(
+        "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
+        r.parent.empty() ? "-" : r.parent, r.status.name(), r.stage.empty() ? "-" : r.stage,
+        r.speedup_vs_incumbent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_incumbent) : "-",
+        r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
+        r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
+  }
+  std::string text =
+      fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.target.arch,
+                  options.compile_only ? "compile only" : "validated");
+  text += table;
+  // The best kernel's record: its speed-of-light fraction (mean over its timed workloads) and,
+  // from the tune provider, the knob configuration it instantiates.
+  std::optional<double> best_sol;
+  json best_config;
+  for (const auto& r : result.candidates) {
+    if (r.id != result.best_id) continue;
+    if (r.verdict.is_object()) {
+      try {
+        const std::optional<double> f = verdict_from_json(r.verdict).score.mean_sol_fraction;
+        if (f && std::isfinite(*f)) best_sol = f;
+      } catch (const Error&) {
+        // a record edited by hand: the summary goes without the fraction
+      }
+    }
+    if (r.provider == "tune" && !r.answer.raw.empty()) {
+      json c = json_util::parse_or_discarded(r.answer.raw);
+      if (c.is_object()) best_config = std::move(c);
+    }
+  }
+  const double over_seed =
+      result.seed_score > 0 && result.best_score > 0 ? result.best_score / result.seed_score : 0.0;
+  text += fmt::format("\nBest: {} at {:.3f}x the operator's baseline (the seed: {:.3f}x){}\n",
+                      result.best_id, result.best_score, result.seed_score,
+                      options.compile_only ? " — compile-only: nothing was timed" : "");
+  if (!options.compile_only && over_seed > 0) {
+    text += fmt::format("Best over the seed: {:.3f}x; speed-of-light reached: {}\n", over_seed,
+                        best_sol ? fmt::format("{:.1f}% (mean over workloads)", 100 * *best_sol)
+                                 : std::string("unknown"));
+  }
+  if (best_config.is_object() && best_config.contains("dispatch") &&
+      best_config["dispatch"].is_array()) {
+    // A composed candidate of the tune provider: which configuration serves which shapes.
+    text += "Best configuration: dispatched by shape (the plan's variants)\n";
+    for (const auto& d : best_config["dispatch"]) {
+      if (!d.is_object()) continue;
+      const json uuids = d.value("workloads", json::array());
+      std::vector<std::string> shapes;
+      for (const auto& u : uuids) {
+        for (const auto& w : op.workloads) {
+          if (!u.is_string() || w.uuid != u.get<std::string>()) continue;
+          std::vector<std::string> axes;
+          for (const auto& [name, value] : w.axes)
+            axes.push_back(fmt::format("{}={}", name, value));
+          shapes.push_back(join(axes, ","));
+        }
+      }
+      text += fmt::format("  {}: {} — serves {} workload(s): {}\n",
+                          d.value("when", std::string("otherwise")),
+                          json_util::dump(d.value("configuration", json::object())), uuids.size(),
+                          join(shapes, " "));
+    }
+  } else if (!best_config.is_null()) {
+    text += fmt::format("Best configuration: {}\n", json_util::dump(best_config));
+  } else if (result.best_id == "c0000" && options.provider == "tune") {
+    text += "Best configuration: the seed's defaults\n";
+  }
+  text += fmt::format("Candidates: {} of a budget of {}; stopped: {}; dropout restarts: {}\n",
+                      result.candidates.size() - 1, options.budget, result.stop_reason,
+                      result.dropouts);
+  text += fmt::format("Tokens: {}; cost: ${:.4f}; time: {:.1f} s\n", result.tokens, result.cost,
+                      result.seconds);
+  if (!options.compile_only && options.cascade && reps.size() < op.workloads.size()) {
+    text += fmt::format(
+        "Shape cascade: {} representative shapes of {}; {} candidates stopped there, saving "
+        "~{:.1f} s of full validation, at ~{:.1f} s spent re-checking representatives of the "
+        "others: net ~{:.1f} s\n",
+        reps.size(), op.workloads.size(), stopped, saved, spent_reps, saved - spent_reps);
+  }
+  if (result.fatal) text += "Stopped by: " + result.fatal->message() + "\n";
+  result.summary = {{"schema", "kharness.run/1"},
+                    {"operator", op.definition.name},
+                    {"arch", options.target.arch},
+                    {"provider", options.provider},
+                    {"model", options.model},
+                    {"compile_only", options.compile_only},
+                    {"best", result.best_id},
+                    {"best_score", result.best_score},
+                    {"seed_score", result.seed_score},
+                    {"best_over_seed", over_seed},
+                    {"best_sol_fraction", best_sol ? json(*best_sol) : json(nullptr)},
+                    {"best_configuration", best_config},
+                    {"stop_reason", result.stop_reason},
+                    {"error", result.fatal ? result.fatal->message() : ""},
+                    {"tokens", result.tokens},
+                    {"cost_usd", result.cost},
+                    {"seconds", result.seconds},
+                    {"dropouts", result.dropouts},
+                    {"cascade",
+                     {{"representatives", reps},
+                      {"stopped_early", stopped},
+                      {"saved_seconds", saved},
+                      {"spent_seconds", spent_reps}}},
+                    {"candidates", rows}};
+  result.summary_text = text;
+}
+
+}  // namespace
+
 struct Search::Impl {
   // The verdict cache's key of one evaluation, and the archived candidate that answered it.
   struct CacheNote {
@@ -412,7 +547,8 @@ struct Search::Impl {
   }
 
   // One answer's evaluation, apart from the search's state, so that the K candidates of a step
-  // evaluate on K workers at once (DESIGN §9): its verdicts against the incumbent of the step.
+  // evaluate on K workers at once (docs/controller.md#search): its verdicts against the incumbent
+  // of the step.
   struct Trial {
     std::filesystem::path file;
     std::uint64_t counter = 0;  // evaluation_counter() of the candidate
@@ -796,129 +932,8 @@ struct Search::Impl {
     result.cost = cost;
     result.seconds = seconds_since(t0);
     result.dropouts = dropouts;
-    int stopped = 0;
-    double saved = 0, spent_reps = 0;
-    json rows = json::array();
-    std::string table = fmt::format(
-        "| candidate | parent | status | stage | vs incumbent | score | tokens | cost | note |\n"
-        "|---|---|---|---|---|---|---|---|---|\n");
-    for (const auto& r : records) {
-      rows.push_back(to_json(r));
-      if (r.stage == "representatives") {
-        ++stopped;
-        saved += r.saved_seconds;
-      } else if (r.stage == "full" && r.id != "c0000" && options.cascade &&
-                 reps.size() < op.workloads.size()) {
-        spent_reps += seconds_per_workload * static_cast<double>(reps.size());
-      }
-      std::string note = r.note.empty() ? r.reason : r.note;
-      if (note.size() > 90) note = note.substr(0, 89) + "…";
-      for (auto& ch : note)
-        if (ch == '|' || ch == '\n') ch = ' ';
-      table += fmt::format(
-          "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
-          r.parent.empty() ? "-" : r.parent, r.status.name(), r.stage.empty() ? "-" : r.stage,
-          r.speedup_vs_incumbent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_incumbent) : "-",
-          r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
-          r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
-    }
-    std::string text =
-        fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.target.arch,
-                    options.compile_only ? "compile only" : "validated");
-    text += table;
-    // The best kernel's record: its speed-of-light fraction (mean over its timed workloads) and,
-    // from the tune provider, the knob configuration it instantiates.
-    std::optional<double> best_sol;
-    json best_config;
-    for (const auto& r : records) {
-      if (r.id != best.id) continue;
-      if (r.verdict.is_object()) {
-        try {
-          const std::optional<double> f = verdict_from_json(r.verdict).score.mean_sol_fraction;
-          if (f && std::isfinite(*f)) best_sol = f;
-        } catch (const Error&) {
-          // a record edited by hand: the summary goes without the fraction
-        }
-      }
-      if (r.provider == "tune" && !r.answer.raw.empty()) {
-        json c = json_util::parse_or_discarded(r.answer.raw);
-        if (c.is_object()) best_config = std::move(c);
-      }
-    }
-    const double over_seed = seed_score > 0 && best.score > 0 ? best.score / seed_score : 0.0;
-    text += fmt::format("\nBest: {} at {:.3f}x the operator's baseline (the seed: {:.3f}x){}\n",
-                        best.id, best.score, seed_score,
-                        options.compile_only ? " — compile-only: nothing was timed" : "");
-    if (!options.compile_only && over_seed > 0) {
-      text += fmt::format("Best over the seed: {:.3f}x; speed-of-light reached: {}\n", over_seed,
-                          best_sol ? fmt::format("{:.1f}% (mean over workloads)", 100 * *best_sol)
-                                   : std::string("unknown"));
-    }
-    if (best_config.is_object() && best_config.contains("dispatch") &&
-        best_config["dispatch"].is_array()) {
-      // A composed candidate of the tune provider: which configuration serves which shapes.
-      text += "Best configuration: dispatched by shape (the plan's variants)\n";
-      for (const auto& d : best_config["dispatch"]) {
-        if (!d.is_object()) continue;
-        const json uuids = d.value("workloads", json::array());
-        std::vector<std::string> shapes;
-        for (const auto& u : uuids) {
-          for (const auto& w : op.workloads) {
-            if (!u.is_string() || w.uuid != u.get<std::string>()) continue;
-            std::vector<std::string> axes;
-            for (const auto& [name, value] : w.axes)
-              axes.push_back(fmt::format("{}={}", name, value));
-            shapes.push_back(join(axes, ","));
-          }
-        }
-        text += fmt::format("  {}: {} — serves {} workload(s): {}\n",
-                            d.value("when", std::string("otherwise")),
-                            json_util::dump(d.value("configuration", json::object())), uuids.size(),
-                            join(shapes, " "));
-      }
-    } else if (!best_config.is_null()) {
-      text += fmt::format("Best configuration: {}\n", json_util::dump(best_config));
-    } else if (best.id == "c0000" && options.provider == "tune") {
-      text += "Best configuration: the seed's defaults\n";
-    }
-    text += fmt::format("Candidates: {} of a budget of {}; stopped: {}; dropout restarts: {}\n",
-                        records.size() - 1, options.budget, result.stop_reason, dropouts);
-    text +=
-        fmt::format("Tokens: {}; cost: ${:.4f}; time: {:.1f} s\n", tokens, cost, result.seconds);
-    if (!options.compile_only && options.cascade && reps.size() < op.workloads.size()) {
-      text += fmt::format(
-          "Shape cascade: {} representative shapes of {}; {} candidates stopped there, saving "
-          "~{:.1f} s of full validation, at ~{:.1f} s spent re-checking representatives of the "
-          "others: net ~{:.1f} s\n",
-          reps.size(), op.workloads.size(), stopped, saved, spent_reps, saved - spent_reps);
-    }
-    if (result.fatal) text += "Stopped by: " + result.fatal->message() + "\n";
-    result.summary = {{"schema", "kharness.run/1"},
-                      {"operator", op.definition.name},
-                      {"arch", options.target.arch},
-                      {"provider", options.provider},
-                      {"model", options.model},
-                      {"compile_only", options.compile_only},
-                      {"best", best.id},
-                      {"best_score", best.score},
-                      {"seed_score", seed_score},
-                      {"best_over_seed", over_seed},
-                      {"best_sol_fraction", best_sol ? json(*best_sol) : json(nullptr)},
-                      {"best_configuration", best_config},
-                      {"stop_reason", result.stop_reason},
-                      {"error", result.fatal ? result.fatal->message() : ""},
-                      {"tokens", tokens},
-                      {"cost_usd", cost},
-                      {"seconds", result.seconds},
-                      {"dropouts", dropouts},
-                      {"cascade",
-                       {{"representatives", reps},
-                        {"stopped_early", stopped},
-                        {"saved_seconds", saved},
-                        {"spent_seconds", spent_reps}}},
-                      {"candidates", rows}};
-    result.summary_text = text;
-    recorder.finish(result.summary, text);
+    write_summary(result, options, op, reps, seconds_per_workload);
+    recorder.finish(result.summary, result.summary_text);
     if (!options.out.empty()) write_file_atomic(options.out.string(), best.source);
   }
 };

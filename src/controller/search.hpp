@@ -1,5 +1,5 @@
-// The optimisation loop of `kharness run` (DESIGN §8): from the operator's seed, ask a provider
-// for better kernels, evaluate each through the pipeline (an Evaluator), feed back what it
+// The optimisation loop of `kharness run` (docs/controller.md): from the operator's seed, ask a
+// provider for better kernels, evaluate each through the pipeline (an Evaluator), feed back what it
 // found, keep a few elites, restart from the best with half of the history masked when progress
 // stalls (optimisation dropout), and promote a candidate only when it passes every workload and
 // beats the incumbent by more than the measured noise in an interleaved re-timing.
@@ -39,8 +39,8 @@ struct SearchOptions {
   int patience = 4;  // steps without promotion before a dropout restart
   // Promotion needs a gain over the incumbent above both the measured noise of the interleaved
   // re-timing and this floor. The noise (the median's standard error) misses what moves between
-  // processes: on the H200 the rmsnorm seed and a restatement of it scored 0.997x, 0.997x and
-  // 1.009x one another in three runs (noise 0.68%).
+  // processes: one kernel and a restatement of it can score about 1% apart from one process to
+  // the next while the noise of each reads under 0.7%.
   double min_gain = 0.02;
   int samples = 1;  // candidates asked for per step, in parallel
   // The pool's workers (--gpus): a step's candidates evaluate on them at once, one per worker;
@@ -132,9 +132,9 @@ class Search {
 // The score is the mean over workloads of the speedup over the operator's baseline, so a candidate
 // changes it by the per-workload ratios weighted by the incumbent's speedups there:
 // score_ratio = sum(s_w * r_w) / sum(s_w). Promotion and the cascade judge by it. An unweighted
-// mean of the ratios could promote a candidate that lowers the score (an H200 GEMM run promoted
-// one at 1.032x the incumbent whose score was 0.994x its: faster where the baseline is fast,
-// slower where it is slow).
+// mean of the ratios could promote a candidate that lowers the score: faster where the baseline
+// is fast, slower where it is slow, it can beat the incumbent by 3% on the unweighted mean and
+// still lower the score.
 struct Comparison {
   std::map<std::string, double> ratio;  // uuid -> incumbent latency / candidate latency
   double score_ratio = 0.0;             // the candidate's definition score over the incumbent's
@@ -148,7 +148,8 @@ struct Comparison {
 Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, double>& weight);
 
 // Why `v` may not become the best (nor an elite, nor the seed of a run): it failed, or it PASSED
-// but was timed faster than light (DESIGN §5: never promoted). "" when it may.
+// but was timed faster than light (docs/verdicts.md#suspect-verdicts: never promoted). "" when it
+// may.
 std::string promotion_refusal(const Verdict& v);
 
 // The score ratio a complete comparison must exceed for a promotion: 1 + max(min_gain, noise).

@@ -312,10 +312,10 @@ T whole_or(const J& obj, const char* key, T fallback) {
            static_cast<std::uint64_t>(std::numeric_limits<T>::max());
   } else if (it->is_number_integer()) {
     const auto v = it->template get<std::int64_t>();
-    fits = v < 0 ? std::is_signed_v<T> &&
-                       v >= static_cast<std::int64_t>(std::numeric_limits<T>::min())
-                 : static_cast<std::uint64_t>(v) <=
-                       static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    fits =
+        v < 0 ? std::is_signed_v<T> && v >= static_cast<std::int64_t>(std::numeric_limits<T>::min())
+              : static_cast<std::uint64_t>(v) <=
+                    static_cast<std::uint64_t>(std::numeric_limits<T>::max());
   } else {
     const double v = it->template get<double>();
     const double limit = std::ldexp(1.0, std::numeric_limits<T>::digits);

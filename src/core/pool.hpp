@@ -1,5 +1,6 @@
-// A pull queue over a fixed set of workers (DESIGN §9): `score`, `check`, `validate` and `run`
-// evaluate on one worker per entry of --gpus, each taking the next item as soon as it is free.
+// A pull queue over a fixed set of workers (docs/pipeline.md#pools-and-gpus): `score`, `check`,
+// `validate` and `run` evaluate on one worker per entry of --gpus, each taking the next item as
+// soon as it is free.
 #pragma once
 
 #include <cstddef>

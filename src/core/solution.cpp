@@ -677,9 +677,9 @@ std::string quoted_include(const std::string& line) {
 // Families whose kernels differ in a few lines share the rest through _families/_shared/: a
 // family's seed.cu, baseline or reference.cu #includes "../_shared/<file>" (after its own plan
 // and the #defines that pick its variant), as a compiler would read it. A solution has no include
-// paths (DESIGN §3), so the text loaded is whole all the same: each such line is replaced by the
-// shared file's text (which may include further _shared files). Other #include lines are left
-// for the source rules to judge.
+// paths (docs/plans.md#forms), so the text loaded is whole all the same: each such line is replaced
+// by the shared file's text (which may include further _shared files). Other #include lines are
+// left for the source rules to judge.
 std::string inline_shared_includes(const fs::path& file, const std::string& text,
                                    const fs::path& families, int depth) {
   constexpr int kMaxDepth = 8;

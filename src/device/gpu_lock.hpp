@@ -1,6 +1,6 @@
-// The per-GPU lock (DESIGN §9): a timed measurement never shares its GPU with another measurement,
-// nor with a correctness check. Several workers may use one GPU (`--gpus 0,0`, or two kharness
-// processes on one machine); each takes this lock on the GPU it runs on:
+// The per-GPU lock (docs/pipeline.md#gpu-lock): a timed measurement never shares its GPU with
+// another measurement, nor with a correctness check. Several workers may use one GPU (`--gpus 0,0`,
+// or two kharness processes on one machine); each takes this lock on the GPU it runs on:
 // - shared from before its context exists (correctness checks: any number at once),
 // - exclusive from the timing phase to the end of the process, its context torn down included
 //   (alone on the GPU; it waits for the checks in flight to end).

@@ -3,10 +3,11 @@
 // its `__constant__` variables (which a kernel can write through their generic address) — and the
 // bytes they held when it was loaded. Restoring them before a timed iteration gives a kernel the
 // state of a freshly loaded module — what the correctness stage gives it by reloading the module
-// every trial — so nothing a launch leaves in them reaches the next one (DESIGN §5: no state
-// survives an iteration), at the cost of one small copy per variable instead of a module load.
-// Where some variable cannot be named, the module is reloaded instead. The initial bytes are kept
-// in pageable host memory, which no kernel can address.
+// every trial — so nothing a launch leaves in them reaches the next one
+// (docs/correctness.md#state-reset: no state survives an iteration), at the cost of one small copy
+// per variable instead of a module load. Where some variable cannot be named, the module is
+// reloaded instead. The initial bytes are kept in pageable host memory, which no kernel can
+// address.
 #pragma once
 
 #include <cuda.h>

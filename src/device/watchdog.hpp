@@ -1,5 +1,5 @@
 // A launch watchdog: a launch that never finishes is declared a hang within seconds, not when the
-// whole worker's wall-clock limit runs out (DESIGN §5).
+// whole worker's wall-clock limit runs out (docs/pipeline.md#worker).
 //
 // The host can only see a hang where it waits on the GPU, so every blocking driver entry point
 // (cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize, the synchronous cuMemcpy*/cuMemset*,

@@ -100,6 +100,272 @@ struct Param {
   bool output;
 };
 
+// The generated launcher's includes, before the kernels' host stubs.
+constexpr const char* kLauncherPrelude = R"KH(#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+// The kernels' host stubs, by their PTX .entry names (defined by nvcc in the kernel source).
+)KH";
+
+// The helpers every generated launcher defines in its namespace before the entry function: error
+// and CUDA checks, the plan's expression functions, tensor checks, the device guard, the
+// workspace and the kernel launch.
+constexpr const char* kLauncherHelpers = R"KH(using tvm::ffi::TensorView;
+
+[[noreturn]] void fail(const std::string& what) {
+  TVM_FFI_THROW(ValueError) << what;
+  std::abort();  // not reached: the error is thrown as the statement above ends
+}
+
+void check_cuda(cudaError_t e, const char* kernel, const char* what) {
+  if (e != cudaSuccess)
+    TVM_FFI_THROW(RuntimeError) << kernel << ": " << what << ": " << cudaGetErrorName(e) << " ("
+                                << cudaGetErrorString(e) << ")";
+}
+
+// cdiv, min and max of the plan's expression language (int64_t, as kharness evaluates them).
+int64_t kx_cdiv(int64_t a, int64_t b) {
+  if (b == 0) fail("plan expression divides by zero");
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) == (b < 0)) ? q + 1 : q;
+}
+int64_t kx_min(int64_t a, int64_t b) { return a < b ? a : b; }
+template <typename... Rest>
+int64_t kx_min(int64_t a, int64_t b, Rest... rest) {
+  return kx_min(kx_min(a, b), static_cast<int64_t>(rest)...);
+}
+int64_t kx_max(int64_t a, int64_t b) { return a > b ? a : b; }
+template <typename... Rest>
+int64_t kx_max(int64_t a, int64_t b, Rest... rest) {
+  return kx_max(kx_max(a, b), static_cast<int64_t>(rest)...);
+}
+
+unsigned dim(int64_t v, const char* what) {
+  if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<unsigned>::max()))
+    fail(std::string(what) + " = " + std::to_string(v) + " is out of range");
+  return static_cast<unsigned>(v);
+}
+
+template <typename T>
+T narrow(int64_t v, const char* what) {
+  if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+    fail(std::string(what) + " = " + std::to_string(v) + " does not fit its kernel parameter");
+  return static_cast<T>(v);
+}
+
+// kharness passes dense row-major tensors of the definition's dtype on one CUDA device.
+void check_tensor(const TensorView& t, const char* name, int ndim, int bits) {
+  if (t.device().device_type != kDLCUDA) fail(std::string(name) + ": not a CUDA tensor");
+  if (t.ndim() != ndim)
+    fail(std::string(name) + ": " + std::to_string(t.ndim()) + " dimensions, expected " +
+         std::to_string(ndim));
+  if (t.dtype().bits * t.dtype().lanes != bits)
+    fail(std::string(name) + ": " + std::to_string(t.dtype().bits) + "-bit elements, expected " +
+         std::to_string(bits));
+  if (!t.IsContiguous()) fail(std::string(name) + ": not contiguous");
+}
+
+void check_dim(const TensorView& t, const char* name, int d, int64_t expected, const char* axis) {
+  if (t.size(d) != expected)
+    fail(std::string(name) + ": dimension " + std::to_string(d) + " is " +
+         std::to_string(t.size(d)) + ", axis " + axis + " is " + std::to_string(expected));
+}
+
+void* data(const TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
+
+int device_of(const TensorView& t) { return t.device().device_id; }
+
+// Makes the tensors' device current for the call and restores the caller's.
+struct DeviceGuard {
+  explicit DeviceGuard(int d) : device(d) {
+    check_cuda(cudaGetDevice(&previous), "launcher", "cudaGetDevice");
+    if (previous != device) check_cuda(cudaSetDevice(device), "launcher", "cudaSetDevice");
+  }
+  ~DeviceGuard() {
+    if (previous != device) cudaSetDevice(previous);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;  // restores the device once
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  int device;
+  int previous = 0;
+};
+
+// The plan's workspace: one buffer per device, grown when a call needs more, kept between calls
+// (its contents are undefined at every call, as under kharness, which poisons it).
+void* workspace(int device, int64_t bytes) {
+  static std::mutex mutex;
+  static void* buffers[64] = {};
+  static int64_t sizes[64] = {};
+  if (bytes <= 0) return nullptr;
+  if (device < 0 || device >= 64) fail("workspace: device index out of range");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bytes > sizes[device]) {
+    if (buffers[device]) check_cuda(cudaFree(buffers[device]), "workspace", "cudaFree");
+    buffers[device] = nullptr;
+    sizes[device] = 0;
+    check_cuda(cudaMalloc(&buffers[device], static_cast<size_t>(bytes)), "workspace",
+               "cudaMalloc");
+    sizes[device] = bytes;
+  }
+  return buffers[device];
+}
+
+int64_t tensor_bytes(const TensorView& t) {
+  int64_t n = 1;
+  for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
+  return n * ((t.dtype().bits * t.dtype().lanes + 7) / 8);
+}
+
+// cuTensorMapEncodeTiled from the driver the runtime loaded (the launcher links only cudart).
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {
+  static std::mutex mutex;
+  static EncodeTiled fn = nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (fn) return fn;
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e =
+      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
+#endif
+  check_cuda(e, "launcher", "cudaGetDriverEntryPoint(cuTensorMapEncodeTiled)");
+  if (found != cudaDriverEntryPointSuccess || p == nullptr)
+    fail("the driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12)");
+  fn = reinterpret_cast<EncodeTiled>(p);
+  return fn;
+}
+
+// One tensor map of the plan, as kharness encodes it (device/plan_launcher.cpp): the numbers are
+// the plan's resolved layout, innermost dimension first; strides in elements (of dimensions 1 and
+// up), made bytes here. The map may address nothing outside its tensor or the workspace
+// (`region` bytes from `base`); the driver checks the rest of TMA's rules.
+CUtensorMap tensor_map(const char* name, const char* kernel, CUtensorMapDataType type,
+                       unsigned rank, int64_t element_bytes, void* base, int64_t offset,
+                       int64_t region, std::initializer_list<int64_t> dims,
+                       std::initializer_list<int64_t> strides, std::initializer_list<int64_t> box,
+                       std::initializer_list<int64_t> element_strides,
+                       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                       CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill) {
+  const std::string what = std::string(kernel) + ": tensor map " + name;
+  cuuint64_t d[5] = {}, s[4] = {};
+  cuuint32_t b[5] = {}, e[5] = {};
+  int64_t extent = element_bytes;
+  unsigned k = 0;
+  for (int64_t v : dims) {
+    if (v < 1 || v > (int64_t{1} << 32)) fail(what + ": dimension out of range");
+    d[k++] = static_cast<cuuint64_t>(v);
+  }
+  k = 0;
+  for (int64_t v : strides) {
+    if (v < 1) fail(what + ": stride out of range");
+    s[k] = static_cast<cuuint64_t>(v * element_bytes);
+    extent += static_cast<int64_t>(d[k + 1] - 1) * v * element_bytes;
+    ++k;
+  }
+  extent += static_cast<int64_t>(d[0] - 1) * element_bytes;
+  k = 0;
+  for (int64_t v : box) b[k++] = dim(v, "box");
+  k = 0;
+  for (int64_t v : element_strides) e[k++] = dim(v, "element_strides");
+  if (offset < 0 || offset + extent > region)
+    fail(what + " addresses " + std::to_string(offset + extent) + " bytes from its base, which holds " +
+         std::to_string(region));
+  char* address = static_cast<char*>(base) + offset;
+  if (reinterpret_cast<uintptr_t>(address) % 16 != 0) fail(what + ": base not 16-byte aligned");
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof map);
+  CUresult r = encode_tiled()(&map, type, rank, address, d, s, b, e, interleave, swizzle, l2, fill);
+  if (r != CUDA_SUCCESS)
+    fail(what + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+         ")");
+  return map;
+}
+
+// The opt-in to dynamic shared memory above 48 KiB, once per kernel, device and size: the
+// attribute stays set on the function, and FlashInfer-Bench times the whole host call, so a
+// driver call saved on every launch is overhead its small workloads do not measure.
+void opt_into_shared(const void* fn, const char* kernel, unsigned shared_bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, unsigned> opted;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), kernel, "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  unsigned& largest = opted[{fn, device}];
+  if (shared_bytes <= largest) return;
+  check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(shared_bytes)),
+             kernel, "cannot opt into the dynamic shared memory");
+  largest = shared_bytes;
+}
+
+// One launch of the plan: dynamic shared memory above 48 KiB opted into, clusters (above 8 blocks
+// with the non-portable opt-in), programmatic dependent launch and cooperative launches through
+// cudaLaunchKernelEx's attributes.
+void launch(const void* fn, const char* kernel, dim3 grid, dim3 block, dim3 cluster,
+            unsigned shared_bytes, cudaStream_t stream, void** args, bool pdl, bool cooperative) {
+  if (shared_bytes > 48u * 1024u) opt_into_shared(fn, kernel, shared_bytes);
+  unsigned cluster_blocks = cluster.x * cluster.y * cluster.z;
+  if (cluster_blocks <= 1 && !pdl && !cooperative) {
+    check_cuda(cudaLaunchKernel(fn, grid, block, args, shared_bytes, stream), kernel, "launch");
+    return;
+  }
+  if (cluster_blocks > 8)
+    check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               kernel, "cannot opt into a non-portable cluster size");
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[3] = {};
+  unsigned n = 0;
+  if (cluster_blocks > 1) {
+    attributes[n].id = cudaLaunchAttributeClusterDimension;
+    attributes[n].val.clusterDim.x = cluster.x;
+    attributes[n].val.clusterDim.y = cluster.y;
+    attributes[n].val.clusterDim.z = cluster.z;
+    ++n;
+  }
+  if (pdl) {
+    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cooperative) {
+    attributes[n].id = cudaLaunchAttributeCooperative;
+    attributes[n].val.cooperative = 1;
+    ++n;
+  }
+  config.attrs = attributes;
+  config.numAttrs = n;
+  check_cuda(cudaLaunchKernelExC(&config, fn, args), kernel, "launch");
+}
+
+)KH";
+
 class LauncherWriter {
  public:
   LauncherWriter(const Solution& solution, const Definition& definition,
@@ -118,10 +384,10 @@ class LauncherWriter {
     out += fmt::format(
         "// Definition {}: {}({}) launches the kharness plan of {} on the caller's stream.\n",
         definition_.name, entry_symbol, signature_names(), entry_path);
-    out += prelude();
+    out += kLauncherPrelude;
     out += stubs_;
     out += "\nnamespace kharness_fib {\n\n";
-    out += helpers();
+    out += kLauncherHelpers;
     out += fmt::format("void {}({}) {{\n", entry_symbol, signature());
     out += checks_;
     out += body;
@@ -441,272 +707,6 @@ class LauncherWriter {
     for (const auto& p : params_)
       if (!p.spec->is_scalar()) return p.cpp;
     refuse("the definition has no tensor: nothing tells the launcher its device");
-  }
-
-  static std::string prelude() {
-    return R"KH(#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda.h>
-#include <cuda_runtime.h>
-#include <tvm/ffi/container/tensor.h>
-#include <tvm/ffi/error.h>
-#include <tvm/ffi/extra/c_env_api.h>
-#include <tvm/ffi/function.h>
-
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <initializer_list>
-#include <limits>
-#include <map>
-#include <mutex>
-#include <string>
-#include <utility>
-
-// The kernels' host stubs, by their PTX .entry names (defined by nvcc in the kernel source).
-)KH";
-  }
-
-  static std::string helpers() {
-    return R"KH(using tvm::ffi::TensorView;
-
-[[noreturn]] void fail(const std::string& what) {
-  TVM_FFI_THROW(ValueError) << what;
-  std::abort();  // not reached: the error is thrown as the statement above ends
-}
-
-void check_cuda(cudaError_t e, const char* kernel, const char* what) {
-  if (e != cudaSuccess)
-    TVM_FFI_THROW(RuntimeError) << kernel << ": " << what << ": " << cudaGetErrorName(e) << " ("
-                                << cudaGetErrorString(e) << ")";
-}
-
-// cdiv, min and max of the plan's expression language (int64_t, as kharness evaluates them).
-int64_t kx_cdiv(int64_t a, int64_t b) {
-  if (b == 0) fail("plan expression divides by zero");
-  int64_t q = a / b;
-  return (a % b != 0 && (a < 0) == (b < 0)) ? q + 1 : q;
-}
-int64_t kx_min(int64_t a, int64_t b) { return a < b ? a : b; }
-template <typename... Rest>
-int64_t kx_min(int64_t a, int64_t b, Rest... rest) {
-  return kx_min(kx_min(a, b), static_cast<int64_t>(rest)...);
-}
-int64_t kx_max(int64_t a, int64_t b) { return a > b ? a : b; }
-template <typename... Rest>
-int64_t kx_max(int64_t a, int64_t b, Rest... rest) {
-  return kx_max(kx_max(a, b), static_cast<int64_t>(rest)...);
-}
-
-unsigned dim(int64_t v, const char* what) {
-  if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<unsigned>::max()))
-    fail(std::string(what) + " = " + std::to_string(v) + " is out of range");
-  return static_cast<unsigned>(v);
-}
-
-template <typename T>
-T narrow(int64_t v, const char* what) {
-  if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
-    fail(std::string(what) + " = " + std::to_string(v) + " does not fit its kernel parameter");
-  return static_cast<T>(v);
-}
-
-// kharness passes dense row-major tensors of the definition's dtype on one CUDA device.
-void check_tensor(const TensorView& t, const char* name, int ndim, int bits) {
-  if (t.device().device_type != kDLCUDA) fail(std::string(name) + ": not a CUDA tensor");
-  if (t.ndim() != ndim)
-    fail(std::string(name) + ": " + std::to_string(t.ndim()) + " dimensions, expected " +
-         std::to_string(ndim));
-  if (t.dtype().bits * t.dtype().lanes != bits)
-    fail(std::string(name) + ": " + std::to_string(t.dtype().bits) + "-bit elements, expected " +
-         std::to_string(bits));
-  if (!t.IsContiguous()) fail(std::string(name) + ": not contiguous");
-}
-
-void check_dim(const TensorView& t, const char* name, int d, int64_t expected, const char* axis) {
-  if (t.size(d) != expected)
-    fail(std::string(name) + ": dimension " + std::to_string(d) + " is " +
-         std::to_string(t.size(d)) + ", axis " + axis + " is " + std::to_string(expected));
-}
-
-void* data(const TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
-
-int device_of(const TensorView& t) { return t.device().device_id; }
-
-// Makes the tensors' device current for the call and restores the caller's.
-struct DeviceGuard {
-  explicit DeviceGuard(int d) : device(d) {
-    check_cuda(cudaGetDevice(&previous), "launcher", "cudaGetDevice");
-    if (previous != device) check_cuda(cudaSetDevice(device), "launcher", "cudaSetDevice");
-  }
-  ~DeviceGuard() {
-    if (previous != device) cudaSetDevice(previous);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;  // restores the device once
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-  int device;
-  int previous = 0;
-};
-
-// The plan's workspace: one buffer per device, grown when a call needs more, kept between calls
-// (its contents are undefined at every call, as under kharness, which poisons it).
-void* workspace(int device, int64_t bytes) {
-  static std::mutex mutex;
-  static void* buffers[64] = {};
-  static int64_t sizes[64] = {};
-  if (bytes <= 0) return nullptr;
-  if (device < 0 || device >= 64) fail("workspace: device index out of range");
-  std::lock_guard<std::mutex> lock(mutex);
-  if (bytes > sizes[device]) {
-    if (buffers[device]) check_cuda(cudaFree(buffers[device]), "workspace", "cudaFree");
-    buffers[device] = nullptr;
-    sizes[device] = 0;
-    check_cuda(cudaMalloc(&buffers[device], static_cast<size_t>(bytes)), "workspace",
-               "cudaMalloc");
-    sizes[device] = bytes;
-  }
-  return buffers[device];
-}
-
-int64_t tensor_bytes(const TensorView& t) {
-  int64_t n = 1;
-  for (int d = 0; d < t.ndim(); ++d) n *= t.size(d);
-  return n * ((t.dtype().bits * t.dtype().lanes + 7) / 8);
-}
-
-// cuTensorMapEncodeTiled from the driver the runtime loaded (the launcher links only cudart).
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encode_tiled() {
-  static std::mutex mutex;
-  static EncodeTiled fn = nullptr;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (fn) return fn;
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-  cudaError_t e =
-      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
-#else
-  cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
-#endif
-  check_cuda(e, "launcher", "cudaGetDriverEntryPoint(cuTensorMapEncodeTiled)");
-  if (found != cudaDriverEntryPointSuccess || p == nullptr)
-    fail("the driver has no cuTensorMapEncodeTiled (tensor maps need CUDA 12)");
-  fn = reinterpret_cast<EncodeTiled>(p);
-  return fn;
-}
-
-// One tensor map of the plan, as kharness encodes it (device/plan_launcher.cpp): the numbers are
-// the plan's resolved layout, innermost dimension first; strides in elements (of dimensions 1 and
-// up), made bytes here. The map may address nothing outside its tensor or the workspace
-// (`region` bytes from `base`); the driver checks the rest of TMA's rules.
-CUtensorMap tensor_map(const char* name, const char* kernel, CUtensorMapDataType type,
-                       unsigned rank, int64_t element_bytes, void* base, int64_t offset,
-                       int64_t region, std::initializer_list<int64_t> dims,
-                       std::initializer_list<int64_t> strides, std::initializer_list<int64_t> box,
-                       std::initializer_list<int64_t> element_strides,
-                       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-                       CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill) {
-  const std::string what = std::string(kernel) + ": tensor map " + name;
-  cuuint64_t d[5] = {}, s[4] = {};
-  cuuint32_t b[5] = {}, e[5] = {};
-  int64_t extent = element_bytes;
-  unsigned k = 0;
-  for (int64_t v : dims) {
-    if (v < 1 || v > (int64_t{1} << 32)) fail(what + ": dimension out of range");
-    d[k++] = static_cast<cuuint64_t>(v);
-  }
-  k = 0;
-  for (int64_t v : strides) {
-    if (v < 1) fail(what + ": stride out of range");
-    s[k] = static_cast<cuuint64_t>(v * element_bytes);
-    extent += static_cast<int64_t>(d[k + 1] - 1) * v * element_bytes;
-    ++k;
-  }
-  extent += static_cast<int64_t>(d[0] - 1) * element_bytes;
-  k = 0;
-  for (int64_t v : box) b[k++] = dim(v, "box");
-  k = 0;
-  for (int64_t v : element_strides) e[k++] = dim(v, "element_strides");
-  if (offset < 0 || offset + extent > region)
-    fail(what + " addresses " + std::to_string(offset + extent) + " bytes from its base, which holds " +
-         std::to_string(region));
-  char* address = static_cast<char*>(base) + offset;
-  if (reinterpret_cast<uintptr_t>(address) % 16 != 0) fail(what + ": base not 16-byte aligned");
-  CUtensorMap map;
-  std::memset(&map, 0, sizeof map);
-  CUresult r = encode_tiled()(&map, type, rank, address, d, s, b, e, interleave, swizzle, l2, fill);
-  if (r != CUDA_SUCCESS)
-    fail(what + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
-         ")");
-  return map;
-}
-
-// The opt-in to dynamic shared memory above 48 KiB, once per kernel, device and size: the
-// attribute stays set on the function, and FlashInfer-Bench times the whole host call, so a
-// driver call saved on every launch is overhead its small workloads do not measure.
-void opt_into_shared(const void* fn, const char* kernel, unsigned shared_bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, unsigned> opted;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), kernel, "cudaGetDevice");
-  std::lock_guard<std::mutex> lock(mutex);
-  unsigned& largest = opted[{fn, device}];
-  if (shared_bytes <= largest) return;
-  check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(shared_bytes)),
-             kernel, "cannot opt into the dynamic shared memory");
-  largest = shared_bytes;
-}
-
-// One launch of the plan: dynamic shared memory above 48 KiB opted into, clusters (above 8 blocks
-// with the non-portable opt-in), programmatic dependent launch and cooperative launches through
-// cudaLaunchKernelEx's attributes.
-void launch(const void* fn, const char* kernel, dim3 grid, dim3 block, dim3 cluster,
-            unsigned shared_bytes, cudaStream_t stream, void** args, bool pdl, bool cooperative) {
-  if (shared_bytes > 48u * 1024u) opt_into_shared(fn, kernel, shared_bytes);
-  unsigned cluster_blocks = cluster.x * cluster.y * cluster.z;
-  if (cluster_blocks <= 1 && !pdl && !cooperative) {
-    check_cuda(cudaLaunchKernel(fn, grid, block, args, shared_bytes, stream), kernel, "launch");
-    return;
-  }
-  if (cluster_blocks > 8)
-    check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-               kernel, "cannot opt into a non-portable cluster size");
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attributes[3] = {};
-  unsigned n = 0;
-  if (cluster_blocks > 1) {
-    attributes[n].id = cudaLaunchAttributeClusterDimension;
-    attributes[n].val.clusterDim.x = cluster.x;
-    attributes[n].val.clusterDim.y = cluster.y;
-    attributes[n].val.clusterDim.z = cluster.z;
-    ++n;
-  }
-  if (pdl) {
-    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cooperative) {
-    attributes[n].id = cudaLaunchAttributeCooperative;
-    attributes[n].val.cooperative = 1;
-    ++n;
-  }
-  config.attrs = attributes;
-  config.numAttrs = n;
-  check_cuda(cudaLaunchKernelExC(&config, fn, args), kernel, "launch");
-}
-
-)KH";
   }
 
   const Solution& solution_;

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <sstream>
 
@@ -266,7 +266,8 @@ const std::vector<Entry>& table() {
 std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
   std::int64_t sum = 0;
   if (!__builtin_add_overflow(a, b, &sum)) return sum;
-  return b > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+  return b > 0 ? std::numeric_limits<std::int64_t>::max()
+               : std::numeric_limits<std::int64_t>::min();
 }
 
 Usage usage_from(const json& u, const char* in, const char* out) {
@@ -401,7 +402,8 @@ Answer parse_anthropic_response(const std::string& body) {
     json u = j.value("usage", json::object());
     a.usage = usage_from(u, "input_tokens", "output_tokens");
     if (u.is_object()) {
-      a.usage.cache_read_tokens = json_util::whole_or(u, "cache_read_input_tokens", std::int64_t{0});
+      a.usage.cache_read_tokens =
+          json_util::whole_or(u, "cache_read_input_tokens", std::int64_t{0});
       // Anthropic counts cached input apart from input_tokens; Usage counts all input together.
       a.usage.input_tokens = saturating_add(a.usage.input_tokens, a.usage.cache_read_tokens);
     }
@@ -434,7 +436,8 @@ Answer parse_openai_response(const std::string& body) {
     a.usage = usage_from(u, "input_tokens", "output_tokens");
     if (u.is_object() && u.contains("input_tokens_details") &&
         u["input_tokens_details"].is_object())
-      a.usage.cache_read_tokens = json_util::whole_or(u["input_tokens_details"], "cached_tokens", std::int64_t{0});
+      a.usage.cache_read_tokens =
+          json_util::whole_or(u["input_tokens_details"], "cached_tokens", std::int64_t{0});
     std::string status = j.value("status", std::string());
     a.stop_reason = status;
     a.truncated = status == "incomplete";
@@ -460,7 +463,8 @@ Answer parse_command_output(const std::string& out) {
       json u = j.value("usage", json::object());
       a.usage = usage_from(u, "input_tokens", "output_tokens");
       if (u.is_object()) {
-        a.usage.cache_read_tokens = json_util::whole_or(u, "cache_read_input_tokens", std::int64_t{0});
+        a.usage.cache_read_tokens =
+            json_util::whole_or(u, "cache_read_input_tokens", std::int64_t{0});
         a.usage.input_tokens = saturating_add(a.usage.input_tokens, a.usage.cache_read_tokens);
       }
       a.stop_reason = j.value("subtype", std::string("success"));
@@ -480,7 +484,8 @@ Answer parse_command_output(const std::string& out) {
         message = e["item"].value("text", "");
       } else if (type == "turn.completed" && e.contains("usage")) {
         a.usage = usage_from(e["usage"], "input_tokens", "output_tokens");
-        a.usage.cache_read_tokens = json_util::whole_or(e["usage"], "cached_input_tokens", std::int64_t{0});
+        a.usage.cache_read_tokens =
+            json_util::whole_or(e["usage"], "cached_input_tokens", std::int64_t{0});
       } else if (e.contains("msg") && e["msg"].is_object() &&
                  e["msg"].value("type", "") == "agent_message") {  // older codex event form
         message = e["msg"].value("message", "");

@@ -1,7 +1,7 @@
-// One evaluation, from a solution's path to its archived verdict (DESIGN §11): the module that
-// owns it. An Evaluator serves one invocation (`check`, `bench`, `validate`, `score`): for each
-// solution it loads the candidate, its operator and the reference once, looks the verdict up in
-// the archive's verdict cache, on a miss compiles once (the worker's compiles are hits of the
+// One evaluation, from a solution's path to its archived verdict (docs/pipeline.md): the module
+// that owns it. An Evaluator serves one invocation (`check`, `bench`, `validate`, `score`): for
+// each solution it loads the candidate, its operator and the reference once, looks the verdict up
+// in the archive's verdict cache, on a miss compiles once (the worker's compiles are hits of the
 // same compile cache: a private one under --no-cache) and runs the worker (verify, then time),
 // and archives the candidate with the artifacts of that one compile. A malformed solution
 // becomes a REJECTED verdict here, once. Data flows one way: request -> Evaluation.

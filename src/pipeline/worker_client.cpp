@@ -25,8 +25,8 @@ nlohmann::json compile_summary(const CompileResult& r) {
   return j;
 }
 
-// The verdict's record of the GPU the worker runs on (DESIGN §4, §9): name, UUID, PCI bus id,
-// ordinal and clocks (NVML, when present) at the start of the evaluation.
+// The verdict's record of the GPU the worker runs on (docs/verdicts.md#verdict-fields): name, UUID,
+// PCI bus id, ordinal and clocks (NVML, when present) at the start of the evaluation.
 json gpu_record(const GpuInfo& g) {
   json j = {{"gpu", g.name}, {"gpu_index", g.index}};
   auto put = [&](const char* key, const auto& value) {

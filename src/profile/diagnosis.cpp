@@ -195,6 +195,210 @@ std::string stall_direction(const std::string& reason) {
   return "";
 }
 
+std::string unit_name(const std::string& u) {
+  if (u == "dram") return std::string("DRAM");
+  if (u == "l2") return std::string("L2");
+  if (u == "l1") return std::string("L1");
+  if (u == "sm") return std::string("SM");
+  if (u == "memory") return std::string("memory system");
+  return u;
+}
+
+std::string sol_text(const DiagnosisContext& ctx) {
+  if (!ctx.sol_fraction) return "";
+  return fmt::format("{} of speed-of-light{}", pct(100.0 * *ctx.sol_fraction),
+                     ctx.plan_has_several_kernels ? " (whole plan)" : "");
+}
+
+// The busiest unit of a side (memory or SM) and its throughput in percent of peak.
+using Busiest = std::optional<std::pair<double, std::string>>;
+
+// The plan reaches its speed-of-light fraction: only less work helps.
+void diagnose_at_roofline(Diagnosis& d, const Counters& c, const DiagnosisContext& ctx,
+                          const Busiest& memory_side, const Busiest& sm_side, double mem_v,
+                          double sm_v) {
+  d.kind = "at_roofline";
+  d.limiter = mem_v >= sm_v ? (memory_side ? memory_side->second : "dram")
+                            : (sm_side ? sm_side->second : "sm");
+  d.summary = fmt::format("at the roofline: {}, {}-limited", sol_text(ctx), unit_name(d.limiter));
+  add_unique(d.evidence, sol_text(ctx));
+  if (c.dram) add_unique(d.evidence, "DRAM throughput " + pct(*c.dram), 4);
+  if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
+  if (c.tensor) add_unique(d.evidence, "tensor pipe " + pct(*c.tensor), 4);
+  add_unique(d.directions,
+             fmt::format("Little left to gain in this kernel: only less work (fusion with its "
+                         "neighbours, lower precision) makes it faster ({} § At the roofline)",
+                         kProfiling));
+}
+
+// A memory unit (DRAM or L2) is the busiest: fewer bytes, or more of them in flight.
+void diagnose_memory_bound(Diagnosis& d, const Counters& c, const DiagnosisContext& ctx,
+                           const Busiest& memory_side, const std::string& op_skills) {
+  d.kind = "memory_bound";
+  d.limiter = memory_side->second;
+  d.summary =
+      fmt::format("memory-bound: {} at {} of peak", unit_name(d.limiter), pct(memory_side->first));
+  if (c.dram) add_unique(d.evidence, "DRAM throughput " + pct(*c.dram), 4);
+  if (c.l2) add_unique(d.evidence, "L2 throughput " + pct(*c.l2), 4);
+  if (c.l2_hit) add_unique(d.evidence, "L2 hit rate " + pct(*c.l2_hit), 4);
+  if (c.sector_use)
+    add_unique(d.evidence, "global load sector use " + pct(*c.sector_use), 4);
+  else if (c.sm)
+    add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
+  const double moved = or0(c.dram_read) + or0(c.dram_write);
+  if (ctx.min_bytes > 0 && moved > 0 && !ctx.plan_has_several_kernels) {
+    const double ratio = moved / ctx.min_bytes;
+    if (ratio >= kExcessTraffic) {
+      add_unique(d.directions,
+                 fmt::format("DRAM traffic is {:.1f}x the definition's minimum ({} of {}): "
+                             "read each byte once — reuse through shared memory/L2, fuse "
+                             "passes ({} § Memory-bound)",
+                             ratio, mb(moved), mb(ctx.min_bytes), kProfiling));
+    }
+  }
+  if (c.sector_use && *c.sector_use < kPoorSectorUse) {
+    add_unique(d.directions,
+               fmt::format("Coalesce global loads: adjacent threads should read adjacent "
+                           "16-byte vectors ({} § Memory-bound)",
+                           kProfiling));
+  }
+  if (d.limiter == "l2") {
+    add_unique(d.directions,
+               fmt::format("L2-bound: larger tiles in shared memory/registers so each byte "
+                           "fetched from L2 is used more often ({} § Memory-bound)",
+                           kProfiling));
+  }
+  if (c.dram && *c.dram >= kDramNearPeak) {
+    add_unique(d.directions,
+               fmt::format("DRAM is near its sustainable peak: only moving fewer bytes helps "
+                           "(fusion with neighbouring operators, smaller dtypes) ({} § "
+                           "Memory-bound)",
+                           kProfiling));
+  } else {
+    add_unique(d.directions,
+               fmt::format("Keep enough bytes in flight: 16-byte vector loads, several "
+                           "independent loads per thread, cp.async/TMA on Hopper ({} § "
+                           "Memory-bound)",
+                           kProfiling));
+  }
+  if (!op_skills.empty())
+    add_unique(d.directions, fmt::format("See {} § Where the time goes", op_skills));
+}
+
+// An SM unit is the busiest: tensor cores, operand reuse, fewer instructions per result.
+void diagnose_compute_bound(Diagnosis& d, const Counters& c, const DiagnosisContext& ctx,
+                            const Busiest& sm_side, const std::string& op_skills) {
+  d.kind = "compute_bound";
+  d.limiter = sm_side->second;
+  d.summary =
+      fmt::format("compute-bound: {} at {} of peak", unit_name(d.limiter), pct(sm_side->first));
+  if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
+  if (c.l1) add_unique(d.evidence, "L1 throughput " + pct(*c.l1), 4);
+  if (c.tensor) add_unique(d.evidence, "tensor pipe " + pct(*c.tensor), 4);
+  if (c.fma)
+    add_unique(d.evidence, "FMA pipe " + pct(*c.fma), 4);
+  else if (c.issue)
+    add_unique(d.evidence, "issue slots busy " + pct(*c.issue), 4);
+  const bool low_tensor = !c.tensor || *c.tensor < kLowTensorPipe;
+  if (matmul_like(ctx.family) && low_tensor) {
+    add_unique(
+        d.directions,
+        fmt::format("Use tensor cores: the tensor pipe is {} — {} ({} § {})",
+                    c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
+                    arch_family(ctx.arch) == ArchFamily::kHopper ? "wgmma fed by TMA"
+                                                                 : "mma.sync/ldmatrix tiles",
+                    op_skills.empty() ? "skills/gemm.md" : op_skills, arch_section(ctx.arch)));
+  }
+  if (d.limiter == "l1" || (c.l1 && c.fma && *c.l1 > *c.fma)) {
+    add_unique(d.directions,
+               fmt::format("Load-instruction bound (L1 {}): tile operands in shared memory and "
+                           "registers so each loaded value feeds many FMAs ({} § "
+                           "Compute-bound)",
+                           c.l1 ? pct(*c.l1) : std::string("busy"), kProfiling));
+  }
+  add_unique(d.directions,
+             fmt::format("Fewer instructions per result: vector loads, hoisted index math, "
+                         "lower-precision math where the tolerance allows ({} § Compute-bound)",
+                         kProfiling));
+}
+
+// No unit is busy: too few warps (occupancy-limited) or warps that wait (latency-bound).
+void diagnose_low_activity(Diagnosis& d, const KernelProfile& k, const Counters& c,
+                           const DiagnosisContext& ctx, double mem_v, double sm_v) {
+  const KernelStatic& s = k.statics;
+  // A grid of fewer blocks than SMs leaves warps missing however many a block could hold:
+  // low achieved occupancy then says "too few blocks" (latency-bound), not "occupancy-limited".
+  const bool small_grid =
+      ctx.sm_count > 0 && double(k.grid[0]) * k.grid[1] * k.grid[2] < ctx.sm_count;
+  const bool low_theoretical = c.theo && *c.theo < kLowTheoretical;
+  const bool spills = spill_bytes(s) > 0;
+  const bool low_occupancy =
+      low_theoretical || (c.occ && *c.occ < kLowAchieved && !small_grid) || spills;
+  if (low_occupancy) {
+    d.kind = "occupancy_limited";
+    // The resource that caps blocks per SM is the cause only when it caps them low.
+    const std::string by = low_theoretical || spills ? occupancy_limiter(c) : "";
+    d.limiter = by;
+    d.summary =
+        fmt::format("occupancy-limited: {} achieved occupancy{}, no unit above {:.0f}%",
+                    c.occ ? pct(*c.occ) : std::string("low"),
+                    by.empty() ? "" : fmt::format(" (blocks per SM limited by {})", by), kBusy);
+    if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
+    if (c.theo) add_unique(d.evidence, "theoretical occupancy " + pct(*c.theo), 4);
+    if (c.regs) add_unique(d.evidence, fmt::format("{:.0f} registers/thread", *c.regs), 4);
+    if (spills)
+      add_unique(d.evidence, fmt::format("{} B spill stores/thread", s.spill_store_bytes), 4);
+    else
+      add_unique(d.evidence, fmt::format("SM {} / memory {} of peak", pct(sm_v), pct(mem_v)), 4);
+    if (by == "registers") {
+      add_unique(d.directions,
+                 fmt::format("Fewer registers per thread: __launch_bounds__(threads, "
+                             "min_blocks), fewer live values, no big per-thread arrays ({} § "
+                             "Occupancy-limited)",
+                             kProfiling));
+    } else if (by == "shared memory") {
+      add_unique(d.directions,
+                 fmt::format("Less shared memory per block (smaller tiles or fewer stages) so "
+                             "more blocks fit on an SM ({} § Occupancy-limited)",
+                             kProfiling));
+    } else {
+      add_unique(d.directions,
+                 fmt::format("More warps per SM: larger blocks or more blocks, and more "
+                             "independent work per warp ({} § Occupancy-limited)",
+                             kProfiling));
+    }
+  } else {
+    d.kind = "latency_bound";
+    d.limiter = "";
+    d.summary = fmt::format(
+        "latency-bound: no unit above {:.0f}% (SM {}, memory {}) with "
+        "{} occupancy",
+        kBusy, pct(sm_v), pct(mem_v), c.occ ? pct(*c.occ) : std::string("unknown"));
+    if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
+    if (c.mem) add_unique(d.evidence, "memory throughput " + pct(*c.mem), 4);
+    if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
+  }
+  if (!k.stalls.empty()) {
+    add_unique(d.evidence,
+               fmt::format("top stall {} {}", k.stalls[0].reason, pct(k.stalls[0].percent)), 4);
+    std::string dir = stall_direction(k.stalls[0].reason);
+    if (!dir.empty())
+      add_unique(d.directions, fmt::format("{} ({} § Latency-bound)", dir, kProfiling));
+  }
+  if (ctx.sm_count > 0 && double(k.grid[0]) * k.grid[1] * k.grid[2] < ctx.sm_count) {
+    add_unique(d.directions,
+               fmt::format("Too few blocks to fill the GPU: split the work (split-K, smaller "
+                           "tiles, a cluster per row) ({} § Latency-bound)",
+                           kProfiling));
+  }
+  if (d.directions.empty() || (d.directions.size() == 1 && spill_bytes(s) > 0)) {
+    add_unique(d.directions,
+               fmt::format("More independent work in flight per SM: more warps, unrolled "
+                           "loops, asynchronous copies ({} § Latency-bound)",
+                           kProfiling));
+  }
+}
+
 }  // namespace
 
 Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
@@ -223,20 +427,6 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
   const double mem_v = memory_side ? memory_side->first : 0.0;
   const double sm_v = sm_side ? sm_side->first : 0.0;
 
-  auto unit_name = [](const std::string& u) {
-    if (u == "dram") return std::string("DRAM");
-    if (u == "l2") return std::string("L2");
-    if (u == "l1") return std::string("L1");
-    if (u == "sm") return std::string("SM");
-    if (u == "memory") return std::string("memory system");
-    return u;
-  };
-  auto sol_text = [&]() -> std::string {
-    if (!ctx.sol_fraction) return "";
-    return fmt::format("{} of speed-of-light{}", pct(100.0 * *ctx.sol_fraction),
-                       ctx.plan_has_several_kernels ? " (whole plan)" : "");
-  };
-
   // Spills come first among the directions whatever the kind: local memory traffic competes with
   // everything else.
   if (spill_bytes(s) > 0 || s.stack_bytes > 256) {
@@ -249,173 +439,13 @@ Diagnosis diagnose(const KernelProfile& k, const DiagnosisContext& ctx) {
   }
 
   if (ctx.sol_fraction && *ctx.sol_fraction >= kRooflineFraction && !ctx.plan_has_several_kernels) {
-    d.kind = "at_roofline";
-    d.limiter = mem_v >= sm_v ? (memory_side ? memory_side->second : "dram")
-                              : (sm_side ? sm_side->second : "sm");
-    d.summary = fmt::format("at the roofline: {}, {}-limited", sol_text(), unit_name(d.limiter));
-    add_unique(d.evidence, sol_text());
-    if (c.dram) add_unique(d.evidence, "DRAM throughput " + pct(*c.dram), 4);
-    if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
-    if (c.tensor) add_unique(d.evidence, "tensor pipe " + pct(*c.tensor), 4);
-    add_unique(d.directions,
-               fmt::format("Little left to gain in this kernel: only less work (fusion with its "
-                           "neighbours, lower precision) makes it faster ({} § At the roofline)",
-                           kProfiling));
+    diagnose_at_roofline(d, c, ctx, memory_side, sm_side, mem_v, sm_v);
   } else if (memory_side && memory_side->first >= kBusy && memory_side->first >= sm_v) {
-    d.kind = "memory_bound";
-    d.limiter = memory_side->second;
-    d.summary = fmt::format("memory-bound: {} at {} of peak", unit_name(d.limiter),
-                            pct(memory_side->first));
-    if (c.dram) add_unique(d.evidence, "DRAM throughput " + pct(*c.dram), 4);
-    if (c.l2) add_unique(d.evidence, "L2 throughput " + pct(*c.l2), 4);
-    if (c.l2_hit) add_unique(d.evidence, "L2 hit rate " + pct(*c.l2_hit), 4);
-    if (c.sector_use)
-      add_unique(d.evidence, "global load sector use " + pct(*c.sector_use), 4);
-    else if (c.sm)
-      add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
-    const double moved = or0(c.dram_read) + or0(c.dram_write);
-    if (ctx.min_bytes > 0 && moved > 0 && !ctx.plan_has_several_kernels) {
-      const double ratio = moved / ctx.min_bytes;
-      if (ratio >= kExcessTraffic) {
-        add_unique(d.directions,
-                   fmt::format("DRAM traffic is {:.1f}x the definition's minimum ({} of {}): "
-                               "read each byte once — reuse through shared memory/L2, fuse "
-                               "passes ({} § Memory-bound)",
-                               ratio, mb(moved), mb(ctx.min_bytes), kProfiling));
-      }
-    }
-    if (c.sector_use && *c.sector_use < kPoorSectorUse) {
-      add_unique(d.directions,
-                 fmt::format("Coalesce global loads: adjacent threads should read adjacent "
-                             "16-byte vectors ({} § Memory-bound)",
-                             kProfiling));
-    }
-    if (d.limiter == "l2") {
-      add_unique(d.directions,
-                 fmt::format("L2-bound: larger tiles in shared memory/registers so each byte "
-                             "fetched from L2 is used more often ({} § Memory-bound)",
-                             kProfiling));
-    }
-    if (c.dram && *c.dram >= kDramNearPeak) {
-      add_unique(d.directions,
-                 fmt::format("DRAM is near its sustainable peak: only moving fewer bytes helps "
-                             "(fusion with neighbouring operators, smaller dtypes) ({} § "
-                             "Memory-bound)",
-                             kProfiling));
-    } else {
-      add_unique(d.directions,
-                 fmt::format("Keep enough bytes in flight: 16-byte vector loads, several "
-                             "independent loads per thread, cp.async/TMA on Hopper ({} § "
-                             "Memory-bound)",
-                             kProfiling));
-    }
-    if (!op_skills.empty())
-      add_unique(d.directions, fmt::format("See {} § Where the time goes", op_skills));
+    diagnose_memory_bound(d, c, ctx, memory_side, op_skills);
   } else if (sm_side && sm_side->first >= kBusy) {
-    d.kind = "compute_bound";
-    d.limiter = sm_side->second;
-    d.summary =
-        fmt::format("compute-bound: {} at {} of peak", unit_name(d.limiter), pct(sm_side->first));
-    if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
-    if (c.l1) add_unique(d.evidence, "L1 throughput " + pct(*c.l1), 4);
-    if (c.tensor) add_unique(d.evidence, "tensor pipe " + pct(*c.tensor), 4);
-    if (c.fma)
-      add_unique(d.evidence, "FMA pipe " + pct(*c.fma), 4);
-    else if (c.issue)
-      add_unique(d.evidence, "issue slots busy " + pct(*c.issue), 4);
-    const bool low_tensor = !c.tensor || *c.tensor < kLowTensorPipe;
-    if (matmul_like(ctx.family) && low_tensor) {
-      add_unique(
-          d.directions,
-          fmt::format("Use tensor cores: the tensor pipe is {} — {} ({} § {})",
-                      c.tensor ? pct(*c.tensor) : std::string("idle or unmeasured"),
-                      arch_family(ctx.arch) == ArchFamily::kHopper ? "wgmma fed by TMA"
-                                                                   : "mma.sync/ldmatrix tiles",
-                      op_skills.empty() ? "skills/gemm.md" : op_skills, arch_section(ctx.arch)));
-    }
-    if (d.limiter == "l1" || (c.l1 && c.fma && *c.l1 > *c.fma)) {
-      add_unique(d.directions,
-                 fmt::format("Load-instruction bound (L1 {}): tile operands in shared memory and "
-                             "registers so each loaded value feeds many FMAs ({} § "
-                             "Compute-bound)",
-                             c.l1 ? pct(*c.l1) : std::string("busy"), kProfiling));
-    }
-    add_unique(d.directions,
-               fmt::format("Fewer instructions per result: vector loads, hoisted index math, "
-                           "lower-precision math where the tolerance allows ({} § Compute-bound)",
-                           kProfiling));
+    diagnose_compute_bound(d, c, ctx, sm_side, op_skills);
   } else {
-    // A grid of fewer blocks than SMs leaves warps missing however many a block could hold:
-    // low achieved occupancy then says "too few blocks" (latency-bound), not "occupancy-limited".
-    const bool small_grid =
-        ctx.sm_count > 0 && double(k.grid[0]) * k.grid[1] * k.grid[2] < ctx.sm_count;
-    const bool low_theoretical = c.theo && *c.theo < kLowTheoretical;
-    const bool spills = spill_bytes(s) > 0;
-    const bool low_occupancy =
-        low_theoretical || (c.occ && *c.occ < kLowAchieved && !small_grid) || spills;
-    if (low_occupancy) {
-      d.kind = "occupancy_limited";
-      // The resource that caps blocks per SM is the cause only when it caps them low.
-      const std::string by = low_theoretical || spills ? occupancy_limiter(c) : "";
-      d.limiter = by;
-      d.summary =
-          fmt::format("occupancy-limited: {} achieved occupancy{}, no unit above {:.0f}%",
-                      c.occ ? pct(*c.occ) : std::string("low"),
-                      by.empty() ? "" : fmt::format(" (blocks per SM limited by {})", by), kBusy);
-      if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
-      if (c.theo) add_unique(d.evidence, "theoretical occupancy " + pct(*c.theo), 4);
-      if (c.regs) add_unique(d.evidence, fmt::format("{:.0f} registers/thread", *c.regs), 4);
-      if (spills)
-        add_unique(d.evidence, fmt::format("{} B spill stores/thread", s.spill_store_bytes), 4);
-      else
-        add_unique(d.evidence, fmt::format("SM {} / memory {} of peak", pct(sm_v), pct(mem_v)), 4);
-      if (by == "registers") {
-        add_unique(d.directions,
-                   fmt::format("Fewer registers per thread: __launch_bounds__(threads, "
-                               "min_blocks), fewer live values, no big per-thread arrays ({} § "
-                               "Occupancy-limited)",
-                               kProfiling));
-      } else if (by == "shared memory") {
-        add_unique(d.directions,
-                   fmt::format("Less shared memory per block (smaller tiles or fewer stages) so "
-                               "more blocks fit on an SM ({} § Occupancy-limited)",
-                               kProfiling));
-      } else {
-        add_unique(d.directions,
-                   fmt::format("More warps per SM: larger blocks or more blocks, and more "
-                               "independent work per warp ({} § Occupancy-limited)",
-                               kProfiling));
-      }
-    } else {
-      d.kind = "latency_bound";
-      d.limiter = "";
-      d.summary = fmt::format(
-          "latency-bound: no unit above {:.0f}% (SM {}, memory {}) with "
-          "{} occupancy",
-          kBusy, pct(sm_v), pct(mem_v), c.occ ? pct(*c.occ) : std::string("unknown"));
-      if (c.sm) add_unique(d.evidence, "SM throughput " + pct(*c.sm), 4);
-      if (c.mem) add_unique(d.evidence, "memory throughput " + pct(*c.mem), 4);
-      if (c.occ) add_unique(d.evidence, "achieved occupancy " + pct(*c.occ), 4);
-    }
-    if (!k.stalls.empty()) {
-      add_unique(d.evidence,
-                 fmt::format("top stall {} {}", k.stalls[0].reason, pct(k.stalls[0].percent)), 4);
-      std::string dir = stall_direction(k.stalls[0].reason);
-      if (!dir.empty())
-        add_unique(d.directions, fmt::format("{} ({} § Latency-bound)", dir, kProfiling));
-    }
-    if (ctx.sm_count > 0 && double(k.grid[0]) * k.grid[1] * k.grid[2] < ctx.sm_count) {
-      add_unique(d.directions,
-                 fmt::format("Too few blocks to fill the GPU: split the work (split-K, smaller "
-                             "tiles, a cluster per row) ({} § Latency-bound)",
-                             kProfiling));
-    }
-    if (d.directions.empty() || (d.directions.size() == 1 && spill_bytes(s) > 0)) {
-      add_unique(d.directions,
-                 fmt::format("More independent work in flight per SM: more warps, unrolled "
-                             "loops, asynchronous copies ({} § Latency-bound)",
-                             kProfiling));
-    }
+    diagnose_low_activity(d, k, c, ctx, mem_v, sm_v);
   }
   add_notes(k, c, ctx, d);
   return d;

@@ -241,6 +241,173 @@ void add_launch_facts(KernelProfile& k, CUfunction f, const profile::OccupancyDe
   put(metric::kTheoreticalOccupancy, o.theoretical_percent, "");
 }
 
+// The counters a profile asks CUPTI for. Which names CUPTI has: each logical metric maps to its
+// supported names (itself and its alternatives); launch facts CUPTI lacks come from the driver
+// (add_launch_facts). The warp stall reasons are the stall base metrics CUPTI lists.
+struct MetricPlan {
+  std::vector<std::string> names;  // the logical metrics, in the report's order
+  std::map<std::string, std::vector<std::string>> sources;  // logical -> supported names
+  std::vector<std::string> cupti_metrics;                   // every name CUPTI collects, once
+  std::vector<std::string> stall_metrics;
+};
+
+MetricPlan plan_metrics(profile::CounterSession& session,
+                        const std::vector<std::string>& extra_metrics) {
+  MetricPlan plan;
+  std::vector<std::string>& names = plan.names;
+  names = profile_metric_names();
+  for (const auto& extra : extra_metrics) {
+    if (std::find(names.begin(), names.end(), extra) == names.end()) names.push_back(extra);
+  }
+  std::map<std::string, std::vector<std::string>>& sources = plan.sources;
+  std::vector<std::string>& cupti_metrics = plan.cupti_metrics;
+  auto want = [&](const std::string& n) {
+    if (std::find(cupti_metrics.begin(), cupti_metrics.end(), n) == cupti_metrics.end())
+      cupti_metrics.push_back(n);
+  };
+  for (const std::string& name : names) {
+    std::vector<std::string> candidates = {name};
+    for (auto& alt : profile_metric_alternatives(name)) candidates.push_back(alt);
+    for (const std::string& c : candidates) {
+      if (session.supported(c)) {
+        sources[name].push_back(c);
+        want(c);
+      }
+    }
+  }
+  std::vector<std::string>& stall_metrics = plan.stall_metrics;
+  std::vector<std::string> stall_bases;
+  try {
+    stall_bases = session.base_metrics_with_prefix(metric::kStallPrefix);
+  } catch (const profile::CuptiError& e) {
+    spdlog::warn("profile: no warp stall reasons: {}", e.what());
+  }
+  for (const std::string& base : stall_bases) {
+    if (base.size() >= 11 && base.compare(base.size() - 11, 11, "_not_issued") == 0) continue;
+    const std::string name = base + ".sum";
+    if (session.supported(name)) {
+      stall_metrics.push_back(name);
+      want(name);
+    }
+  }
+  return plan;
+}
+
+// The report of the profiled launches: per launch its geometry, the counters collected (the
+// largest of a metric's supported names), the driver's launch facts with the carveout the
+// activity records show, and the top warp stall reasons; then what could not be measured, as
+// warnings.
+Profile assemble_profile(const ProfileRequest& request, const Loaded& l, const Workload& w,
+                         const std::vector<Launch>& plan_launches, const MetricPlan& metrics,
+                         profile::Collection& c, const std::string& chip,
+                         const std::vector<bench::KernelRecord>& records, CUdevice device,
+                         const device::Module& module) {
+  const auto& cu = device::Driver::instance();
+  const std::size_t launches = plan_launches.size();
+  Profile p;
+  p.solution = l.candidate.name;
+  p.source = request.solution.string();
+  p.definition = l.op.definition.name;
+  p.family = l.op.definition.family();
+  p.workload = w.uuid;
+  p.axes = w.axes;
+  p.chip = chip;
+  p.arch = l.candidate_compiled.arch;
+  p.passes = static_cast<int>(c.passes);
+  p.replay = c.replay;
+  if (c.replay == "kernel")
+    p.warnings.push_back(
+        "kernel replay (user replay refused): dram__bytes_write includes the "
+        "write-back of CUPTI's memory restore");
+  char name[256] = {0};
+  if (cu.cuDeviceGetName(name, sizeof name, device) == CUDA_SUCCESS) p.gpu = name;
+  const profile::OccupancyDevice dev = occupancy_device(device);
+  p.sm_count = dev.sm_count;
+  const Bindings axes = w.bindings(l.op.definition);
+  for (std::size_t i = 0; i < launches; ++i) {
+    const Launch& launch = plan_launches[i];
+    KernelProfile k;
+    k.launch = static_cast<int>(i);
+    k.kernel = launch.kernel;
+    std::size_t dynamic_shared = 0;
+    try {
+      for (int d = 0; d < 3; ++d) {
+        k.grid[d] = static_cast<unsigned>(launch.grid[d].eval(axes));
+        k.block[d] = static_cast<unsigned>(launch.block[d].eval(axes));
+      }
+      dynamic_shared = static_cast<std::size_t>(launch.shared_bytes.eval(axes));
+    } catch (const std::exception& e) {
+      spdlog::debug("profile: geometry of launch {}: {}", i, e.what());
+    }
+    const profile::RangeValues* range = i < c.ranges.size() ? &c.ranges[i] : nullptr;
+    for (const std::string& n : metrics.names) {
+      Metric m;
+      auto s = metrics.sources.find(n);
+      if (s == metrics.sources.end()) {
+        m.source = "missing";
+        m.note = is_launch_fact(n) ? "not a CUPTI metric here" : "not supported on " + p.chip;
+      } else if (range == nullptr) {
+        m.source = "missing";
+        m.note = "no profiler range for this launch";
+      } else {
+        for (const std::string& actual : s->second) {
+          auto v = range->values.find(actual);
+          if (v == range->values.end()) continue;
+          if (!m.value || v->second > *m.value) {
+            m.value = v->second;
+            m.actual_name = actual == n ? "" : actual;
+          }
+        }
+        m.source = m.value ? "cupti" : "missing";
+        if (!m.value) m.note = "CUPTI could not evaluate it";
+      }
+      k.metrics[n] = m;
+    }
+    const KernelInfo* info = l.candidate_compiled.find_kernel(launch.kernel);
+    // Records pair with launches in order when each launch made one kernel, as a plan's do.
+    std::size_t carveout = 0;
+    if (records.size() == launches && info != nullptr && records[i].name == info->mangled)
+      carveout = records[i].shared_memory_executed;
+    if (info != nullptr)
+      add_launch_facts(k, module.function(info->mangled), dev, dynamic_shared, carveout);
+    if (range != nullptr) {
+      auto active = range->values.find(metric::kWarpsActiveSum);
+      if (active != range->values.end() && active->second > 0) {
+        for (const std::string& sm : metrics.stall_metrics) {
+          auto v = range->values.find(sm);
+          if (v == range->values.end()) continue;
+          std::string reason = sm.substr(std::string(metric::kStallPrefix).size());
+          reason = reason.substr(0, reason.size() - 4);  // ".sum"
+          if (reason == "selected") continue;            // issuing, not a stall
+          k.stalls.push_back({reason, 100.0 * v->second / active->second});
+        }
+        std::sort(k.stalls.begin(), k.stalls.end(),
+                  [](const StallReason& a, const StallReason& b) { return a.percent > b.percent; });
+        if (k.stalls.size() > 5) k.stalls.resize(5);
+      }
+    }
+    p.gpu_seconds += k.value(metric::kDuration).value_or(0.0) * 1e-9;
+    p.kernels.push_back(std::move(k));
+  }
+  if (c.ranges.size() != launches) {
+    p.warnings.push_back(
+        fmt::format("{} profiler range(s) for {} launch(es); ranges matched to launches in order",
+                    c.ranges.size(), launches));
+  }
+  if (c.dropped_ranges > 0)
+    p.warnings.push_back(fmt::format("CUPTI dropped {} range(s)", c.dropped_ranges));
+  if (!c.not_evaluated.empty()) {
+    std::sort(c.not_evaluated.begin(), c.not_evaluated.end());
+    c.not_evaluated.erase(std::unique(c.not_evaluated.begin(), c.not_evaluated.end()),
+                          c.not_evaluated.end());
+    std::string list;
+    for (const auto& n : c.not_evaluated) list += (list.empty() ? "" : ", ") + n;
+    p.warnings.push_back("CUPTI could not configure or evaluate: " + list);
+  }
+  for (const auto& w : p.warnings) spdlog::warn("profile: {}", w);
+  return p;
+}
+
 Profile run_worker_profile(const ProfileRequest& request) {
   json phases = json::object();
   auto t = Clock::now();
@@ -302,42 +469,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   auto session = std::make_unique<profile::CounterSession>(context.get(), 0);
   phases["cupti_setup"] = since(t);
 
-  // Which names CUPTI has: each logical metric maps to its supported names (itself and its
-  // alternatives); launch facts CUPTI lacks come from the driver below.
-  std::vector<std::string> names = profile_metric_names();
-  for (const auto& extra : request.extra_metrics) {
-    if (std::find(names.begin(), names.end(), extra) == names.end()) names.push_back(extra);
-  }
-  std::map<std::string, std::vector<std::string>> sources;
-  std::vector<std::string> cupti_metrics;
-  auto want = [&](const std::string& n) {
-    if (std::find(cupti_metrics.begin(), cupti_metrics.end(), n) == cupti_metrics.end())
-      cupti_metrics.push_back(n);
-  };
-  for (const std::string& name : names) {
-    std::vector<std::string> candidates = {name};
-    for (auto& alt : profile_metric_alternatives(name)) candidates.push_back(alt);
-    for (const std::string& c : candidates) {
-      if (session->supported(c)) {
-        sources[name].push_back(c);
-        want(c);
-      }
-    }
-  }
-  std::vector<std::string> stall_metrics, stall_bases;
-  try {
-    stall_bases = session->base_metrics_with_prefix(metric::kStallPrefix);
-  } catch (const profile::CuptiError& e) {
-    spdlog::warn("profile: no warp stall reasons: {}", e.what());
-  }
-  for (const std::string& base : stall_bases) {
-    if (base.size() >= 11 && base.compare(base.size() - 11, 11, "_not_issued") == 0) continue;
-    const std::string name = base + ".sum";
-    if (session->supported(name)) {
-      stall_metrics.push_back(name);
-      want(name);
-    }
-  }
+  const MetricPlan metrics = plan_metrics(*session, request.extra_metrics);
 
   // Before each replay pass, outside the profiled span: the outputs poisoned again (the plan's
   // launches overwrite them, inputs are never written: the check stage rejects kernels that do),
@@ -366,7 +498,7 @@ Profile run_worker_profile(const ProfileRequest& request) {
   t = Clock::now();
   const std::size_t launches = plan_launches.size();
   profile::Collection c = session->collect(
-      cupti_metrics, launches,
+      metrics.cupti_metrics, launches,
       [&] {
         device::ActivityPhase launching("candidate (profiler pass)");
         device::LaunchOutcome r = launcher.launch(io.env(0), stream.get(), true);
@@ -400,107 +532,8 @@ Profile run_worker_profile(const ProfileRequest& request) {
   }
   phases["carveout"] = since(t);
 
-  Profile p;
-  p.solution = l.candidate.name;
-  p.source = request.solution.string();
-  p.definition = l.op.definition.name;
-  p.family = l.op.definition.family();
-  p.workload = w.uuid;
-  p.axes = w.axes;
-  p.chip = chip;
-  p.arch = l.candidate_compiled.arch;
-  p.passes = static_cast<int>(c.passes);
-  p.replay = c.replay;
-  if (c.replay == "kernel")
-    p.warnings.push_back(
-        "kernel replay (user replay refused): dram__bytes_write includes the "
-        "write-back of CUPTI's memory restore");
-  char name[256] = {0};
-  if (cu.cuDeviceGetName(name, sizeof name, context.device()) == CUDA_SUCCESS) p.gpu = name;
-  const profile::OccupancyDevice dev = occupancy_device(context.device());
-  p.sm_count = dev.sm_count;
-  const Bindings axes = w.bindings(l.op.definition);
-  for (std::size_t i = 0; i < launches; ++i) {
-    const Launch& launch = plan_launches[i];
-    KernelProfile k;
-    k.launch = static_cast<int>(i);
-    k.kernel = launch.kernel;
-    std::size_t dynamic_shared = 0;
-    try {
-      for (int d = 0; d < 3; ++d) {
-        k.grid[d] = static_cast<unsigned>(launch.grid[d].eval(axes));
-        k.block[d] = static_cast<unsigned>(launch.block[d].eval(axes));
-      }
-      dynamic_shared = static_cast<std::size_t>(launch.shared_bytes.eval(axes));
-    } catch (const std::exception& e) {
-      spdlog::debug("profile: geometry of launch {}: {}", i, e.what());
-    }
-    const profile::RangeValues* range = i < c.ranges.size() ? &c.ranges[i] : nullptr;
-    for (const std::string& n : names) {
-      Metric m;
-      auto s = sources.find(n);
-      if (s == sources.end()) {
-        m.source = "missing";
-        m.note = is_launch_fact(n) ? "not a CUPTI metric here" : "not supported on " + p.chip;
-      } else if (range == nullptr) {
-        m.source = "missing";
-        m.note = "no profiler range for this launch";
-      } else {
-        for (const std::string& actual : s->second) {
-          auto v = range->values.find(actual);
-          if (v == range->values.end()) continue;
-          if (!m.value || v->second > *m.value) {
-            m.value = v->second;
-            m.actual_name = actual == n ? "" : actual;
-          }
-        }
-        m.source = m.value ? "cupti" : "missing";
-        if (!m.value) m.note = "CUPTI could not evaluate it";
-      }
-      k.metrics[n] = m;
-    }
-    const KernelInfo* info = l.candidate_compiled.find_kernel(launch.kernel);
-    // Records pair with launches in order when each launch made one kernel, as a plan's do.
-    std::size_t carveout = 0;
-    if (records.size() == launches && info != nullptr && records[i].name == info->mangled)
-      carveout = records[i].shared_memory_executed;
-    if (info != nullptr)
-      add_launch_facts(k, module.function(info->mangled), dev, dynamic_shared, carveout);
-    if (range != nullptr) {
-      auto active = range->values.find(metric::kWarpsActiveSum);
-      if (active != range->values.end() && active->second > 0) {
-        for (const std::string& sm : stall_metrics) {
-          auto v = range->values.find(sm);
-          if (v == range->values.end()) continue;
-          std::string reason = sm.substr(std::string(metric::kStallPrefix).size());
-          reason = reason.substr(0, reason.size() - 4);  // ".sum"
-          if (reason == "selected") continue;            // issuing, not a stall
-          k.stalls.push_back({reason, 100.0 * v->second / active->second});
-        }
-        std::sort(k.stalls.begin(), k.stalls.end(),
-                  [](const StallReason& a, const StallReason& b) { return a.percent > b.percent; });
-        if (k.stalls.size() > 5) k.stalls.resize(5);
-      }
-    }
-    p.gpu_seconds += k.value(metric::kDuration).value_or(0.0) * 1e-9;
-    p.kernels.push_back(std::move(k));
-  }
-  if (c.ranges.size() != launches) {
-    p.warnings.push_back(
-        fmt::format("{} profiler range(s) for {} launch(es); ranges matched to launches in order",
-                    c.ranges.size(), launches));
-  }
-  if (c.dropped_ranges > 0)
-    p.warnings.push_back(fmt::format("CUPTI dropped {} range(s)", c.dropped_ranges));
-  if (!c.not_evaluated.empty()) {
-    std::sort(c.not_evaluated.begin(), c.not_evaluated.end());
-    c.not_evaluated.erase(std::unique(c.not_evaluated.begin(), c.not_evaluated.end()),
-                          c.not_evaluated.end());
-    std::string list;
-    for (const auto& n : c.not_evaluated) list += (list.empty() ? "" : ", ") + n;
-    p.warnings.push_back("CUPTI could not configure or evaluate: " + list);
-  }
-  for (const auto& w : p.warnings) spdlog::warn("profile: {}", w);
+  Profile p = assemble_profile(request, l, w, plan_launches, metrics, c, chip, records,
+                               context.device(), module);
   p.phases = phases;
   return p;
 }

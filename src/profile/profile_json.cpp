@@ -183,7 +183,9 @@ json to_json(const Profile& p) {
 }
 
 Profile profile_from_json(const json& j) {
-  try {
+  // A field of the wrong type becomes an input error that names the profile, never the JSON
+  // library's own words (they name no field a user can find).
+  return json_util::reading("profile", [&] {
     if (!j.is_object()) throw input_error("profile", "not a JSON object");
     Profile p;
     p.schema = j.at("schema").get<std::string>();
@@ -221,7 +223,8 @@ Profile profile_from_json(const json& j) {
     }
     for (const json& kj : j.at("kernels")) {
       KernelProfile k;
-      k.launch = kj.at("launch").get<int>();
+      (void)kj.at("launch");  // required
+      k.launch = json_util::whole_or(kj, "launch", 0);
       k.kernel = kj.at("kernel").get<std::string>();
       k.grid = kj.value("grid", std::array<unsigned, 3>{1, 1, 1});
       k.block = kj.value("block", std::array<unsigned, 3>{1, 1, 1});
@@ -233,9 +236,7 @@ Profile profile_from_json(const json& j) {
       p.kernels.push_back(std::move(k));
     }
     return p;
-  } catch (const nlohmann::json::exception& e) {
-    throw input_error("profile", std::string("malformed: ") + e.what());
-  }
+  });
 }
 
 }  // namespace kharness

@@ -521,8 +521,8 @@ std::string to_markdown(const std::vector<Verdict>& verdicts) {
   if (suspect) {
     out += fmt::format(
         "> **Warning:** {} solution{} PASSED but {} timed faster than light (below a physical "
-        "lower bound: DESIGN §5). {} ranked below every clean pass and left out of the best per "
-        "workload.\n\n",
+        "lower bound: docs/timing.md#faster-than-light). {} ranked below every clean pass and "
+        "left out of the best per workload.\n\n",
         suspect, suspect == 1 ? "" : "s", suspect == 1 ? "was" : "were",
         suspect == 1 ? "It is" : "They are");
   }

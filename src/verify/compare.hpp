@@ -1,7 +1,7 @@
 // Comparing a candidate's output tensor with the reference's, on the host, in parallel.
-// Rules (DESIGN §5): an element is a mismatch when abs_err > atol and rel_err > rtol; the matched
-// ratio must reach the definition's threshold; poison left where the reference wrote a value is
-// output_not_written; NaN/Inf where the reference is finite is nan_or_inf.
+// Rules (docs/correctness.md#comparison): an element is a mismatch when abs_err > atol and rel_err
+// > rtol; the matched ratio must reach the definition's threshold; poison left where the reference
+// wrote a value is output_not_written; NaN/Inf where the reference is finite is nan_or_inf.
 #pragma once
 
 #include <cstdint>

@@ -283,9 +283,9 @@ class Evaluator {
   }
 
   // Inputs of one trial: generated on the device from the trial's seed, or loaded from file. When
-  // `b` already holds the buffers (a timed iteration's fresh inputs, DESIGN §5) they are filled
-  // again in place, every generated tensor from the new seed; a tensor from a file is left as it
-  // was loaded.
+  // `b` already holds the buffers (a timed iteration's fresh inputs,
+  // docs/correctness.md#checked-iterations) they are filled again in place, every generated tensor
+  // from the new seed; a tensor from a file is left as it was loaded.
   void make_inputs(const Workload& w, std::uint64_t seed, TrialBuffers& b, CUstream s) {
     b.env.definition = &def_;
     b.env.axes = w.bindings(def_);
@@ -432,8 +432,8 @@ class Evaluator {
   }
 
   // Guards intact and inputs unchanged; fills `trial.failure` and returns false otherwise.
-  // The memory rules' reads of a trial's buffers (DESIGN §5: guard zones intact, inputs
-  // unchanged), enqueued on a ReadBatch so that one wait answers all of them.
+  // The memory rules' reads of a trial's buffers (docs/correctness.md#poison-and-guards: guard
+  // zones intact, inputs unchanged), enqueued on a ReadBatch so that one wait answers all of them.
   struct MemoryReads {
     std::vector<std::pair<const GuardedBuffer*, std::pair<std::size_t, std::size_t>>> guards;
     std::vector<std::pair<std::string, std::size_t>> inputs;  // name, checksum slot
@@ -565,9 +565,10 @@ class Evaluator {
     return true;
   }
 
-  // A candidate's outputs are poisoned as timed iterations poison them (DESIGN §5: nothing tells
-  // a trial from a timed launch); after its launch, what is left of that poison becomes the fixed
-  // poison_element the comparators (host and device) count as unwritten.
+  // A candidate's outputs are poisoned as timed iterations poison them
+  // (docs/correctness.md#poison-and-guards: nothing tells a trial from a timed launch); after its
+  // launch, what is left of that poison becomes the fixed poison_element the comparators (host and
+  // device) count as unwritten.
   void draw_trial_poison(std::uint64_t seed) {
     trial_poison_ = iteration_poison(def_, splitmix(seed ^ 0x706f69736f6e0000ull));
   }
@@ -1129,10 +1130,11 @@ std::uint64_t trial_seed(std::uint64_t base, std::size_t workload_index, int tri
                                   static_cast<std::uint64_t>(trial)));
 }
 
-// What one timed iteration is checked against (DESIGN §5): the truth of its own fresh inputs,
-// computed after its launch by the reference (all of it, or a point reference: rows of
-// kharness.timed_check drawn after the launch), sealed and compared on the device, or downloaded
-// and compared on the host. Inputs are checksummed under a key before and after every launch.
+// What one timed iteration is checked against (docs/correctness.md#checked-iterations): the truth
+// of its own fresh inputs, computed after its launch by the reference (all of it, or a point
+// reference: rows of kharness.timed_check drawn after the launch), sealed and compared on the
+// device, or downloaded and compared on the host. Inputs are checksummed under a key before and
+// after every launch.
 struct TimedOutputs::Impl {
   Evaluator evaluator;
   const Workload* workload = nullptr;

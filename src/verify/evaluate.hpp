@@ -5,7 +5,7 @@
 // loaded module with poisoned, guard-fenced outputs and checksummed inputs, then a rerun on the
 // same inputs for determinism. Elementwise outputs are compared on the device (compare_output's
 // totals, bit for bit: HarnessKernels::compare_sealed), so a passing trial downloads none of its
-// outputs; the other comparators compare on the host. DESIGN §5.
+// outputs; the other comparators compare on the host. docs/correctness.md.
 #pragma once
 
 #include <cstdint>
@@ -64,15 +64,15 @@ struct IterationPoison {
 };
 IterationPoison iteration_poison(const Definition& definition, std::uint64_t draw);
 
-// What the timing stage checks every iteration against (DESIGN §5: every timed iteration runs on
-// inputs generated for it alone and is verified against their own truth). Several sets of
-// buffers: inputs (filled afresh before every iteration by refresh(), checksummed under a key
-// before and after its launch), the candidate's own guard-fenced outputs and workspace. After a
-// launch, the reference runs on that launch's inputs (all of it, or for definitions with
-// kharness.timed_check a point reference on rows drawn after the launch); for elementwise
-// comparators its outputs are sealed under `key` (the caller's secret, only ever a harness
-// kernel's parameter) and compared on the device into authenticated records read once per batch;
-// other comparators download them and compare on the host (a sampler's draws are pooled and
+// What the timing stage checks every iteration against (docs/correctness.md#checked-iterations:
+// every timed iteration runs on inputs generated for it alone and is verified against their own
+// truth). Several sets of buffers: inputs (filled afresh before every iteration by refresh(),
+// checksummed under a key before and after its launch), the candidate's own guard-fenced outputs
+// and workspace. After a launch, the reference runs on that launch's inputs (all of it, or for
+// definitions with kharness.timed_check a point reference on rows drawn after the launch); for
+// elementwise comparators its outputs are sealed under `key` (the caller's secret, only ever a
+// harness kernel's parameter) and compared on the device into authenticated records read once per
+// batch; other comparators download them and compare on the host (a sampler's draws are pooled and
 // judged together). No remembered output can be right for inputs never seen before, so a kernel
 // that caches, replays, skips work or computes only while checked fails as stale_output naming
 // the iteration.

@@ -402,7 +402,7 @@ extern "C" __global__ void __launch_bounds__(KH_THREADS)
   if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(out, sum);
 }
 
-// ---- sealed references and checked iterations (DESIGN §5: every timed iteration is checked) --
+// ---- sealed references and checked iterations (docs/correctness.md#checked-iterations) -------
 // The reference's outputs stay on the device during timing, but only sealed: XORed with a
 // ChaCha20 keystream under a key the host draws per process and passes only as a kernel parameter,
 // so a candidate that finds the buffer cannot read the answers in it. Each check writes a record
@@ -707,7 +707,7 @@ extern "C" __global__ void kh_seal_record(const KhPartial* partials, int parts, 
   for (int k = 0; k < KH_RECORD_WORDS; ++k) record[k] = w[k];
 }
 
-// ---- the correctness trials' comparison (DESIGN §5), on the device ------------------------------
+// ---- the correctness trials' comparison (docs/correctness.md#comparison), on the device ---------
 // compare_output's totals (verify/compare.hpp, ElementwiseTotals) of a candidate's output against a
 // sealed expected copy (the reference's outputs, or the first run's outputs for the determinism
 // rerun), bit for bit: the same per-element rules in the same order, the same double arithmetic
@@ -888,7 +888,8 @@ extern "C" __global__ void __launch_bounds__(KH_THREADS)
   for (int k = 0; k < KH_CMP_WORDS; ++k) record[k] = w[k];
 }
 
-// The correctness trials' poison, made to look like the timed iterations' (DESIGN §5): every
+// The correctness trials' poison, made to look like the timed iterations'
+// (docs/correctness.md#poison-and-guards): every
 // element of `size` bytes (1, 2, 4 or 8; p aligned to it) at `p` whose bits equal `from` is set to
 // `to` (the fixed poison the comparators look for), after the candidate ran.
 extern "C" __global__ void __launch_bounds__(KH_THREADS)
@@ -909,9 +910,10 @@ extern "C" __global__ void __launch_bounds__(KH_THREADS)
   }
 }
 
-// The timed iterations' point reference (DESIGN §5): rows `rows.index[0..rows.count)` of a
-// row-major tensor of `row_bytes`-byte rows at `src`, packed in that order at `dst`. A grid-stride
-// byte copy: the rows are few (a point reference samples at most KH_MAX_ROWS of them).
+// The timed iterations' point reference (docs/correctness.md#checked-iterations): rows
+// `rows.index[0..rows.count)` of a row-major tensor of `row_bytes`-byte rows at `src`, packed in
+// that order at `dst`. A grid-stride byte copy: the rows are few (a point reference samples at most
+// KH_MAX_ROWS of them).
 #define KH_MAX_ROWS 256
 struct KhRows {
   u32 count;

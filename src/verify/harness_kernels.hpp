@@ -218,10 +218,11 @@ class HarnessKernels {
     std::vector<std::uint64_t> host_;   // two words per slot, after wait()
   };
 
-  // Sealed references (DESIGN §5, timed iterations): `dst` = `src` XOR a ChaCha20 keystream under
-  // `key` for `stream_id` (16-byte chunks; both 16-byte aligned, readable and writable up to the
-  // next 16-byte boundary). A candidate that finds `dst` cannot read the reference's answers in it
-  // without the key, which only ever travels as a parameter of these kernels.
+  // Sealed references (docs/correctness.md#sealed-reference): `dst` = `src` XOR a ChaCha20
+  // keystream under `key` for `stream_id` (16-byte chunks; both 16-byte aligned, readable and
+  // writable up to the next 16-byte boundary). A candidate that finds `dst` cannot read the
+  // reference's answers in it without the key, which only ever travels as a parameter of these
+  // kernels.
   void seal(CUdeviceptr src, CUdeviceptr dst, std::size_t bytes, std::uint64_t key,
             std::uint64_t stream_id, CUstream stream) const;
 
@@ -239,15 +240,15 @@ class HarnessKernels {
   // record some kernel overwrote, forged or erased).
   static std::optional<CheckRecord> open_record(const std::uint8_t* bytes, std::uint64_t key);
 
-  // The correctness trials' comparison (DESIGN §5), on the device: enqueues the comparison of
-  // `count` elements of `dtype` at `got` against the expected copy sealed at `sealed` (seal() with
-  // the same key and stream_id), by compare_output's rules (verify/compare.hpp, ElementwiseTotals)
-  // with poison_element(dtype) marking unwritten elements on both sides, and writes a
-  // kCompareRecordBytes record tagged under `key` (its totals, the count of elements whose bits
-  // differ, stream_id and `nonce`) to `record` (device memory, 8-byte aligned). `got` and `sealed`
-  // are 16-byte aligned and readable up to the next 16-byte boundary (elements past `count` are
-  // not compared). Asynchronous; calls on one HarnessKernels share its scratch, so keep them on
-  // one stream.
+  // The correctness trials' comparison (docs/correctness.md#comparison), on the device: enqueues
+  // the comparison of `count` elements of `dtype` at `got` against the expected copy sealed at
+  // `sealed` (seal() with the same key and stream_id), by compare_output's rules
+  // (verify/compare.hpp, ElementwiseTotals) with poison_element(dtype) marking unwritten elements
+  // on both sides, and writes a kCompareRecordBytes record tagged under `key` (its totals, the
+  // count of elements whose bits differ, stream_id and `nonce`) to `record` (device memory, 8-byte
+  // aligned). `got` and `sealed` are 16-byte aligned and readable up to the next 16-byte boundary
+  // (elements past `count` are not compared). Asynchronous; calls on one HarnessKernels share its
+  // scratch, so keep them on one stream.
   void compare_sealed(CUdeviceptr got, CUdeviceptr sealed, std::uint64_t count, DType dtype,
                       std::uint64_t key, std::uint64_t stream_id, const Tolerance& tolerance,
                       std::uint64_t nonce, CUdeviceptr record, CUstream stream) const;

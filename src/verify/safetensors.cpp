@@ -65,6 +65,109 @@ std::uint64_t as_size(const nlohmann::ordered_json& j, const std::filesystem::pa
                     fmt::format("expected a non-negative integer, got {}", json_util::dump(j)));
 }
 
+// One tensor's entry of the header: its dtype, shape and data offsets, checked against the data
+// section (data_size bytes from data_start in the mapped file at bytes).
+SafetensorsTensor read_tensor_entry(const std::filesystem::path& path, const std::string& key,
+                                    const nlohmann::ordered_json& entry, const std::uint8_t* bytes,
+                                    std::uint64_t data_start, std::uint64_t data_size) {
+  if (!entry.is_object()) {
+    throw input_error(where(path, key),
+                      fmt::format("expected an object with dtype, shape and data_offsets, got {}",
+                                  entry.type_name()));
+  }
+  SafetensorsTensor t;
+  t.key = key;
+
+  // dtype
+  auto dt = entry.find("dtype");
+  if (dt == entry.end()) {
+    throw input_error(where(path, key + ".dtype"), "missing required field");
+  }
+  if (!dt->is_string()) {
+    throw input_error(where(path, key + ".dtype"),
+                      fmt::format("expected a string, got {}", dt->type_name()));
+  }
+  const std::string dtype_text = dt->get<std::string>();
+  bool found = false;
+  for (const auto& d : kDTypes) {
+    if (dtype_text == d.name) {
+      t.dtype = d.dtype;
+      found = true;
+    }
+  }
+  if (!found) {
+    bool known = false;
+    for (const char* u : kUnsupported) {
+      known = known || dtype_text == u;
+    }
+    throw input_error(
+        where(path, key + ".dtype"),
+        fmt::format("{} dtype '{}' (kharness tensors are {})", known ? "unsupported" : "unknown",
+                    dtype_text, supported_names()));
+  }
+
+  // shape; the element count is checked for overflow as it is built
+  auto sh = entry.find("shape");
+  if (sh == entry.end()) {
+    throw input_error(where(path, key + ".shape"), "missing required field");
+  }
+  if (!sh->is_array()) {
+    throw input_error(where(path, key + ".shape"),
+                      fmt::format("expected an array, got {}", sh->type_name()));
+  }
+  std::uint64_t count = 1;
+  bool overflow = false;
+  for (std::size_t i = 0; i < sh->size(); ++i) {
+    const std::string field = fmt::format("{}.shape[{}]", key, i);
+    const std::uint64_t d = as_size((*sh)[i], path, field);
+    if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw input_error(where(path, field), fmt::format("{} is too large", d));
+    }
+    t.shape.push_back(static_cast<std::int64_t>(d));
+    if (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / d) {
+      overflow = true;
+    }
+    count *= d;
+  }
+  const std::uint64_t size = dtype_size(t.dtype);
+  if (overflow || count > std::numeric_limits<std::uint64_t>::max() / size) {
+    throw input_error(where(path, key + ".shape"), "element count overflows");
+  }
+
+  // data_offsets
+  auto off = entry.find("data_offsets");
+  if (off == entry.end()) {
+    throw input_error(where(path, key + ".data_offsets"), "missing required field");
+  }
+  if (!off->is_array() || off->size() != 2) {
+    throw input_error(where(path, key + ".data_offsets"),
+                      fmt::format("expected [begin, end], got {}", off->dump()));
+  }
+  const std::uint64_t begin = as_size((*off)[0], path, key + ".data_offsets[0]");
+  const std::uint64_t end = as_size((*off)[1], path, key + ".data_offsets[1]");
+  if (begin > end) {
+    throw input_error(where(path, key + ".data_offsets"),
+                      fmt::format("begin {} is after end {}", begin, end));
+  }
+  if (end > data_size) {
+    throw input_error(where(path, key + ".data_offsets"),
+                      fmt::format("[{}, {}] is out of range: the data section has {} bytes", begin,
+                                  end, data_size));
+  }
+  if (end - begin != count * size) {
+    throw input_error(
+        where(path, key + ".data_offsets"),
+        fmt::format("[{}, {}] holds {} bytes, but shape [{}] of {} needs {} ({} elements of {} "
+                    "bytes)",
+                    begin, end, end - begin, fmt::join(t.shape, ", "), dtype_text, count * size,
+                    count, size));
+  }
+  t.offset = static_cast<std::size_t>(data_start + begin);
+  t.bytes = static_cast<std::size_t>(end - begin);
+  t.data = bytes + t.offset;
+  return t;
+}
+
 }  // namespace
 
 std::size_t SafetensorsTensor::element_count() const {
@@ -146,102 +249,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     if (key == "__metadata__") {
       continue;
     }
-    const auto& entry = it.value();
-    if (!entry.is_object()) {
-      throw input_error(where(path, key),
-                        fmt::format("expected an object with dtype, shape and data_offsets, got {}",
-                                    entry.type_name()));
-    }
-    SafetensorsTensor t;
-    t.key = key;
-
-    // dtype
-    auto dt = entry.find("dtype");
-    if (dt == entry.end()) {
-      throw input_error(where(path, key + ".dtype"), "missing required field");
-    }
-    if (!dt->is_string()) {
-      throw input_error(where(path, key + ".dtype"),
-                        fmt::format("expected a string, got {}", dt->type_name()));
-    }
-    const std::string dtype_text = dt->get<std::string>();
-    bool found = false;
-    for (const auto& d : kDTypes) {
-      if (dtype_text == d.name) {
-        t.dtype = d.dtype;
-        found = true;
-      }
-    }
-    if (!found) {
-      bool known = false;
-      for (const char* u : kUnsupported) {
-        known = known || dtype_text == u;
-      }
-      throw input_error(
-          where(path, key + ".dtype"),
-          fmt::format("{} dtype '{}' (kharness tensors are {})", known ? "unsupported" : "unknown",
-                      dtype_text, supported_names()));
-    }
-
-    // shape; the element count is checked for overflow as it is built
-    auto sh = entry.find("shape");
-    if (sh == entry.end()) {
-      throw input_error(where(path, key + ".shape"), "missing required field");
-    }
-    if (!sh->is_array()) {
-      throw input_error(where(path, key + ".shape"),
-                        fmt::format("expected an array, got {}", sh->type_name()));
-    }
-    std::uint64_t count = 1;
-    bool overflow = false;
-    for (std::size_t i = 0; i < sh->size(); ++i) {
-      const std::string field = fmt::format("{}.shape[{}]", key, i);
-      const std::uint64_t d = as_size((*sh)[i], path, field);
-      if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        throw input_error(where(path, field), fmt::format("{} is too large", d));
-      }
-      t.shape.push_back(static_cast<std::int64_t>(d));
-      if (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / d) {
-        overflow = true;
-      }
-      count *= d;
-    }
-    const std::uint64_t size = dtype_size(t.dtype);
-    if (overflow || count > std::numeric_limits<std::uint64_t>::max() / size) {
-      throw input_error(where(path, key + ".shape"), "element count overflows");
-    }
-
-    // data_offsets
-    auto off = entry.find("data_offsets");
-    if (off == entry.end()) {
-      throw input_error(where(path, key + ".data_offsets"), "missing required field");
-    }
-    if (!off->is_array() || off->size() != 2) {
-      throw input_error(where(path, key + ".data_offsets"),
-                        fmt::format("expected [begin, end], got {}", off->dump()));
-    }
-    const std::uint64_t begin = as_size((*off)[0], path, key + ".data_offsets[0]");
-    const std::uint64_t end = as_size((*off)[1], path, key + ".data_offsets[1]");
-    if (begin > end) {
-      throw input_error(where(path, key + ".data_offsets"),
-                        fmt::format("begin {} is after end {}", begin, end));
-    }
-    if (end > data_size) {
-      throw input_error(where(path, key + ".data_offsets"),
-                        fmt::format("[{}, {}] is out of range: the data section has {} bytes",
-                                    begin, end, data_size));
-    }
-    if (end - begin != count * size) {
-      throw input_error(
-          where(path, key + ".data_offsets"),
-          fmt::format("[{}, {}] holds {} bytes, but shape [{}] of {} needs {} ({} elements of {} "
-                      "bytes)",
-                      begin, end, end - begin, fmt::join(t.shape, ", "), dtype_text, count * size,
-                      count, size));
-    }
-    t.offset = static_cast<std::size_t>(data_start + begin);
-    t.bytes = static_cast<std::size_t>(end - begin);
-    t.data = bytes + t.offset;
+    SafetensorsTensor t = read_tensor_entry(path, key, it.value(), bytes, data_start, data_size);
     file.keys_.push_back(key);
     file.tensors_.emplace(key, std::move(t));
   }

@@ -560,8 +560,8 @@ TEST(CheckSeeds, SameSeedReplaysDifferentSeedDiffers) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue 19: elementwise outputs are compared on the device (no download of a passing trial's
-// outputs); KHARNESS_HOST_COMPARE=1 downloads them and compares on the host, as before. Both must
+// Elementwise outputs are compared on the device (no download of a passing trial's
+// outputs); KHARNESS_HOST_COMPARE=1 downloads them and compares on the host. Both must
 // give the same verdict, bit for bit in everything but times: status, failure (kind, message,
 // evidence) and, per trial, its seed, status, failure, bitwise_deterministic and comparisons (max
 // errors, matched ratio, first bad index, expected, got). Passing and failing rmsnorm fixtures

@@ -1,5 +1,6 @@
-// Timed verdicts that cannot be gamed (DESIGN §5, issue 16): every cheat in tests/fixtures/cheats
-// against the real binary, each beside an honest kernel that must still pass. Skips without a GPU.
+// Timed verdicts that cannot be gamed (docs/correctness.md#checked-iterations): every cheat in
+// tests/fixtures/cheats against the real binary, each beside an honest kernel that must still pass.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -34,7 +35,7 @@ std::string cheat(const std::string& name) {
 }
 
 // A kernel that computes only when it believes it is checked fails, whichever launch gives it
-// away: the correctness trials poison outputs from the timed iterations' distribution (issue 31),
+// away: the correctness trials poison outputs from the timed iterations' distribution,
 // so `check` mostly catches it already (output_not_written), and every timed iteration is checked
 // against its own inputs' truth (stale_output naming the iteration).
 void expect_caught(const std::string& file, const std::string& op, const std::string& workloads) {
@@ -68,7 +69,8 @@ TEST(IntegrityGpu, ComputeOnlyOnANanOutputIsCaught) {
   expect_caught("compute_if_nan.cu", "rmsnorm_h4096", kRmsnormWorkloads);
 }
 
-// Issue 16's first example: three lines in the gemm_fp8 seed, timed at 3,700x before.
+// Three lines in the gemm_fp8 seed that skip a tile already holding a number: without checked
+// timed iterations they would be timed thousands of times faster than the seed.
 TEST(IntegrityGpu, GemmFp8SkippingFiniteTilesIsCaught) {
   SKIP_WITHOUT_GPU();
   expect_caught("gemm_fp8_skip_if_c_finite.cu", "gemm_fp8", "d8ea2ff1,deae70b3");
@@ -138,7 +140,7 @@ TEST(IntegrityGpu, HonestDeviceGlobalsStillPass) {
   EXPECT_GT(i["checked_iterations"].get<int>(), 10) << i.dump();
 }
 
-// Issue 19: the correctness trials compare outputs on the device, so the expected outputs are in
+// The correctness trials compare outputs on the device, so the expected outputs are in
 // device memory while the candidate runs. overwrites_expected.cu writes a wrong answer (1.0
 // everywhere) to its output and the same over the memory just past its output's guard zone,
 // where a copy allocated after the reference's output buffer would lie (the candidate's output

@@ -1,8 +1,8 @@
-// Issue 19's overlap on a real GPU, through the built binary: the worker starts before the parent
-// compiles (its start-up hidden behind the compile), the two compiles run at once, the worker
-// loads its request while its context is made, and ends right after its verdict line. The phases
-// of the verdict show each part; the tests print them, for the record of where the time goes.
-// Every test skips without a GPU.
+// The pipeline's overlap on a real GPU, through the built binary: the worker starts before the
+// parent compiles (its start-up hidden behind the compile), the two compiles run at once, the
+// worker loads its request while its context is made, and ends right after its verdict line. The
+// phases of the verdict show each part; the tests print them, for the record of where the time
+// goes. Every test skips without a GPU.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// The profile stage end to end through the real binary, on a GPU (skips without one): the done-when
-// of issue 7 on the fixtures in tests/fixtures/profile/.
+// The profile stage end to end through the real binary, on a GPU (skips without one): counters,
+// diagnosis and speed of light of the fixtures in tests/fixtures/profile/.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -145,7 +145,7 @@ TEST_F(TimedOutputsTest, KernelFastOnlyOnRepeatsIsCaughtAtItsSecondIteration) {
   EXPECT_FALSE(timed.integrity(stream.get()).has_value());
 }
 
-// The point reference (issue 31): gemm_fp8 at M = 512 checks 128 rows of C drawn after each
+// The point reference: gemm_fp8 at M = 512 checks 128 rows of C drawn after each
 // launch, on inputs refreshed for every iteration. A kernel that skips 5% of C in every row (when
 // its output does not hold the trials' fixed poison, so always here) is stale_output at its first
 // iteration; the seed passes every one, and the record says what was checked.

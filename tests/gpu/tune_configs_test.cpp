@@ -4,8 +4,8 @@
 // every workload; the GEMM family: the first 12 configurations the tune provider proposes on the
 // gemm_n6144_k4096 workloads up to M = 2053 (ragged M and every tile shape of the sample);
 // gemm_fp8: the first 12 configurations on its workloads with M = 1, 16, 33, 64 and 512. Also
-// composed (dispatching) candidates of rmsnorm and the sm_90a gemm_fp8 seed on every workload.
-// Skips without a GPU.
+// composed (dispatching) candidates of rmsnorm and the sm_90a gemm_fp8 seed on every workload,
+// and every valid configuration of both sm_90a GEMM seeds on small workloads. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,27 +28,32 @@ namespace {
 
 using nlohmann::json;
 
-// Writes the listed configurations of `op` (`which`: "--all" or "--sample N") into a folder and
-// checks them all; every one must pass.
+// Writes the listed configurations of `op` (`which`: "--all" or "--sample N", and any other
+// tune-space flags) into a folder and checks them all; every one must pass. With `shards` > 1
+// only the configurations i with i % shards == shard are checked.
 void expect_configurations_pass(const std::string& op, const std::string& which,
-                                const std::string& check_args) {
+                                const std::string& check_args, std::size_t shard = 0,
+                                std::size_t shards = 1) {
   testing::TempDir dir;
   auto listed = testing::kharness("tune-space " + op + " " + which + " --json --out '" +
                                   dir.path().string() + "'");
   ASSERT_EQ(listed.exit_code, 0) << listed.out;
   json space = json::parse(listed.out.substr(listed.out.find('{')));
+  json sample = json::array();
+  for (std::size_t i = shard; i < space["sample"].size(); i += shards)
+    sample.push_back(space["sample"][i]);
   std::string files;
-  for (const auto& row : space["sample"]) files += " '" + row["file"].get<std::string>() + "'";
+  for (const auto& row : sample) files += " '" + row["file"].get<std::string>() + "'";
   ASSERT_FALSE(files.empty());
   auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' check" + files +
                                 " --operator " + op + " " + check_args + " --json 2>/dev/null");
   json verdicts = json::parse(r.out, nullptr, false);
   ASSERT_TRUE(verdicts.is_array() || verdicts.is_object()) << r.out.substr(0, 4000);
   if (verdicts.is_object()) verdicts = json::array({verdicts});
-  ASSERT_EQ(verdicts.size(), space["sample"].size());
+  ASSERT_EQ(verdicts.size(), sample.size());
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
     EXPECT_EQ(verdicts[i].value("status", ""), "PASSED")
-        << op << " " << space["sample"][i]["config"].dump() << ": "
+        << op << " " << sample[i]["config"].dump() << ": "
         << verdicts[i].value("failure", json(nullptr)).dump();
   }
   EXPECT_EQ(r.exit_code, 0);
@@ -91,6 +96,52 @@ TEST(TuneConfigurations, GemmFp8SamplePasses) {
       "55a1cb77-1950-5b67-92d2-b78dedd71006,deae70b3-fbcd-528d-85b3-918d752b4640,"
       "defa8080-ef3d-5b6e-ad99-44df53233252,acaeb4c2-149c-50e3-9264-18aae9e778bc");
 }
+
+// Every valid configuration of the sm_90a GEMM seeds' knob spaces (split-K, BN = 192 and 256,
+// tiles, stages, tile order, persistent grid) passes on the small workloads that reach every
+// path: fp8 M = 1 (N = 2112: the last, half-filled block of B_scale), 16, 33 (ragged M), 64
+// (K = 512: with SPLIT_K = 8 half the blocks of a cluster sum no K block) and 512 (several tile
+// rows, GROUP_M); fp16 M = 1, 7, 64, 128 and 256 (split-K up to SPLIT_M = 64 or 256) and 972
+// (ragged, unsplit). Each space is checked in kGemmShards parts, one test each, so that a part
+// takes a few minutes.
+constexpr std::size_t kGemmShards = 4;
+
+struct GemmSpacePart {
+  std::string op;
+  std::string workloads;
+  std::size_t shard;
+};
+
+class Sm90aGemmSpace : public ::testing::TestWithParam<GemmSpacePart> {};
+
+TEST_P(Sm90aGemmSpace, EveryConfigurationPasses) {
+  SKIP_WITHOUT_GPU();
+  const GemmSpacePart& part = GetParam();
+  expect_configurations_pass(part.op, "--all --arch sm_90a",
+                             "--trials 1 --workloads " + part.workloads, part.shard, kGemmShards);
+}
+
+std::vector<GemmSpacePart> gemm_space_parts() {
+  const std::string fp8 =
+      "d8ea2ff1-a0dc-558d-a531-2c202427b4cb,55a1cb77-1950-5b67-92d2-b78dedd71006,"
+      "deae70b3-fbcd-528d-85b3-918d752b4640,defa8080-ef3d-5b6e-ad99-44df53233252,"
+      "acaeb4c2-149c-50e3-9264-18aae9e778bc";
+  const std::string fp16 =
+      "c6a8dede-c0fe-400a-af50-b5308a04e21e,d10fa672-b209-4591-a42f-5b617490436d,"
+      "4d778432-d0f7-4b3e-98fa-36d3c4901b26,332ac347-b430-43bb-a1f6-c8c6a10f91e9,"
+      "9b6b5bfc-05a4-48e3-b0cf-1e746c5bd81f,77618ad8-a734-4817-a965-304b74430ff1";
+  std::vector<GemmSpacePart> parts;
+  for (std::size_t shard = 0; shard < kGemmShards; ++shard) {
+    parts.push_back({"gemm_fp8", fp8, shard});
+    parts.push_back({"gemm_n6144_k4096", fp16, shard});
+  }
+  return parts;
+}
+
+INSTANTIATE_TEST_SUITE_P(Knobs, Sm90aGemmSpace, ::testing::ValuesIn(gemm_space_parts()),
+                         [](const ::testing::TestParamInfo<GemmSpacePart>& info) {
+                           return info.param.op + "_part" + std::to_string(info.param.shard);
+                         });
 
 // A composed candidate of the tune provider (one copy of the seed per configuration, chosen by
 // the plan's variants) passes every workload of its operator, and the verdict names the variant

@@ -1,5 +1,5 @@
 // The launch watchdog on a real GPU, through the built binary: a kernel that hangs on its first
-// launch is TIMEOUT from `validate` within 15 s (issue 16, done-when), a launch slower than a small
+// launch is TIMEOUT from `validate` within 15 s, a launch slower than a small
 // --launch-timeout is TIMEOUT, and `profile` of a hang fails in seconds. slow_launch.cu passing
 // with the default limit is a row of tests/gpu/check_test.cpp. Skips without a GPU.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Slurm launcher for real (DESIGN §9), CTest's SlurmScoreArray (label slurm):
+# The Slurm launcher for real (docs/archive.md#merge), CTest's SlurmScoreArray (label slurm):
 #
 #   tests/slurm/run-slurm-test.sh KHARNESS_BINARY
 #

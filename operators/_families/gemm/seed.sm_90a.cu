@@ -48,12 +48,15 @@
 //    tail), adds the S partials in a fixed order and rounds once to fp16; with S = 1 it returns
 //    at once. No atomics: the sum order is fixed, so the result is deterministic.
 // Knobs (tune.sm_90a.json beside this file; the tune provider passes -DBM=.. and the matching
-// grid, block, shared_bytes and tensor-map boxes): BM (64 or 128: 1 or 2 consumer warpgroups),
-// BN (64, 128, 256), STAGES, GROUP_M. The portable mma.sync seed (seed.cu) stays the fallback
-// for other architectures.
+// grid, block, shared_bytes, tensor-map boxes and workspace): BM (64 or 128: 1 or 2 consumer
+// warpgroups), BN (64, 128, 192, 256: 192 is DeepGEMM's kind of non-power-of-two tile, 32
+// column tiles of N = 6144 where 256 makes 24), STAGES, GROUP_M, and split-K's factor and reach
+// (SPLIT_K copies of the tile grid up to M = SPLIT_M; the defaults 4 and 64 are the measured
+// choice above). The portable mma.sync seed (seed.cu) stays the fallback for other
+// architectures.
 // Directions: a persistent tile scheduler (overlap one tile's epilogue with the next tile's
 // loads), a TMA store epilogue through shared memory, 2-CTA clusters with the B tile multicast,
-// split-K or stream-K for decode shapes (M <= 64) where too few tiles fill 132 SMs.
+// stream-K for shapes whose tiles leave part of the last wave idle.
 #include <cuda_fp16.h>
 
 // NVRTC has no C standard headers: the fixed-width types the PTX wrappers use.
@@ -77,6 +80,14 @@ struct alignas(64) CUtensorMap {
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+// Split-K's factor and the largest M it applies to. They shape the plan (the grid's copies, the
+// workspace, the reduce launch's grid); the kernel reads the factor from its grid.
+#ifndef SPLIT_K
+#define SPLIT_K 4
+#endif
+#ifndef SPLIT_M
+#define SPLIT_M 64
+#endif
 
 constexpr int kBM = BM, kBN = BN, kStages = STAGES, kGroupM = GROUP_M;
 constexpr int kBK = 64;  // 64 fp16 = 128 bytes: one row of the 128-byte swizzle
@@ -86,7 +97,8 @@ constexpr int kATileBytes = kBM * kBK * 2;
 constexpr int kBTileBytes = kBN * kBK * 2;
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
 static_assert(kBM == 64 || kBM == 128, "BM is 64 or 128 (one or two consumer warpgroups)");
-static_assert(kBN == 64 || kBN == 128 || kBN == 256, "BN is 64, 128 or 256");
+static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 64, 128, 192 or 256");
+static_assert(SPLIT_K >= 1 && SPLIT_K <= 8 && SPLIT_M >= 1, "SPLIT_K is 1..8, SPLIT_M positive");
 static_assert(kStages >= 2 && kStages * kStageBytes + 1024 <= 232448, "stages exceed 227 KiB");
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
@@ -185,6 +197,32 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], u64 desc_a,
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+__device__ __forceinline__ void wgmma_m64n192k16_f16(float (&d)[96], u64 desc_a, u64 desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 __device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], u64 desc_a, u64 desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -224,6 +262,8 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[N / 2], u64 da, u64 db) {
     wgmma_m64n64k16_f16(d, da, db, 1);
   } else if constexpr (N == 128) {
     wgmma_m64n128k16_f16(d, da, db, 1);
+  } else if constexpr (N == 192) {
+    wgmma_m64n192k16_f16(d, da, db, 1);
   } else {
     wgmma_m64n256k16_f16(d, da, db, 1);
   }

@@ -18,8 +18,8 @@
 //   final_state = initial_state, unchanged (the reference text returns a clone of it: FlashInfer's
 //   disable_state_update=True), for every pool entry.
 // intermediate_states_buffer is an input the reference text fills as a side effect; an input
-// must not change here (DESIGN §5), so it is neither read nor written. scale == 0 means
-// 1/sqrt(head_size). Written to be obviously correct, not fast: one block per (value head,
+// must not change here (docs/correctness.md#poison-and-guards), so it is neither read nor
+// written. scale == 0 means 1/sqrt(head_size). Written to be obviously correct, not fast: one block per (value head,
 // sequence), each thread owning whole value rows v (a k-last row is contiguous in K) of the
 // state in local memory, the formulas above literally in float32, in increasing k; then one
 // thread per element copies the state pool to final_state.
