@@ -143,6 +143,174 @@ std::map<std::string, fs::path> choose_solutions(const Model& model, const Phase
   return chosen;
 }
 
+// model-check --time: the baseline layer and the substituted one, each node on fixed buffers,
+// timed pass by pass with CUPTI.
+class LayerTimer {
+ public:
+  LayerTimer(const Model& model, device::Stream& stream, HarnessKernels& harness,
+             std::size_t l2_bytes, int timed_passes,
+             const std::map<std::string, const Runnable*>& baseline,
+             const std::map<std::string, const Runnable*>& candidate)
+      : model_(model),
+        stream_(stream),
+        harness_(harness),
+        l2_bytes_(l2_bytes),
+        timed_passes_(timed_passes),
+        baseline_(baseline),
+        candidate_(candidate) {}
+
+  // The layer end to end (timed_passes passes of the baseline layer and of the
+  // substituted one, in alternating order, after one untimed pass of each): each pass starts
+  // with L2 flushed, then launches every node back to back on one stream, each node its own
+  // CUPTI iteration; the layer's span runs from the first node's start to the last one's end.
+  // Every node runs on the first layer's inputs of the substituted pass (timing does not depend
+  // on the values; the edges between nodes, host copies here, are views or fused in an engine
+  // and are not timed).
+  LayerTiming time(const std::vector<const Node*>& nodes, const LayerShapes& shapes,
+                   const NodeInputs& inputs) {
+    std::vector<TimedNode> sides[2];  // 0: baseline, 1: substituted
+    std::vector<std::pair<std::string, std::string>> order;
+    std::vector<std::string> substituted;
+    for (const Node* node : nodes) {
+      const std::map<std::string, DeviceTensor>& in = inputs.at(node->name);
+      sides[0].push_back(timed_node(*node, *baseline_.at(node->name), shapes, in));
+      sides[1].push_back(timed_node(*node, *candidate_.at(node->name), shapes, in));
+      order.emplace_back(node->name, node->definition);
+      if (baseline_.at(node->name) != candidate_.at(node->name)) substituted.push_back(node->name);
+    }
+    verify::L2Flush flush(l2_bytes_, 1);
+    auto run_side = [&](std::vector<TimedNode>& side, bench::CuptiTimer* timer,
+                        std::vector<std::uint64_t>* ids) {
+      flush(harness_, stream_.get());
+      for (auto& t : side) {
+        if (timer) {
+          ids->push_back(next_timing_id_);
+          timer->begin(next_timing_id_++);
+        }
+        device::LaunchOutcome outcome = t.runnable->launcher->launch(t.env, stream_.get(), false);
+        if (timer) timer->end();
+        if (!outcome.ok)
+          throw LayerFault{fmt::format("timing node {} ({}): launch {} ({}) failed: {}",
+                                       t.node->name, t.node->definition, outcome.launch_index,
+                                       outcome.kernel, outcome.message)};
+      }
+    };
+    run_side(sides[0], nullptr, nullptr);  // module loads, first-touch costs
+    run_side(sides[1], nullptr, nullptr);
+    stream_.synchronize();
+
+    bench::CuptiTimer timer;
+    // ids[side][pass]: one CUPTI iteration per node, in execution order.
+    std::vector<std::vector<std::uint64_t>> ids[2];
+    for (int p = 0; p < timed_passes_; ++p) {
+      for (int k = 0; k < 2; ++k) {
+        int side = (p % 2 == 0) ? k : 1 - k;  // A B, B A, ...: neither always runs first
+        ids[side].emplace_back();
+        run_side(sides[side], &timer, &ids[side].back());
+      }
+    }
+    stream_.synchronize();
+    std::map<std::uint64_t, bench::IterationSpan> spans = timer.collect();
+    std::vector<PassTiming> passes[2];
+    for (int side = 0; side < 2; ++side) {
+      for (const auto& pass_ids : ids[side]) {
+        PassTiming pt;
+        std::uint64_t first = 0, last = 0;
+        for (std::size_t i = 0; i < pass_ids.size(); ++i) {
+          const bench::IterationSpan& span = spans[pass_ids[i]];
+          pt.node_seconds[order[i].first] = span.seconds();
+          if (span.end_ns == 0) continue;  // a node with no GPU work (none in a real plan)
+          if (first == 0 || span.start_ns < first) first = span.start_ns;
+          last = std::max(last, span.end_ns);
+        }
+        pt.span_seconds = last > first ? static_cast<double>(last - first) * 1e-9 : 0.0;
+        passes[side].push_back(std::move(pt));
+      }
+    }
+    return summarize_timing(order, substituted, passes[0], passes[1]);
+  }
+
+ private:
+  // One node ready to launch again and again on fixed buffers: no allocation, poison or host
+  // copy between the launches of a timed pass.
+  struct TimedNode {
+    const Node* node = nullptr;
+    const Runnable* runnable = nullptr;
+    device::LaunchEnv env;
+    std::vector<std::shared_ptr<device::DeviceBuffer>> owned;  // outputs and workspace
+  };
+
+  TimedNode timed_node(const Node& node, const Runnable& runnable, const LayerShapes& shapes,
+                       const std::map<std::string, DeviceTensor>& inputs) {
+    TimedNode t;
+    t.node = &node;
+    t.runnable = &runnable;
+    const Definition& def = model_.operators.at(node.definition).definition;
+    t.env.definition = &def;
+    t.env.axes = shapes.node_axes.at(node.name);
+    for (const auto& [name, edge] : node.inputs)
+      if (edge.scalar) t.env.scalars[name] = *edge.scalar;
+    for (const auto& [name, tensor] : inputs) t.env.tensors[name] = tensor.buffer->ptr();
+    for (const auto& spec : def.outputs) {
+      t.owned.push_back(allocate(byte_size(shapes.tensors.at(node.name + "." + spec.name))));
+      t.env.tensors[spec.name] = t.owned.back()->ptr();
+    }
+    if (std::int64_t bytes = runnable.launcher->workspace_bytes(t.env.axes); bytes > 0) {
+      t.owned.push_back(allocate(static_cast<std::size_t>(bytes)));
+      t.env.workspace = t.owned.back()->ptr();
+    }
+    return t;
+  }
+
+  const Model& model_;
+  device::Stream& stream_;
+  HarnessKernels& harness_;
+  std::size_t l2_bytes_;
+  int timed_passes_;
+  const std::map<std::string, const Runnable*>& baseline_;
+  const std::map<std::string, const Runnable*>& candidate_;
+  std::uint64_t next_timing_id_ = 1;
+};
+
+// A shape whose hidden state drifted past the tolerance: the first layer out of it, and the
+// culprit, the node of that layer or before whose own deviation, in units of the tolerance, is
+// largest.
+void blame_drift(ShapeResult& s, const ModelTolerance& tol) {
+  for (const auto& d : s.layers) {
+    if (!within(d.hidden, tol)) {
+      s.failing_layer = d.layer;
+      break;
+    }
+  }
+  auto score = [&tol](const Deviation& d) {
+    return std::max({std::fabs(d.bias) / tol.max_bias, d.max_rel_error / tol.max_rel_error,
+                     (1.0 - d.cosine) / (1.0 - tol.min_cosine)});
+  };
+  const NodeDeviation* worst = nullptr;
+  for (const auto& n : s.nodes) {
+    if (n.layer > s.failing_layer) continue;
+    if (!worst || score(n.worst) > score(worst->worst)) worst = &n;
+  }
+  const Deviation& h = s.layers[s.failing_layer].hidden;
+  std::string what = fmt::format(
+      "hidden state after layer {}: max_rel_error {:.3g} (max {}), "
+      "cosine {:.6f} (min {}), bias {:+.3g} (max {})",
+      s.failing_layer, h.max_rel_error, tol.max_rel_error, h.cosine, tol.min_cosine, h.bias,
+      tol.max_bias);
+  if (worst) {
+    s.failing_node = worst->node;
+    s.failing_definition = worst->definition;
+    s.failing_layer = worst->layer;
+    s.reason = fmt::format(
+        "{}; largest own deviation: node {} ({}) in layer {}, bias {:+.3g}, "
+        "max_rel_error {:.3g}",
+        what, worst->node, worst->definition, worst->layer, worst->worst.bias,
+        worst->worst.max_rel_error);
+  } else {
+    s.reason = what;
+  }
+}
+
 class LayerRunner {
  public:
   LayerRunner(const Model& model, const Phase& phase, const CheckOptions& options, std::string arch,
@@ -181,6 +349,8 @@ class LayerRunner {
               path.empty() ? reference_.at(node->name)
                            : &runnable(model_.operators.at(node->definition), path, false);
         }
+        timer_ = std::make_unique<LayerTimer>(model_, stream_, *harness_, l2_bytes_,
+                                              options_.timed_passes, baseline_, candidate_);
       }
     } catch (const Error& e) {
       if (e.code() != ExitCode::kFailed) throw;
@@ -466,107 +636,6 @@ class LayerRunner {
     return hidden;
   }
 
-  // One node ready to launch again and again on fixed buffers: no allocation, poison or host
-  // copy between the launches of a timed pass.
-  struct TimedNode {
-    const Node* node = nullptr;
-    const Runnable* runnable = nullptr;
-    device::LaunchEnv env;
-    std::vector<std::shared_ptr<device::DeviceBuffer>> owned;  // outputs and workspace
-  };
-
-  TimedNode timed_node(const Node& node, const Runnable& runnable, const LayerShapes& shapes,
-                       const std::map<std::string, DeviceTensor>& inputs) {
-    TimedNode t;
-    t.node = &node;
-    t.runnable = &runnable;
-    const Definition& def = model_.operators.at(node.definition).definition;
-    t.env.definition = &def;
-    t.env.axes = shapes.node_axes.at(node.name);
-    for (const auto& [name, edge] : node.inputs)
-      if (edge.scalar) t.env.scalars[name] = *edge.scalar;
-    for (const auto& [name, tensor] : inputs) t.env.tensors[name] = tensor.buffer->ptr();
-    for (const auto& spec : def.outputs) {
-      t.owned.push_back(allocate(byte_size(shapes.tensors.at(node.name + "." + spec.name))));
-      t.env.tensors[spec.name] = t.owned.back()->ptr();
-    }
-    if (std::int64_t bytes = runnable.launcher->workspace_bytes(t.env.axes); bytes > 0) {
-      t.owned.push_back(allocate(static_cast<std::size_t>(bytes)));
-      t.env.workspace = t.owned.back()->ptr();
-    }
-    return t;
-  }
-
-  // The layer end to end (options_.timed_passes passes of the baseline layer and of the
-  // substituted one, in alternating order, after one untimed pass of each): each pass starts
-  // with L2 flushed, then launches every node back to back on one stream, each node its own
-  // CUPTI iteration; the layer's span runs from the first node's start to the last one's end.
-  // Every node runs on the first layer's inputs of the substituted pass (timing does not depend
-  // on the values; the edges between nodes, host copies here, are views or fused in an engine
-  // and are not timed).
-  LayerTiming time_layer(const LayerShapes& shapes, const NodeInputs& inputs) {
-    std::vector<TimedNode> sides[2];  // 0: baseline, 1: substituted
-    std::vector<std::pair<std::string, std::string>> order;
-    std::vector<std::string> substituted;
-    for (const Node* node : phase_nodes()) {
-      const std::map<std::string, DeviceTensor>& in = inputs.at(node->name);
-      sides[0].push_back(timed_node(*node, *baseline_.at(node->name), shapes, in));
-      sides[1].push_back(timed_node(*node, *candidate_.at(node->name), shapes, in));
-      order.emplace_back(node->name, node->definition);
-      if (baseline_.at(node->name) != candidate_.at(node->name)) substituted.push_back(node->name);
-    }
-    verify::L2Flush flush(l2_bytes_, 1);
-    auto run_side = [&](std::vector<TimedNode>& side, bench::CuptiTimer* timer,
-                        std::vector<std::uint64_t>* ids) {
-      flush(*harness_, stream_.get());
-      for (auto& t : side) {
-        if (timer) {
-          ids->push_back(next_timing_id_);
-          timer->begin(next_timing_id_++);
-        }
-        device::LaunchOutcome outcome = t.runnable->launcher->launch(t.env, stream_.get(), false);
-        if (timer) timer->end();
-        if (!outcome.ok)
-          throw LayerFault{fmt::format("timing node {} ({}): launch {} ({}) failed: {}",
-                                       t.node->name, t.node->definition, outcome.launch_index,
-                                       outcome.kernel, outcome.message)};
-      }
-    };
-    run_side(sides[0], nullptr, nullptr);  // module loads, first-touch costs
-    run_side(sides[1], nullptr, nullptr);
-    stream_.synchronize();
-
-    bench::CuptiTimer timer;
-    // ids[side][pass]: one CUPTI iteration per node, in execution order.
-    std::vector<std::vector<std::uint64_t>> ids[2];
-    for (int p = 0; p < options_.timed_passes; ++p) {
-      for (int k = 0; k < 2; ++k) {
-        int side = (p % 2 == 0) ? k : 1 - k;  // A B, B A, ...: neither always runs first
-        ids[side].emplace_back();
-        run_side(sides[side], &timer, &ids[side].back());
-      }
-    }
-    stream_.synchronize();
-    std::map<std::uint64_t, bench::IterationSpan> spans = timer.collect();
-    std::vector<PassTiming> passes[2];
-    for (int side = 0; side < 2; ++side) {
-      for (const auto& pass_ids : ids[side]) {
-        PassTiming pt;
-        std::uint64_t first = 0, last = 0;
-        for (std::size_t i = 0; i < pass_ids.size(); ++i) {
-          const bench::IterationSpan& span = spans[pass_ids[i]];
-          pt.node_seconds[order[i].first] = span.seconds();
-          if (span.end_ns == 0) continue;  // a node with no GPU work (none in a real plan)
-          if (first == 0 || span.start_ns < first) first = span.start_ns;
-          last = std::max(last, span.end_ns);
-        }
-        pt.span_seconds = last > first ? static_cast<double>(last - first) * 1e-9 : 0.0;
-        passes[side].push_back(std::move(pt));
-      }
-    }
-    return summarize_timing(order, substituted, passes[0], passes[1]);
-  }
-
   ShapeResult run_shape(const PhaseShape& shape, int layers) {
     ShapeResult s;
     s.label = shape.label();
@@ -600,7 +669,7 @@ class LayerRunner {
       // Only a layer that computes the right thing is worth timing.
       if (options_.time) {
         try {
-          s.timing = time_layer(shapes, timing_inputs);
+          s.timing = timer_->time(phase_nodes(), shapes, timing_inputs);
         } catch (const LayerFault& fault) {
           s.passed = false;
           s.reason = fault.what;
@@ -609,42 +678,7 @@ class LayerRunner {
       }
       return s;
     }
-    for (const auto& d : s.layers) {
-      if (!within(d.hidden, model_.tolerance)) {
-        s.failing_layer = d.layer;
-        break;
-      }
-    }
-    // The culprit: the node of the failing layer or before whose own deviation, in units of
-    // the tolerance, is largest.
-    const ModelTolerance& tol = model_.tolerance;
-    auto score = [&tol](const Deviation& d) {
-      return std::max({std::fabs(d.bias) / tol.max_bias, d.max_rel_error / tol.max_rel_error,
-                       (1.0 - d.cosine) / (1.0 - tol.min_cosine)});
-    };
-    const NodeDeviation* worst = nullptr;
-    for (const auto& n : s.nodes) {
-      if (n.layer > s.failing_layer) continue;
-      if (!worst || score(n.worst) > score(worst->worst)) worst = &n;
-    }
-    const Deviation& h = s.layers[s.failing_layer].hidden;
-    std::string what = fmt::format(
-        "hidden state after layer {}: max_rel_error {:.3g} (max {}), "
-        "cosine {:.6f} (min {}), bias {:+.3g} (max {})",
-        s.failing_layer, h.max_rel_error, tol.max_rel_error, h.cosine, tol.min_cosine, h.bias,
-        tol.max_bias);
-    if (worst) {
-      s.failing_node = worst->node;
-      s.failing_definition = worst->definition;
-      s.failing_layer = worst->layer;
-      s.reason = fmt::format(
-          "{}; largest own deviation: node {} ({}) in layer {}, bias {:+.3g}, "
-          "max_rel_error {:.3g}",
-          what, worst->node, worst->definition, worst->layer, worst->worst.bias,
-          worst->worst.max_rel_error);
-    } else {
-      s.reason = what;
-    }
+    blame_drift(s, model_.tolerance);
     return s;
   }
 
@@ -659,7 +693,7 @@ class LayerRunner {
   std::map<std::string, const Runnable*> candidate_;  // by node
   std::map<std::string, const Runnable*> baseline_;   // by node, with --time
   std::size_t l2_bytes_ = 0;
-  std::uint64_t next_timing_id_ = 1;
+  std::unique_ptr<LayerTimer> timer_;  // with --time
   std::map<std::string, DeviceTensor> phase_tensors_;
   std::vector<std::int64_t> append_rows_;  // the cache row of each new token, in token order
 };
