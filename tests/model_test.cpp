@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
 #include "kharness/model_check.hpp"
+#include "kharness/report.hpp"
 #include "test_util.hpp"
 
 namespace kharness::model {
@@ -203,21 +205,135 @@ TEST(Model, StaticChecksOfEdgesAxesAndWeights) {
       << m;
 }
 
-// A definition's constraints over its axes hold at every phase shape.
-TEST(Model, DefinitionConstraintsHoldAtEveryShape) {
+// The shipped Llama model changed by `edit`, and the error loading it gives.
+template <class F>
+std::string edited_llama_error(F&& edit) {
   nlohmann::ordered_json j;
   std::ifstream(find_model("llama-3.1-8b")) >> j;
-  j["nodes"]["attn"]["decode"]["axes"]["len_indptr"] = "batch";
+  edit(j);
   fs::path file = fs::temp_directory_path() /
                   ("kharness_model_test_llama_" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << j.dump(2);
   std::string message = load_error(file);
   fs::remove(file);
+  EXPECT_EQ(message.rfind(file.string() + ": ", 0), 0U) << message;
+  return message;
+}
+
+// A definition's constraints over its axes hold at every phase shape.
+TEST(Model, DefinitionConstraintsHoldAtEveryShape) {
+  std::string message = edited_llama_error([](nlohmann::ordered_json& j) {
+    j["nodes"]["attn"]["decode"]["axes"]["len_indptr"] = "batch";
+  });
   EXPECT_NE(message.find(
                 "nodes.attn.decode.axes: these bindings break gqa_paged_decode_h32_kv8_d128_ps1's "
                 "constraint 'len_indptr == batch_size + 1' at decode batch=1 kv=1024"),
             std::string::npos)
       << message;
+}
+
+// The layer's own k and v reach its attention: both attention forms append them to the caches.
+TEST(Model, LlamaAppendsItsKeysAndValuesToThePagedCache) {
+  Model m = load_model(find_model("llama-3.1-8b"), registry());
+  int forms = 0;
+  for (const auto& n : m.nodes) {
+    if (n.name != "attn") continue;
+    ++forms;
+    const Edge& k = n.inputs.at("k_cache");
+    ASSERT_TRUE(k.append) << n.phase;
+    EXPECT_EQ(k.sources.at(0).text(), "weight.k_cache");
+    EXPECT_EQ(k.append->sources.at(0).text(), "rope.k_out");
+    const Edge& v = n.inputs.at("v_cache");
+    ASSERT_TRUE(v.append) << n.phase;
+    EXPECT_EQ(v.sources.at(0).text(), "weight.v_cache");
+    EXPECT_EQ(v.append->sources.at(0).text(), "qkv.C");
+    EXPECT_EQ(v.append->columns, std::make_pair(std::int64_t{5120}, std::int64_t{6144}));
+    EXPECT_EQ(v.append->cast, DType::kBFloat16);
+  }
+  EXPECT_EQ(forms, 2);
+}
+
+TEST(Model, MalformedAppendEdgesNameTheField) {
+  using J = nlohmann::ordered_json;
+  auto has = [](const std::string& message, const std::string& part) {
+    return message.find(part) != std::string::npos;
+  };
+  const std::string v = "nodes.attn.decode.inputs.v_cache";
+  std::string m = edited_llama_error([](J& j) {
+    j["nodes"]["attn"]["decode"]["inputs"]["v_cache"]["append"]["columns"] = {5120, 6000};
+  });
+  EXPECT_TRUE(has(m, v + ".append: qkv.C is [1, 880], but the cache takes one row of 1024 "
+                         "elements for each of the 1 new tokens at decode batch=1 kv=1024"))
+      << m;
+  m = edited_llama_error(
+      [](J& j) { j["nodes"]["attn"]["decode"]["inputs"]["v_cache"]["append"].erase("cast"); });
+  EXPECT_TRUE(has(m, v + ".append: qkv.C is float16, the cache weight.v_cache is bfloat16")) << m;
+  m = edited_llama_error([](J& j) {
+    j["nodes"]["attn"]["decode"]["inputs"]["k_cache"] =
+        J{{"from", "rope.q_out"}, {"append", "rope.k_out"}};
+  });
+  EXPECT_TRUE(has(m,
+                  "nodes.attn.decode.inputs.k_cache: appends to rope.q_out, but the cache "
+                  "appended to is a weight"))
+      << m;
+  m = edited_llama_error([](J& j) { j["weights"]["k_cache"]["shared"] = true; });
+  EXPECT_TRUE(has(m,
+                  "nodes.attn.decode.inputs.k_cache: appends to weight.k_cache, which is shared "
+                  "by every layer"))
+      << m;
+  m = edited_llama_error(
+      [](J& j) { j["nodes"]["attn"]["decode"]["inputs"]["k_cache"]["cast"] = "bfloat16"; });
+  EXPECT_TRUE(has(m,
+                  "nodes.attn.decode.inputs.k_cache.append: appends to a cache given as "
+                  "\"from\" alone"))
+      << m;
+  m = edited_llama_error([](J& j) {
+    j["nodes"]["attn"]["decode"]["inputs"]["k_cache"]["append"] = J{{"float32", 1.0}};
+  });
+  EXPECT_TRUE(has(m,
+                  "nodes.attn.decode.inputs.k_cache.append: expected the tensor whose rows "
+                  "are the new tokens"))
+      << m;
+  // A page size the cache's definition does not have.
+  m = edited_llama_error([](J& j) { j["phases"]["decode"]["page_size"] = 16; });
+  EXPECT_TRUE(has(m,
+                  "nodes.attn.decode.inputs.k_cache: appends to weight.k_cache [64, 1, 8, 128], "
+                  "which is no paged cache [pages, page_size=16, ...] at decode batch=1 "
+                  "kv=1024"))
+      << m;
+}
+
+// Where each new token's row goes: token i of sequence s at position kv_len - q_len + i, in page
+// kv_indices[kv_indptr[s] + position / page_size], slot position % page_size.
+TEST(Model, PhaseTablesPlaceNewTokensInTheirPages) {
+  PhaseShape d;
+  d.phase = "decode";
+  d.query_lens = {1, 1};
+  d.kv_lens = {6, 3};
+  d.page_size = 4;
+  PhaseTables t = phase_tables(d, 11);
+  EXPECT_EQ(t.qo_indptr, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(t.kv_indptr, (std::vector<std::int32_t>{0, 2, 3}));
+  EXPECT_EQ(t.positions, (std::vector<std::int64_t>{5, 2}));
+  std::vector<std::int32_t> sorted = t.kv_indices;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<std::int32_t>{0, 1, 2}));  // each page once
+  // Sequence 0's token at position 5 is in its second page, slot 1; sequence 1's at 2, slot 2.
+  EXPECT_EQ(t.append_rows,
+            (std::vector<std::int64_t>{t.kv_indices[1] * 4 + 1, t.kv_indices[2] * 4 + 2}));
+  // The same seed draws the same pages (both passes of a model check share them).
+  EXPECT_EQ(phase_tables(d, 11).kv_indices, t.kv_indices);
+
+  PhaseShape p;
+  p.phase = "prefill";
+  p.query_lens = {3, 6};
+  p.kv_lens = p.query_lens;
+  p.page_size = 4;
+  t = phase_tables(p, 11);
+  EXPECT_EQ(t.positions, (std::vector<std::int64_t>{0, 1, 2, 0, 1, 2, 3, 4, 5}));
+  const std::int64_t a = t.kv_indices[0] * 4, b = t.kv_indices[1] * 4, c = t.kv_indices[2] * 4;
+  EXPECT_EQ(t.append_rows,
+            (std::vector<std::int64_t>{a, a + 1, a + 2, b, b + 1, b + 2, b + 3, c, c + 1}));
 }
 
 TEST(Model, FindModelByNameOrPath) {
@@ -292,6 +408,14 @@ TEST(ModelCheckCli, BadInputIsExitTwoNamingTheField) {
   r = testing::kharness("model-check --model llama-3.1-8b --layers 33");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("--layers: expected 1 to 32"), std::string::npos) << r.out;
+  r = testing::kharness("model-check --model llama-3.1-8b --time --timed-passes 0");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--timed-passes"), std::string::npos) << r.out;
+  // A folder that cannot exist: it would sit inside a file.
+  r = testing::kharness("model-check --model llama-3.1-8b --markdown '" +
+                        testing::fixture("models/tiny.json").string() + "/v.md'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--markdown"), std::string::npos) << r.out;
 }
 
 TEST(ModelCheckCli, WithoutAGpuExitsThree) {
@@ -299,6 +423,165 @@ TEST(ModelCheckCli, WithoutAGpuExitsThree) {
   auto r = testing::kharness("model-check --model llama-3.1-8b --phase decode --layers 4");
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_EQ(r.out.rfind("kharness: error: ", 0), 0U) << r.out;
+}
+
+// The arithmetic of --time on given numbers: medians, shares of the span, speedups and the 5%
+// check.
+TEST(ModelTiming, MediansSharesSpeedupsAndTheSumCheck) {
+  const std::vector<std::pair<std::string, std::string>> nodes = {{"norm", "rmsnorm_h4096"},
+                                                                  {"proj", "gemm_n4096_k4096"}};
+  // Three passes each; the medians are the middle values whatever the order.
+  std::vector<PassTiming> base = {{1.00e-3, {{"norm", 0.30e-3}, {"proj", 0.68e-3}}},
+                                  {1.20e-3, {{"norm", 0.50e-3}, {"proj", 0.70e-3}}},
+                                  {0.90e-3, {{"norm", 0.20e-3}, {"proj", 0.66e-3}}}};
+  std::vector<PassTiming> sub = {{0.80e-3, {{"norm", 0.10e-3}, {"proj", 0.68e-3}}},
+                                 {0.78e-3, {{"norm", 0.09e-3}, {"proj", 0.67e-3}}},
+                                 {0.90e-3, {{"norm", 0.12e-3}, {"proj", 0.70e-3}}}};
+  LayerTiming t = summarize_timing(nodes, {"norm"}, base, sub);
+  EXPECT_EQ(t.passes, 3);
+  EXPECT_DOUBLE_EQ(t.baseline_seconds, 1.00e-3);
+  EXPECT_DOUBLE_EQ(t.seconds, 0.80e-3);
+  EXPECT_DOUBLE_EQ(t.speedup, 1.25);
+  ASSERT_EQ(t.nodes.size(), 2U);
+  EXPECT_EQ(t.nodes[0].node, "norm");
+  EXPECT_TRUE(t.nodes[0].substituted);
+  EXPECT_FALSE(t.nodes[1].substituted);
+  EXPECT_DOUBLE_EQ(t.nodes[0].baseline_seconds, 0.30e-3);
+  EXPECT_DOUBLE_EQ(t.nodes[0].seconds, 0.10e-3);
+  EXPECT_NEAR(t.nodes[0].speedup, 3.0, 1e-12);
+  EXPECT_NEAR(t.nodes[0].baseline_share, 0.30, 1e-12);
+  EXPECT_NEAR(t.nodes[0].share, 0.125, 1e-12);
+  EXPECT_NEAR(t.nodes[1].share, 0.68e-3 / 0.80e-3, 1e-12);
+  // 0.98 ms of 1.00 ms and 0.78 ms of 0.80 ms: both within 5%.
+  EXPECT_NEAR(t.baseline_node_sum, 0.98e-3, 1e-15);
+  EXPECT_NEAR(t.node_sum, 0.78e-3, 1e-15);
+  EXPECT_TRUE(t.sums_match);
+
+  // Gaps between kernels: the substituted layer's nodes cover 0.78 of a 0.90 ms span (87%).
+  for (auto& p : sub) p.span_seconds = 0.90e-3;
+  t = summarize_timing(nodes, {"norm"}, base, sub);
+  EXPECT_FALSE(t.sums_match);
+  // Just inside and just outside 5%, on either side.
+  std::vector<PassTiming> one = {{1.0, {{"norm", 0.5}, {"proj", 0.449}}}};
+  EXPECT_FALSE(summarize_timing(nodes, {}, one, one).sums_match);  // 94.9%
+  one = {{1.0, {{"norm", 0.5}, {"proj", 0.451}}}};
+  EXPECT_TRUE(summarize_timing(nodes, {}, one, one).sums_match);  // 95.1%
+  one = {{1.0, {{"norm", 0.5}, {"proj", 0.549}}}};
+  EXPECT_TRUE(summarize_timing(nodes, {}, one, one).sums_match);  // 104.9%
+  one = {{1.0, {{"norm", 0.5}, {"proj", 0.551}}}};
+  EXPECT_FALSE(summarize_timing(nodes, {}, one, one).sums_match);  // 105.1%
+
+  EXPECT_THROW(summarize_timing(nodes, {}, {}, sub), std::invalid_argument);
+  std::vector<PassTiming> missing = {{1.0, {{"norm", 0.5}}}};
+  EXPECT_THROW(summarize_timing(nodes, {}, missing, missing), std::invalid_argument);
+}
+
+TEST(ModelTiming, JsonOfALayerTiming) {
+  std::vector<PassTiming> p = {{2.0, {{"a", 1.0}, {"b", 0.95}}}};
+  LayerTiming t = summarize_timing({{"a", "x"}, {"b", "y"}}, {"b"}, p, p);
+  nlohmann::json j = to_json(t);
+  EXPECT_EQ(j["passes"], 1);
+  EXPECT_EQ(j["sums_match"], true);
+  ASSERT_EQ(j["nodes"].size(), 2U);
+  EXPECT_EQ(j["nodes"][1]["node"], "b");
+  EXPECT_EQ(j["nodes"][1]["substituted"], true);
+  EXPECT_DOUBLE_EQ(j["nodes"][1]["share"].get<double>(), 0.475);
+}
+
+nlohmann::json timed_verdict() {
+  nlohmann::json j;
+  std::ifstream(testing::fixture("models/verdict_timed.json")) >> j;
+  return j;
+}
+
+// The reports of a fixed verdict: the Markdown summary names each shape's outcome and failure,
+// and the timed shape's layer speedup, node table and the 5% check.
+TEST(ModelReport, MarkdownOfATimedVerdict) {
+  std::string md = report::model_markdown(timed_verdict(), "verdict_timed.json");
+  auto has = [&md](const std::string& part) { return md.find(part) != std::string::npos; };
+  EXPECT_TRUE(has("## model-check llama-3.1-8b decode: FAILED")) << md;
+  EXPECT_TRUE(
+      has("4 layers. Tolerance on the hidden state: max_rel_error 0.02, min cosine 0.9999, "
+          "max |bias| 0.0005."))
+      << md;
+  EXPECT_TRUE(has("- `attn_norm` = `solutions/rmsnorm_fast.cu`")) << md;
+  EXPECT_FALSE(has("`qkv` = `reference`")) << md;
+  EXPECT_TRUE(has("| decode batch=16 kv=4096 | ok | 0.004 | 0.999995 | -0.00011 |  |")) << md;
+  // A NaN hidden state's deviations are null in JSON: shown as inf.
+  EXPECT_TRUE(
+      has("| decode batch=64 kv=8192 | FAILED | inf | -1.000000 | inf | node `attn_norm` "
+          "(rmsnorm_h4096) in layer 0: node attn_norm"))
+      << md;
+  EXPECT_TRUE(has("### Layer time: llama-3.1-8b decode batch=16 kv=4096")) << md;
+  EXPECT_TRUE(
+      has("Baseline layer 1.000 ms, substituted layer 0.800 ms: **1.250x** (median of 20 "
+          "passes each)."))
+      << md;
+  EXPECT_TRUE(
+      has("| attn_norm (substituted) | rmsnorm_h4096 | 0.300 ms | 0.100 ms | 3.00x | 30.0% "
+          "| 12.5% |"))
+      << md;
+  EXPECT_TRUE(has("| qkv | gemm_n6144_k4096 | 0.400 ms | 0.400 ms | 1.00x | 40.0% | 50.0% |"))
+      << md;
+  EXPECT_TRUE(
+      has("Node times sum to 98.0% of the baseline span and 97.5% of the substituted "
+          "span: within 5%."))
+      << md;
+  // One table row per shape and node, no stray line breaks inside cells.
+  EXPECT_EQ(std::count(md.begin(), md.end(), '|') % 2, 0);
+}
+
+TEST(ModelReport, LayerTimingsAndTheHtmlStackedBars) {
+  std::vector<report::HtmlLayerTiming> layers =
+      report::layer_timings(timed_verdict(), "verdict_timed.json");
+  ASSERT_EQ(layers.size(), 1U);  // the failed shape was not timed
+  EXPECT_EQ(layers[0].title, "llama-3.1-8b decode batch=16 kv=4096");
+  EXPECT_DOUBLE_EQ(layers[0].baseline_span, 0.001);
+  ASSERT_EQ(layers[0].nodes.size(), 3U);
+  EXPECT_TRUE(layers[0].nodes[0].substituted);
+  EXPECT_DOUBLE_EQ(layers[0].nodes[2].seconds, 0.00028);
+
+  report::HtmlReport html;
+  html.title = "model <check>";
+  html.generated_at = "2026-01-01T00:00:00Z";
+  html.layers = layers;
+  std::string page = report::to_html(html);
+  EXPECT_NE(page.find("Layer time by operator"), std::string::npos);
+  EXPECT_NE(page.find("1.000 ms before, 0.800 ms after (1.250x)"), std::string::npos) << page;
+  EXPECT_NE(page.find("attn_norm *"), std::string::npos);  // the substituted node in the legend
+  // No archive sections in a report of model layers alone.
+  EXPECT_EQ(page.find("Best per operator"), std::string::npos);
+  testing::TempDir tmp;
+  fs::path file = tmp.path() / "model.html";
+  std::ofstream(file) << page;
+  if (testing::run_command("python3 -c 'import xml.dom.minidom' 2>/dev/null").exit_code == 0) {
+    // Well-formed XML; one chart; two bars of three nodes plus three legend swatches.
+    auto r = testing::run_command(
+        "python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+        "print(len(d.getElementsByTagName(\"svg\")), len(d.getElementsByTagName(\"rect\")))' '" +
+        file.string() + "' 2>&1");
+    EXPECT_EQ(r.out, "1 9\n") << page;
+  }
+}
+
+TEST(ModelReport, AMalformedVerdictNamesTheField) {
+  nlohmann::json j = timed_verdict();
+  j["shapes"][0]["timing"]["nodes"][1].erase("seconds");
+  try {
+    report::layer_timings(j, "v.json");
+    ADD_FAILURE() << "read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "v.json: shapes[0].timing.nodes[1].seconds: missing required field");
+  }
+  j = timed_verdict();
+  j["shapes"][0]["timing"]["baseline_seconds"] = "fast";
+  try {
+    report::model_markdown(j, "v.json");
+    ADD_FAILURE() << "read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(),
+              "v.json: shapes[0].timing.baseline_seconds: expected a number, got string");
+  }
 }
 
 }  // namespace

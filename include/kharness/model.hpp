@@ -14,14 +14,24 @@
 //   {"sum": [REF, REF, ...], "cast": DTYPE}                 an elementwise sum in float32
 //                                                          (terms of one shape; "cast" is
 //                                                          required when their dtypes differ),
+//   {"from": "weight.CACHE", "append": EDGE}               a paged KV cache with the phase's new
+//                                                          tokens written into it (below),
 // or a scalar literal {"float32": 0.088}. The catalogue has no cast, slice or residual-add
 // operator, and an inference engine does these as views or inside fused kernels, so they are
 // edges (plain copies with one rounding), not operators a solution could be substituted for.
+//
+// An append edge is how a layer's own keys and values reach its attention, as an inference engine
+// writes them into its paged cache before attention reads it. The cache weight (shape [pages,
+// page_size, ...], drawn from the seed: the history of each sequence) gets one row per new token
+// of the phase, the rows of EDGE in token order (token i of sequence s, at position kv_len - q_len
+// + i, goes to page kv_indices[kv_indptr[s] + position / page_size], slot position % page_size).
+// In decode that is each sequence's last token; in prefill every token the attention reads.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +59,8 @@ struct Edge {
   std::optional<DType> cast;
   std::optional<double> scalar;  // a literal for a scalar input (then sources is empty)
   DType scalar_dtype = DType::kFloat32;
+  // The rows written into the cache sources[0] names (a weight), one per new token; see above.
+  std::shared_ptr<const Edge> append;
 };
 
 struct Node {
@@ -130,6 +142,19 @@ struct PhaseTensor {
   DType dtype;
 };
 const std::vector<PhaseTensor>& phase_tensors();
+
+// The phase tensors' values at one shape, on the host. Sequence s holds kv_lens[s] tokens in
+// pages drawn at random from the seed (a real cache is fragmented); its queries are its last
+// query_lens[s] tokens, at positions kv_lens[s] - query_lens[s] .. kv_lens[s] - 1.
+struct PhaseTables {
+  std::vector<std::int32_t> qo_indptr;
+  std::vector<std::int32_t> kv_indptr;
+  std::vector<std::int32_t> kv_indices;
+  std::vector<std::int64_t> positions;
+  // For an append edge: the cache row (page * page_size + slot) of each new token, in token order.
+  std::vector<std::int64_t> append_rows;
+};
+PhaseTables phase_tables(const PhaseShape& shape, std::uint64_t seed);
 
 // A tensor's dtype and shape at one phase shape, as the static check sees it.
 struct TensorType {

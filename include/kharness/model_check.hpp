@@ -3,12 +3,16 @@
 // operator's shipped seed, else its reference); the final hidden states are compared under the
 // model's tolerance, with the drift after every layer, and every node not run by its reference
 // is also compared with its reference on the same inputs inside the layer, so a failure names
-// the operator (node) and layer that moved the hidden state.
+// the operator (node) and layer that moved the hidden state; a node that breaks its own
+// operator's tolerance or integrity rules there fails the shape by itself. With --time, each
+// passing shape's layer is also timed end to end against the baseline layer (LayerTiming).
+// models/README.md describes the verdict's JSON.
 #pragma once
 
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +28,10 @@ struct CheckOptions {
   std::map<std::string, std::filesystem::path> use;
   // How every solution is compiled (references included); an empty arch: the device's.
   CompileOptions compile;
+  // Times the layer end to end at every shape that passes: timed_passes passes of the baseline
+  // layer and of the substituted one, alternating (LayerTiming).
+  bool time = false;
+  int timed_passes = 20;
 };
 
 // How far one tensor is from the reference's: max |got - want| / max |want|, the cosine of the
@@ -46,19 +54,71 @@ struct NodeDeviation {
   std::string node;
   std::string definition;
   Deviation worst;  // over its outputs: the largest |bias|, its max_rel_error and cosine
+  // Empty when every output meets the operator's own tolerance and integrity rules beside the
+  // reference's (what `check` applies); else the first broken rule, one line. Always empty for
+  // operators compared by something other than elements (sampling, top-k sets).
+  std::string own_failure;
 };
+
+// End-to-end timing of one layer (model-check --time): the layer's launches back to back, every
+// node of one layer pass, with L2 flushed before each pass; the baseline layer (every node's
+// seed, else its reference) and the substituted layer alternate pass by pass.
+//
+// One timed pass, as CUPTI measured it: the span of the whole layer (first kernel start to last
+// kernel end) and each node's own span, by node name.
+struct PassTiming {
+  double span_seconds = 0.0;
+  std::map<std::string, double> node_seconds;
+};
+
+struct NodeTiming {
+  std::string node;
+  std::string definition;
+  bool substituted = false;       // run by something other than its baseline solution
+  double baseline_seconds = 0.0;  // median over the baseline layer's passes
+  double seconds = 0.0;           // median over the substituted layer's passes
+  double speedup = 1.0;           // baseline_seconds / seconds: the kernel's own, in the layer
+  double baseline_share = 0.0;    // of the baseline layer's span
+  double share = 0.0;             // of the substituted layer's span
+};
+
+struct LayerTiming {
+  int passes = 0;                 // timed passes of each layer
+  double baseline_seconds = 0.0;  // median span of the baseline layer
+  double seconds = 0.0;           // median span of the substituted layer
+  double speedup = 1.0;           // baseline_seconds / seconds
+  std::vector<NodeTiming> nodes;  // in execution order
+  // The per-node medians summed, against the span: what the gaps between kernels (and the
+  // medians' spread) leave out. The check holds when both are within 5% of their span.
+  double baseline_node_sum = 0.0;
+  double node_sum = 0.0;
+  bool sums_match = false;
+};
+
+// The medians, shares, speedups and the 5% sum check of a layer's timed passes. `nodes` in
+// execution order with their definitions; `substituted` names the nodes whose solution differs
+// from the baseline's. Throws std::invalid_argument when either side has no passes or a pass
+// lacks a node.
+LayerTiming summarize_timing(const std::vector<std::pair<std::string, std::string>>& nodes,
+                             const std::vector<std::string>& substituted,
+                             const std::vector<PassTiming>& baseline,
+                             const std::vector<PassTiming>& candidate);
+// How far the node sum may stray from the span, as a fraction of the span.
+constexpr double kNodeSumTolerance = 0.05;
 
 struct ShapeResult {
   std::string label;  // "decode batch=16 kv=4096"
   bool passed = false;
   std::vector<LayerDrift> layers;
   std::vector<NodeDeviation> nodes;
-  // When it failed: the first layer whose hidden state breaks the tolerance, and the node (of
-  // that layer or an earlier one) whose own deviation is largest measured in tolerance units.
+  // When it failed: the first node that broke its own operator check inside the layer, else the
+  // first layer whose hidden state breaks the tolerance and the node (of that layer or an earlier
+  // one) whose own deviation is largest measured in tolerance units.
   int failing_layer = -1;
   std::string failing_node;
   std::string failing_definition;
-  std::string reason;  // one line
+  std::string reason;                 // one line
+  std::optional<LayerTiming> timing;  // with --time, when the shape ran to the end
 };
 
 struct CheckResult {
@@ -82,5 +142,6 @@ Deviation deviation(const std::vector<double>& got, const std::vector<double>& w
 CheckResult check_model(const Model& model, const CheckOptions& options);
 
 nlohmann::json to_json(const CheckResult& result);
+nlohmann::json to_json(const LayerTiming& timing);
 
 }  // namespace kharness::model

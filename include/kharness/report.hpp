@@ -92,13 +92,44 @@ struct Roof {
   double bandwidth = 0.0;  // bytes/s
 };
 
+// One shape of a model-check verdict timed end to end (model-check --time): each node's time in
+// the baseline layer and in the substituted one, drawn as two stacked bars.
+struct HtmlLayerTiming {
+  std::string title;  // "llama-3.1-8b decode batch=16 kv=4096"
+  struct Node {
+    std::string name;
+    std::string definition;
+    bool substituted = false;
+    double baseline_seconds = 0.0;
+    double seconds = 0.0;
+  };
+  std::vector<Node> nodes;     // in execution order
+  double baseline_span = 0.0;  // the measured layer spans, seconds
+  double span = 0.0;
+};
+
 struct HtmlReport {
   std::string title = "kharness report";
   std::string generated_at;  // empty: now
   std::vector<HtmlRun> runs;
   std::vector<HtmlBest> best;  // one per operator
   std::vector<Roof> roofs;     // the GPUs the best candidates ran on
+  // Model layers timed end to end. A report of these alone (model-check --html) has no archive
+  // sections.
+  std::vector<HtmlLayerTiming> layers;
 };
+
+// The timed shapes of a model-check verdict (its JSON, kharness/model_check.hpp's to_json), in
+// order; shapes without "timing" are left out. Throws kharness::Error (usage) naming `source`
+// and the field when a field is missing or of the wrong type.
+std::vector<HtmlLayerTiming> layer_timings(const nlohmann::json& verdict,
+                                           const std::string& source);
+
+// A Markdown summary of a model-check verdict: the outcome, the tolerance, one row per shape
+// (hidden-state drift after the last layer, the failure named by node and layer), and per timed
+// shape the layer speedup and a table of nodes (time before and after, kernel speedup, share of
+// the layer) with the check that node times sum to within 5% of the span.
+std::string model_markdown(const nlohmann::json& verdict, const std::string& source);
 
 // Charts: per run, speedup over the candidate index (failed candidates marked at 0, the running
 // best as a step line); per best candidate, per-workload speedup bars; one roofline (achieved

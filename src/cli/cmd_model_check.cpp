@@ -1,6 +1,7 @@
 // kharness model-check --model NAME|FILE --phase decode|prefill [--layers N] [--use OP=SOLUTION]...
-// [--json FILE]: a model's layers with the references, then with solutions substituted, compared
-// on the final hidden state under the model's tolerance (kharness/model_check.hpp).
+// [--time] [--json FILE] [--markdown FILE] [--html FILE]: a model's layers with the references,
+// then with solutions substituted, compared on the final hidden state under the model's tolerance
+// (kharness/model_check.hpp); with --time, the layer timed end to end against the baseline layer.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "core/json_util.hpp"
 #include "kharness/model.hpp"
 #include "kharness/model_check.hpp"
+#include "kharness/report.hpp"
 
 namespace kharness::cli {
 namespace {
@@ -22,17 +24,39 @@ struct ModelCheckArgs {
   int layers = 0;
   std::vector<std::string> use;
   std::string json_file;
+  std::string markdown_file;
+  std::string html_file;
+  bool time = false;
+  int timed_passes = 20;
   std::string arch;
   bool no_cache = false;
 };
 
+void print_timing(const model::LayerTiming& t) {
+  std::printf(
+      "    layer %.3f ms -> %.3f ms (%.3fx), median of %d passes; node times sum to "
+      "%.1f%% / %.1f%% of the span%s\n",
+      t.baseline_seconds * 1e3, t.seconds * 1e3, t.speedup, t.passes,
+      t.baseline_seconds > 0 ? 100 * t.baseline_node_sum / t.baseline_seconds : 0.0,
+      t.seconds > 0 ? 100 * t.node_sum / t.seconds : 0.0, t.sums_match ? "" : " (NOT within 5%)");
+  for (const auto& n : t.nodes) {
+    std::printf("      %-10s %-46s %8.3f ms -> %8.3f ms (%.2fx)  %5.1f%% -> %5.1f%%%s\n",
+                n.node.c_str(), n.definition.c_str(), n.baseline_seconds * 1e3, n.seconds * 1e3,
+                n.speedup, 100 * n.baseline_share, 100 * n.share, n.substituted ? "  *" : "");
+  }
+}
+
 ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global) {
   if (!args.json_file.empty()) check_output_file("--json", args.json_file);
+  if (!args.markdown_file.empty()) check_output_file("--markdown", args.markdown_file);
+  if (!args.html_file.empty()) check_output_file("--html", args.html_file);
   OperatorRegistry registry = make_registry(global);
   model::Model m = model::load_model(model::find_model(args.model), registry);
   model::CheckOptions options;
   options.phase = args.phase;
   options.layers = args.layers;
+  options.time = args.time;
+  options.timed_passes = args.timed_passes;
   for (const auto& u : args.use) {
     auto eq = u.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == u.size())
@@ -47,8 +71,17 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
   options.compile = make_compile_options(arch, !args.no_cache);
   model::CheckResult result = model::check_model(m, options);
 
+  const nlohmann::json verdict = model::to_json(result);
   if (!args.json_file.empty())
-    write_output("--json", args.json_file, json_util::dump(model::to_json(result), 2) + "\n");
+    write_output("--json", args.json_file, json_util::dump(verdict, 2) + "\n");
+  if (!args.markdown_file.empty())
+    write_output("--markdown", args.markdown_file, report::model_markdown(verdict, "verdict"));
+  if (!args.html_file.empty()) {
+    report::HtmlReport html;
+    html.title = fmt::format("kharness model-check: {} {}", result.model, result.phase);
+    html.layers = report::layer_timings(verdict, "verdict");
+    write_output("--html", args.html_file, report::to_html(html));
+  }
   std::printf("%s %s, %d layers: %s\n", result.model.c_str(), result.phase.c_str(), result.layers,
               result.passed ? "PASSED" : "FAILED");
   if (!result.error.empty()) std::printf("  %s\n", result.error.c_str());
@@ -58,6 +91,7 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
     std::printf("  %-34s %s  max_rel_error %.3g  cosine %.6f  bias %+.3g\n", s.label.c_str(),
                 s.passed ? "ok    " : "FAILED", h.max_rel_error, h.cosine, h.bias);
     if (!s.passed) std::printf("    %s\n", s.reason.c_str());
+    if (s.timing) print_timing(*s.timing);
   }
   return result.passed ? ExitCode::kPassed : ExitCode::kFailed;
 }
@@ -77,7 +111,20 @@ Runner setup_model_check(CLI::App& app) {
                  "Run OP (a definition or a node of the model) with SOLUTION instead of its seed "
                  "(repeatable)")
       ->type_name("OP=SOLUTION");
+  app.add_flag("--time", args->time,
+               "Time the layer end to end (cold L2 per pass) against the baseline layer (seeds, "
+               "else references): layer and kernel speedups, each node's share of the layer");
+  app.add_option("--timed-passes", args->timed_passes,
+                 "Timed passes of each layer with --time (default 20)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--json", args->json_file, "Write the verdict as JSON")->type_name("FILE");
+  app.add_option("--markdown", args->markdown_file, "Write a Markdown summary of the verdict")
+      ->type_name("FILE");
+  app.add_option("--html", args->html_file,
+                 "Write an HTML report (with --time: each shape's layer time by operator, "
+                 "before and after)")
+      ->type_name("FILE");
   app.add_option("--arch", args->arch, "NVRTC target (default: this GPU's)")->type_name("ARCH");
   app.add_flag("--no-cache", args->no_cache, "Compile even if the compile cache has a solution");
   return [args](const GlobalOptions& global) { return run_model_check(*args, global); };

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include "../core/json_util.hpp"
@@ -113,10 +116,23 @@ Edge parse_edge(const Json& j, const std::string& source, const std::string& pat
     edge.scalar_dtype = *dtype;
     return edge;
   }
-  json_util::reject_unknown_keys(j, {"from", "sum", "columns", "cast"}, source, path);
+  json_util::reject_unknown_keys(j, {"from", "sum", "columns", "cast", "append"}, source, path);
   bool has_from = j.contains("from"), has_sum = j.contains("sum");
   if (has_from == has_sum)
     throw input_error(field(source, path), "expected exactly one of \"from\" and \"sum\"");
+  if (auto it = j.find("append"); it != j.end()) {
+    // The cache is written in place, as an engine does: a view of it would be a copy.
+    if (!has_from || j.contains("columns") || j.contains("cast"))
+      throw input_error(field(source, join_path(path, "append")),
+                        "appends to a cache given as \"from\" alone (no \"sum\", "
+                        "\"columns\" or \"cast\")");
+    Edge rows = parse_edge(*it, source, join_path(path, "append"));
+    if (rows.scalar || rows.append)
+      throw input_error(field(source, join_path(path, "append")),
+                        "expected the tensor whose rows are the new tokens (no literal, no "
+                        "append of its own)");
+    edge.append = std::make_shared<const Edge>(std::move(rows));
+  }
   if (has_from) {
     edge.sources.push_back(parse_ref(j["from"], source, join_path(path, "from")));
   } else {
@@ -320,6 +336,11 @@ class Resolver {
         throw input_error(field(source, ipath),
                           fmt::format("a literal, but {} is a tensor", spec.name));
       TensorType want{spec.dtype, tensor_shape(spec, axes)};
+      if (edge.append && edge.sources[0].kind != TensorRef::Kind::kWeight)
+        throw input_error(field(source, ipath),
+                          fmt::format("appends to {}, but the cache appended to is a weight (the "
+                                      "history drawn from the seed)",
+                                      edge.sources[0].text()));
       // A weight takes its type from the definitions it feeds: the first fixes it.
       if (edge.sources.size() == 1 && edge.sources[0].kind == TensorRef::Kind::kWeight &&
           !edge.columns && !edge.cast) {
@@ -336,6 +357,7 @@ class Resolver {
                                         shape_text(it->second.shape), node.definition, spec.name,
                                         dtype_name(want.dtype), shape_text(want.shape)));
         }
+        if (edge.append) check_append(edge, want, ipath);
         continue;
       }
       TensorType got = edge_type(edge, ipath);
@@ -358,6 +380,40 @@ class Resolver {
     }
     for (const auto& spec : def.outputs)
       out_.tensors[node.name + "." + spec.name] = TensorType{spec.dtype, tensor_shape(spec, axes)};
+  }
+
+  // An append edge: the cache is [pages, page_size, ...] at the phase's page size, not shared by
+  // the layers (it is written in place), and the appended tensor has one row of the cache's row
+  // width per new token, in the cache's dtype.
+  void check_append(const Edge& edge, const TensorType& cache, const std::string& path) const {
+    const std::string source = model_.file.string();
+    const std::string key = edge.sources[0].text();
+    if (model_.find_weight(edge.sources[0].name)->shared)
+      throw input_error(field(source, path),
+                        fmt::format("appends to {}, which is shared by every layer: each layer "
+                                    "writes its own tokens into its own cache",
+                                    key));
+    const std::int64_t page_size = symbols_.at("page_size");
+    if (cache.shape.size() < 2 || cache.shape[1] != page_size)
+      throw input_error(field(source, path),
+                        fmt::format("appends to {} {}, which is no paged cache [pages, "
+                                    "page_size={}, ...] at {}",
+                                    key, shape_text(cache.shape), page_size, shape_.label()));
+    const std::string rows_path = join_path(path, "append");
+    TensorType rows = edge_type(*edge.append, rows_path);
+    if (rows.dtype != cache.dtype)
+      throw input_error(field(source, rows_path),
+                        fmt::format("{} is {}, the cache {} is {} (an edge may \"cast\")",
+                                    edge_text(*edge.append), dtype_name(rows.dtype), key,
+                                    dtype_name(cache.dtype)));
+    const std::int64_t tokens = symbols_.at("tokens");
+    const std::int64_t width = elements(cache.shape) / (cache.shape[0] * cache.shape[1]);
+    if (rows.shape.empty() || rows.shape[0] != tokens || elements(rows.shape) != tokens * width)
+      throw input_error(field(source, rows_path),
+                        fmt::format("{} is {}, but the cache takes one row of {} elements for "
+                                    "each of the {} new tokens at {}",
+                                    edge_text(*edge.append), shape_text(rows.shape), width, tokens,
+                                    shape_.label()));
   }
 
   TensorType edge_type(const Edge& edge, const std::string& path) const {
@@ -643,9 +699,10 @@ Model parse_model(const Json& j, const fs::path& file, const OperatorRegistry& r
 // Every weight must feed something: one that feeds nothing is a typo of one that should.
 void check_weights_used(const Model& m) {
   std::set<std::string> used;
-  auto note = [&](const Edge& e) {
+  std::function<void(const Edge&)> note = [&](const Edge& e) {
     for (const auto& s : e.sources)
       if (s.kind == TensorRef::Kind::kWeight) used.insert(s.name);
+    if (e.append) note(*e.append);
   };
   for (const auto& node : m.nodes)
     for (const auto& [name, edge] : node.inputs) note(edge);
@@ -726,6 +783,32 @@ const std::vector<PhaseTensor>& phase_tensors() {
       {"positions", {"tokens"}, DType::kInt64},
   };
   return tensors;
+}
+
+PhaseTables phase_tables(const PhaseShape& shape, std::uint64_t seed) {
+  PhaseTables t;
+  t.qo_indptr = {0};
+  t.kv_indptr = {0};
+  for (std::size_t s = 0; s < shape.query_lens.size(); ++s) {
+    std::int64_t q = shape.query_lens[s], len = shape.kv_lens[s];
+    t.qo_indptr.push_back(static_cast<std::int32_t>(t.qo_indptr.back() + q));
+    t.kv_indptr.push_back(static_cast<std::int32_t>(t.kv_indptr.back() +
+                                                    (len + shape.page_size - 1) / shape.page_size));
+    for (std::int64_t i = 0; i < q; ++i) t.positions.push_back(len - q + i);
+  }
+  t.kv_indices.resize(static_cast<std::size_t>(t.kv_indptr.back()));
+  std::iota(t.kv_indices.begin(), t.kv_indices.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(t.kv_indices.begin(), t.kv_indices.end(), rng);
+  for (std::size_t s = 0; s < shape.query_lens.size(); ++s) {
+    std::int64_t q = shape.query_lens[s], len = shape.kv_lens[s];
+    for (std::int64_t pos = len - q; pos < len; ++pos) {
+      std::int64_t page =
+          t.kv_indices[static_cast<std::size_t>(t.kv_indptr[s] + pos / shape.page_size)];
+      t.append_rows.push_back(page * shape.page_size + pos % shape.page_size);
+    }
+  }
+  return t;
 }
 
 LayerShapes resolve_shapes(const Model& model, const PhaseShape& shape) {

@@ -155,6 +155,66 @@ std::string trajectory_chart(const HtmlRun& run) {
   return out;
 }
 
+// A model layer's time by node, before (the baseline layer) and after (the substituted one): two
+// horizontal bars on one time axis, each split into its nodes' times in execution order, with a
+// legend; a substituted node's name is marked with '*'. The measured span is drawn as a tick
+// past each bar, so what the node times leave out (gaps between kernels) shows.
+std::string layer_bars(const HtmlLayerTiming& layer) {
+  static const char* const kPalette[] = {"#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#c62828",
+                                         "#00838f", "#9e9d24", "#4e342e", "#ad1457", "#37474f"};
+  constexpr std::size_t kColors = sizeof(kPalette) / sizeof(kPalette[0]);
+  Frame f;
+  f.left = 90;
+  const double bar = 34, legend_row = 16;
+  const std::size_t legend_rows = (layer.nodes.size() + 3) / 4;
+  f.height = f.top + 2 * bar + 40 + legend_row * static_cast<double>(legend_rows) + 10;
+  f.bottom = f.height - f.top - 2 * bar;
+  double base_sum = 0, sum = 0;
+  for (const auto& n : layer.nodes) {
+    base_sum += n.baseline_seconds;
+    sum += n.seconds;
+  }
+  const double longest = std::max({layer.baseline_span, layer.span, base_sum, sum, 1e-12});
+  auto x = [&](double seconds) { return f.x0() + (f.x1() - f.x0()) * seconds / longest; };
+  std::string out = svg_open(f, "layer time by operator, " + layer.title);
+  const struct {
+    const char* label;
+    bool after;
+    double span;
+  } rows[] = {{"before", false, layer.baseline_span}, {"after", true, layer.span}};
+  for (int r = 0; r < 2; ++r) {
+    const double top = f.y1() + bar * r;
+    double at = 0;
+    for (std::size_t i = 0; i < layer.nodes.size(); ++i) {
+      const auto& n = layer.nodes[i];
+      const double t = rows[r].after ? n.seconds : n.baseline_seconds;
+      out += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3f} ms"
+          "</title></rect>\n",
+          num(x(at)), num(top + 4), num(std::max(0.0, x(at + t) - x(at))), num(bar - 8),
+          kPalette[i % kColors], esc(n.name), t * 1e3);
+      at += t;
+    }
+    out += line(x(rows[r].span), top + 1, x(rows[r].span), top + bar - 1, "axis");
+    out += text(f.x0() - 6, top + bar / 2 + 4, rows[r].label, "end", "label");
+  }
+  const double axis_y = f.y1() + 2 * bar + 2;
+  out += line(f.x0(), axis_y, f.x1(), axis_y, "axis");
+  out += text(f.x0(), axis_y + 14, "0", "middle", "tick");
+  out += text(f.x1(), axis_y + 14, fmt::format("{:.3f} ms", longest * 1e3), "end", "tick");
+  for (std::size_t i = 0; i < layer.nodes.size(); ++i) {
+    const double lx = f.x0() + static_cast<double>(i % 4) * 130;
+    const std::size_t row = i / 4;  // four legend entries a row
+    const double ly = axis_y + 30 + legend_row * static_cast<double>(row);
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>\n",
+                       num(lx), num(ly - 9), kPalette[i % kColors]);
+    out += text(lx + 14, ly, layer.nodes[i].name + (layer.nodes[i].substituted ? " *" : ""),
+                "start", "tick");
+  }
+  out += "</svg>\n";
+  return out;
+}
+
 // Per-workload speedup bars of one candidate (horizontal bars, one per workload).
 std::string workload_bars(const HtmlBest& best) {
   Frame f;
@@ -323,6 +383,25 @@ std::string to_html(const HtmlReport& report) {
   out += "<meta charset=\"utf-8\"/>\n<title>" + esc(report.title) + "</title>\n";
   out += std::string("<style>") + kStyle + "</style>\n</head>\n<body>\n";
   out += "<h1>" + esc(report.title) + "</h1>\n";
+  if (!report.layers.empty()) {
+    out += "<h2>Layer time by operator</h2>\n";
+    out +=
+        "<p class=\"muted\">Each shape's decoder layer timed end to end (model-check --time): "
+        "before is the baseline layer (seeds, else references), after the layer with the "
+        "solutions substituted (marked *); medians of the timed passes. The tick past each bar "
+        "is the measured layer span.</p>\n";
+    for (const auto& layer : report.layers) {
+      const double speedup = layer.span > 0 ? layer.baseline_span / layer.span : 0.0;
+      out += fmt::format("<h3>{}: {:.3f} ms before, {:.3f} ms after ({:.3f}x)</h3>\n",
+                         esc(layer.title), layer.baseline_span * 1e3, layer.span * 1e3, speedup);
+      out += layer_bars(layer);
+    }
+    // A report of model layers alone has no archive to describe.
+    if (report.runs.empty() && report.best.empty()) {
+      out += "</body>\n</html>\n";
+      return out;
+    }
+  }
   out += fmt::format(
       "<p class=\"muted\">Generated {}; {} run(s), {} operator(s) with a passing "
       "candidate.</p>\n",

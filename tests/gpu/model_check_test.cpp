@@ -1,12 +1,13 @@
 // model-check end to end (the built binary): four Llama-3.1-8B decode layers with every seed
 // substituted pass at every decode shape the model lists, and four prefill layers at two ragged
 // batches; a fused add-RMSNorm (op_type rmsnorm) 0.5% too large, which passes its own operator
-// check, fails the model check, named by node and layer. (The first RMSNorm, attn_norm, biased
-// the same way would pass: in this layer it scales only q, since the KV cache is drawn, not
-// appended to, and a softmax over 1024+ random keys barely moves.)
+// check, fails the model check, named by node and layer. A RoPE that rotates the keys by the
+// wrong position fails too: the layer appends its keys and values to the paged KV cache before
+// attention reads them, so a wrong key reaches the hidden state (before, nothing read k_out).
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -26,6 +27,17 @@ nlohmann::json read_json(const std::filesystem::path& file) {
 }
 
 const std::string kBiased = testing::fixture("models/fused_add_rmsnorm_h4096_biased.cu").string();
+const std::string kRopeKeys = testing::fixture("models/rope_d128_k_next_position.cu").string();
+
+// The shipped Llama model with its prefill batches replaced by `seq_lens`, written into `dir`.
+std::filesystem::path llama_with_prefill(const TempDir& dir, const nlohmann::json& seq_lens) {
+  nlohmann::ordered_json m;
+  std::ifstream(testing::source_dir() / "models" / "llama-3.1-8b.json") >> m;
+  m["phases"]["prefill"]["seq_lens"] = seq_lens;
+  auto model = dir.path() / "llama-prefill.json";
+  std::ofstream(model) << m.dump(2);
+  return model;
+}
 
 TEST(ModelCheck, FourDecodeLayersWithSeedsPass) {
   SKIP_WITHOUT_GPU();
@@ -56,11 +68,7 @@ TEST(ModelCheck, FourDecodeLayersWithSeedsPass) {
 TEST(ModelCheck, FourPrefillLayersWithSeedsPass) {
   SKIP_WITHOUT_GPU();
   TempDir dir;
-  nlohmann::ordered_json m;
-  std::ifstream(testing::source_dir() / "models" / "llama-3.1-8b.json") >> m;
-  m["phases"]["prefill"]["seq_lens"] = {{1}, {17, 250, 1531}};
-  auto model = dir.path() / "llama-prefill.json";
-  std::ofstream(model) << m.dump(2);
+  auto model = llama_with_prefill(dir, {{1}, {17, 250, 1531}});
   auto json = dir.path() / "verdict.json";
   auto r = testing::kharness("model-check --model '" + model.string() +
                              "' --phase prefill --layers 4 --json '" + json.string() + "'");
@@ -106,6 +114,112 @@ TEST(ModelCheck, BiasedFusedAddRmsnormFailsNamingTheNodeAndLayer) {
     EXPECT_TRUE(seen);
   }
   EXPECT_NE(r.out.find("mlp_norm (fused_add_rmsnorm_h4096) in layer"), std::string::npos) << r.out;
+}
+
+// The keys rotated by the next position's angle: its own check fails on k_out (this is no subtle
+// kernel; it shows that the layer's keys now reach attention through the cache).
+TEST(ModelCheck, RopeWithWrongKeyPositionFailsItsOwnCheck) {
+  SKIP_WITHOUT_GPU();
+  auto r = testing::kharness("check '" + kRopeKeys + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("k_out"), std::string::npos) << r.out;
+}
+
+// In prefill every key attention reads is one the layer appended: the wrong keys move the hidden
+// state far past the model tolerance, and the failure names rope in layer 0.
+TEST(ModelCheck, PrefillAttentionReadsTheAppendedKeys) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  auto model = llama_with_prefill(dir, {{17, 250, 1531}});
+  auto json = dir.path() / "verdict.json";
+  auto r = testing::kharness("model-check --model '" + model.string() +
+                             "' --phase prefill --layers 2 --use rope='" + kRopeKeys +
+                             "' --json '" + json.string() + "'");
+  ASSERT_EQ(r.exit_code, 1) << r.out;
+  nlohmann::json v = read_json(json);
+  ASSERT_EQ(v["shapes"].size(), 1U);
+  const auto& s = v["shapes"][0];
+  EXPECT_FALSE(s["passed"].get<bool>());
+  EXPECT_EQ(s["failure"]["node"], "rope") << s.dump(2);
+  EXPECT_EQ(s["failure"]["layer"], 0) << s.dump(2);
+  EXPECT_NE(s["failure"]["reason"].get<std::string>().find("k_out"), std::string::npos);
+  // The hidden state itself is off: the keys reached attention through the cache.
+  ASSERT_EQ(s["layers"].size(), 2U);
+  EXPECT_LT(s["layers"][0]["cosine"].get<double>(), v["tolerance"]["min_cosine"].get<double>())
+      << s.dump(2);
+}
+
+// In decode only each sequence's newest key is the layer's (the rest is the drawn history), so
+// the hidden state barely moves; the rope node still fails its own check inside the layer.
+TEST(ModelCheck, DecodeNamesARopeThatBreaksItsOwnCheckInsideTheLayer) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  auto json = dir.path() / "verdict.json";
+  auto r =
+      testing::kharness("model-check --model llama-3.1-8b --phase decode --layers 1 --use rope='" +
+                        kRopeKeys + "' --json '" + json.string() + "'");
+  ASSERT_EQ(r.exit_code, 1) << r.out;
+  nlohmann::json v = read_json(json);
+  for (const auto& s : v["shapes"]) {
+    ASSERT_FALSE(s["passed"].get<bool>()) << s.dump(2);
+    EXPECT_EQ(s["failure"]["node"], "rope") << s.dump(2);
+    EXPECT_EQ(s["failure"]["layer"], 0);
+  }
+  EXPECT_NE(
+      r.out.find("node rope (rope_with_cos_sin_cache_neox_style_d128_rd128) in layer 0 breaks "
+                 "its own operator check"),
+      std::string::npos)
+      << r.out;
+}
+
+// --time: one decode shape's layer timed end to end, the baseline layer (seeds) against the layer
+// with the RMSNorm reference substituted for its seed; the verdict, the Markdown summary and the
+// HTML report carry the layer speedup, each node's time and share, and the 5% sum check.
+TEST(ModelCheck, TimedDecodeLayerGivesSpeedupsSharesAndTheSumCheck) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  nlohmann::ordered_json m;
+  std::ifstream(testing::source_dir() / "models" / "llama-3.1-8b.json") >> m;
+  m["phases"]["decode"]["batch_sizes"] = {16};
+  m["phases"]["decode"]["kv_lens"] = {4096};
+  auto model = dir.path() / "llama-decode.json";
+  std::ofstream(model) << m.dump(2);
+  const std::string rmsnorm_reference =
+      (testing::source_dir() / "operators" / "_families" / "rmsnorm" / "reference.cu").string();
+  auto json = dir.path() / "verdict.json";
+  auto md = dir.path() / "verdict.md";
+  auto html = dir.path() / "verdict.html";
+  auto r =
+      testing::kharness("model-check --model '" + model.string() +
+                        "' --phase decode --layers 1 --time --timed-passes 10 --use attn_norm='" +
+                        rmsnorm_reference + "' --json '" + json.string() + "' --markdown '" +
+                        md.string() + "' --html '" + html.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json v = read_json(json);
+  ASSERT_EQ(v["shapes"].size(), 1U);
+  const auto& t = v["shapes"][0]["timing"];
+  ASSERT_TRUE(t.is_object()) << v.dump(2);
+  EXPECT_EQ(t["passes"], 10);
+  EXPECT_GT(t["baseline_seconds"].get<double>(), 0.0);
+  EXPECT_GT(t["seconds"].get<double>(), 0.0);
+  ASSERT_EQ(t["nodes"].size(), 9U);  // every node of the decode layer
+  double shares = 0;
+  for (const auto& n : t["nodes"]) {
+    EXPECT_GT(n["seconds"].get<double>(), 0.0) << n.dump();
+    EXPECT_EQ(n["substituted"].get<bool>(), n["node"] == "attn_norm") << n.dump();
+    shares += n["share"].get<double>();
+  }
+  EXPECT_NEAR(shares, t["node_sum"].get<double>() / t["seconds"].get<double>(), 1e-9);
+  // Every launch of every node back to back: the node times cover the span within 5%.
+  EXPECT_TRUE(t["sums_match"].get<bool>()) << t.dump(2);
+  EXPECT_NE(r.out.find("layer "), std::string::npos) << r.out;
+  std::ifstream md_in(md);
+  std::string summary((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(summary.find("| attn_norm (substituted) | rmsnorm_h4096 |"), std::string::npos)
+      << summary;
+  std::ifstream html_in(html);
+  std::string page((std::istreambuf_iterator<char>(html_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("Layer time by operator"), std::string::npos);
 }
 
 }  // namespace
