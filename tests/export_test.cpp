@@ -272,8 +272,8 @@ Probe probe_variants(const std::string& when) {
 
 TEST(FibExport, VariantConditionsTranslateOrAreRefusedByField) {
   Probe fine = probe_variants("n <= 4096 && (n % 128 == 0 || !(n > 64))");
-  std::string l = exchange::fib_launcher_source(fine.solution, fine.definition, fine.kernels,
-                                                "run", "probe.cu");
+  std::string l = exchange::fib_launcher_source(fine.solution, fine.definition, fine.kernels, "run",
+                                                "probe.cu");
   EXPECT_TRUE(has(l,
                   "  if ((ax_n <= INT64_C(4096) && (ax_n % INT64_C(128) == INT64_C(0) || "
                   "!(ax_n > INT64_C(64))))) {  // variant 0: n <= 4096 && (n % 128 == 0 || "

@@ -50,7 +50,7 @@ for spec in "${SPECS[@]}"; do
   op="${spec%%:*}"
   seed="${spec#*:}"
   n=$((n + 1))
-  out="$WORK/$n-$op-$(basename "$seed" .cu)"
+  out="$WORK/$n-$op-$(basename "${seed%.*}")"
   mkdir -p "$out"
   if [[ "$op" == json ]]; then
     cp "$seed" "$out/fib_solution.json"

@@ -208,8 +208,7 @@ TEST(TuneCompile, ComposedGemmFp8Sm90aSeedExports) {
   std::vector<Config> configs = sample_and_largest(p, 3);
   configs.resize(std::min<std::size_t>(configs.size(), 3));
   ASSERT_EQ(configs.size(), 3u);
-  auto [sol, kernels] =
-      expect_composition_compiles(op, p, configs, {"M <= 64", "M <= 1024", ""});
+  auto [sol, kernels] = expect_composition_compiles(op, p, configs, {"M <= 64", "M <= 1024", ""});
   exchange::FibExportOptions o;
   o.arch_specific = "sm_90a";
   exchange::FibExport e = exchange::export_fib_solution(sol, op.definition, kernels, o);
@@ -236,10 +235,9 @@ TEST(TuneCompile, ComposedGemmFp8Sm90aSeedExports) {
   testing::TempDir dir;
   std::string json = (dir.path() / "composed.json").string();
   std::ofstream(json) << e.solution.dump(2);
-  auto r = testing::run_command("bash '" +
-                                (testing::source_dir() / "tests/fib_export_nvcc.sh").string() +
-                                "' '" + KHARNESS_BINARY + "' '" + testing::source_dir().string() +
-                                "' 'json:" + json + "' 2>&1");
+  auto r = testing::run_command(
+      "bash '" + (testing::source_dir() / "tests/fib_export_nvcc.sh").string() + "' '" +
+      KHARNESS_BINARY + "' '" + testing::source_dir().string() + "' 'json:" + json + "' 2>&1");
   if (r.exit_code == 77) GTEST_SKIP() << r.out;
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }

@@ -7,9 +7,10 @@
 // maps encoded with cuTensorMapEncodeTiled from the layout kharness itself resolves
 // (kharness/tensor_map.hpp), workspace, axis, scalar and literal arguments sized to the compiled
 // kernel's parameters), and for a plan with variants an if / else if chain over their conditions
-// that runs the first matching variant's launches, as kharness chooses them. The kernel source keeps the plan as its first block comment, so `kharness
-// check` of the exported JSON reads the same plan back; kharness's loader leaves the generated
-// launcher out (a solution never runs host code under kharness).
+// that runs the first matching variant's launches, as kharness chooses them. The kernel source
+// keeps the plan as its first block comment, so `kharness check` of the exported JSON reads the
+// same plan back; kharness's loader leaves the generated launcher out (a solution never runs host
+// code under kharness).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -366,6 +366,27 @@ void launch(const void* fn, const char* kernel, dim3 grid, dim3 block, dim3 clus
 
 )KH";
 
+// `text` with every line prefixed by `indent`.
+std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size() - 1;
+    out += indent + text.substr(start, end + 1 - start);
+    start = end + 1;
+  }
+  return out;
+}
+
+// A variant's condition as text fit for a // comment (one line).
+std::string one_line(const std::string& text) {
+  std::string out = text;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return out;
+}
+
 class LauncherWriter {
  public:
   LauncherWriter(const Solution& solution, const Definition& definition,
@@ -695,26 +716,6 @@ class LauncherWriter {
     return body;
   }
 
-  static std::string indented(const std::string& text, const std::string& indent) {
-    std::string out;
-    std::size_t start = 0;
-    while (start < text.size()) {
-      std::size_t end = text.find('\n', start);
-      if (end == std::string::npos) end = text.size() - 1;
-      out += indent + text.substr(start, end + 1 - start);
-      start = end + 1;
-    }
-    return out;
-  }
-
-  // A variant's condition as text fit for a // comment (one line).
-  static std::string one_line(const std::string& text) {
-    std::string out = text;
-    for (char& c : out)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    return out;
-  }
-
   // A variant's `when` as a C++ condition. Conditions are plan expressions with comparisons and
   // && || !, which C++ reads as C does, so expr() translates them; what it cannot translate (a
   // name that is no axis, an axis no tensor gives) is refused naming the variant's field.
@@ -724,8 +725,7 @@ class LauncherWriter {
       return expr(when);
     } catch (const Error& e) {
       std::string why = e.what();
-      const std::string prefix = "cannot export to FlashInfer-Bench: ";
-      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+      why = why.substr(why.find(": ") + 2);  // without refuse()'s "cannot export ...: "
       refuse(fmt::format("variants[{}].when \"{}\": {}", v, one_line(when.text()), why));
     }
   }
