@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FlashInfer-Bench 0.1.2 as a peer, on a GPU machine: `kharness export --fib` of portable seeds
 # (rmsnorm, fused_add_rmsnorm, the fp16 GEMM), of the sm_90a seeds (the fp16 GEMM and gemm_fp8:
-# TMA tensor maps, wgmma, a PDL split-K reduction) and of a PDL + cooperative fixture, run by
+# TMA tensor maps, wgmma, a PDL split-K reduction), of a PDL + cooperative fixture and of a plan
+# with variants (launches chosen by batch size, dispatched by the generated launcher), run by
 # FlashInfer-Bench's own runner (`flashinfer-bench run --local`) on a dataset made from
 # FlashInfer-Bench's definitions and workloads (kharness's own operator folder where
 # FlashInfer-Bench has no such definition: gemm_fp8, copy_f32), then FlashInfer-Bench's status and
@@ -17,7 +18,8 @@
 #                          carry [".fib-wheels"] (and "build-device-test" to reuse a build).
 #     FIB_PEER_SOLUTIONS   what to export and run: OP or OP:SOURCE, space-separated; OP alone is
 #                          the operator's portable seed (default: the three portable seeds, the two
-#                          sm_90a seeds and tests/fixtures/launch/pdl_cooperative_copy.cu)
+#                          sm_90a seeds, tests/fixtures/launch/pdl_cooperative_copy.cu and
+#                          tests/fixtures/check/dispatch_by_batch.cu, a plan with variants)
 #     FIB_PEER_OUT         where the dataset, traces and reports stay (default a temporary folder)
 #     KHARNESS             the kharness binary (default build/kharness; built by scripts/setup.sh
 #                          when absent)
@@ -53,7 +55,8 @@ ls "$WHEELS"/flashinfer_bench-0.1.2-*.whl >/dev/null 2>&1 ||
 SOLUTIONS=(${FIB_PEER_SOLUTIONS:-rmsnorm_h4096 fused_add_rmsnorm_h4096 gemm_n6144_k4096
   gemm_n6144_k4096:operators/_families/gemm/seed.sm_90a.cu
   gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu
-  copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu})
+  copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu
+  rmsnorm_h4096:tests/fixtures/check/dispatch_by_batch.cu})
 OUT="${FIB_PEER_OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"

@@ -220,19 +220,72 @@ TEST(FibExport, RefusesWhatTheLauncherCannotExpress) {
   expect_refused(two, "'extra.cu' would be compiled as a second translation unit");
 }
 
-// The generated launcher has one list of launches: a dispatching plan is refused, in one line,
-// rather than exported with one variant's launches for every shape.
-TEST(FibExport, RefusesAPlanWithVariants) {
+// A dispatching plan (1024 threads a row up to batch 8, 256 up to batch 512, then two rows of 128
+// threads a block): the launcher tests the conditions in the plan's order over the axis it reads
+// from the tensors, each branch named by its condition, and declares each variant's kernel.
+TEST(FibExport, VariantsBecomeAnIfChainInThePlansOrder) {
   TempDir dir;
-  auto r = testing::kharness("--archive '" + dir.path().string() + "/a' export '" +
-                             testing::fixture("check/dispatch_by_batch.cu").string() +
-                             "' --operator rmsnorm_h4096 --fib '" + dir.path().string() +
-                             "/o.json' --arch sm_90a");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("cannot export to FlashInfer-Bench: the plan has 3 variants"),
-            std::string::npos)
-      << r.out;
-  EXPECT_FALSE(std::filesystem::exists(dir.path() / "o.json"));
+  Exported e = export_seed(dir, "tests/fixtures/check/dispatch_by_batch.cu", "rmsnorm_h4096");
+  const std::string& l = e.launcher;
+  const std::string v0 =
+      "  if ((ax_batch_size <= INT64_C(8))) {  // variant 0: batch_size <= 8\n"
+      "    {  // launch 0: rmsnorm_wide\n";
+  const std::string v1 =
+      "  } else if ((ax_batch_size <= INT64_C(512))) {  // variant 1: batch_size <= 512\n"
+      "    {  // launch 0: rmsnorm_mid\n";
+  const std::string v2 =
+      "  } else {  // variant 2: otherwise\n"
+      "    {  // launch 0: rmsnorm_pairs\n";
+  ASSERT_TRUE(has(l, v0)) << l;
+  ASSERT_TRUE(has(l, v1)) << l;
+  ASSERT_TRUE(has(l, v2)) << l;
+  EXPECT_LT(l.find(v0), l.find(v1));
+  EXPECT_LT(l.find(v1), l.find(v2));
+  EXPECT_TRUE(has(l, "  const int64_t ax_batch_size = t_hidden_states.size(0);\n")) << l;
+  for (const char* kernel : {"rmsnorm_wide", "rmsnorm_mid", "rmsnorm_pairs"}) {
+    EXPECT_TRUE(has(l, std::string("__asm__(\"") + kernel + "\");  // " + kernel)) << kernel;
+  }
+  // Each variant's own grid and block.
+  EXPECT_TRUE(has(l, "dim3(dim((kx_cdiv(ax_batch_size, INT64_C(2)))")) << l;
+  EXPECT_TRUE(has(l, "dim3(dim((INT64_C(128)), \"block.x\"), dim((INT64_C(2)), \"block.y\")")) << l;
+  // The kernel source keeps the plan, so kharness reads the same variants back.
+  Solution back = parse_single_file_solution(e.kernel, "dispatch_by_batch.cu");
+  ASSERT_EQ(back.plan.variants.size(), 3u);
+  EXPECT_EQ(back.plan.variants[1].when->text(), "batch_size <= 512");
+}
+
+// The probe's plan with two variants: the first on `when`, the second unconditional.
+Probe probe_variants(const std::string& when) {
+  Probe p = probe("n");
+  p.solution = parse_single_file_solution(
+      "/* kharness {\"definition\": \"probe\", \"variants\": ["
+      "{\"when\": \"" +
+          when +
+          "\", \"launches\": [{\"kernel\": \"k\", \"grid\": [1, 1, 1], \"block\": [128, 1, 1], "
+          "\"args\": [\"x\", \"y\", \"n\"]}]}, "
+          "{\"launches\": [{\"kernel\": \"k\", \"grid\": [\"cdiv(n, 128)\", 1, 1], "
+          "\"block\": [128, 1, 1], \"args\": [\"x\", \"y\", \"n\"]}]}]} */\n"
+          "extern \"C\" __global__ void k(const float* x, float* y, int n) {}\n",
+      "probe.cu");
+  return p;
+}
+
+TEST(FibExport, VariantConditionsTranslateOrAreRefusedByField) {
+  Probe fine = probe_variants("n <= 4096 && (n % 128 == 0 || !(n > 64))");
+  std::string l = exchange::fib_launcher_source(fine.solution, fine.definition, fine.kernels, "run",
+                                                "probe.cu");
+  EXPECT_TRUE(has(l,
+                  "  if ((ax_n <= INT64_C(4096) && (ax_n % INT64_C(128) == INT64_C(0) || "
+                  "!(ax_n > INT64_C(64))))) {  // variant 0: n <= 4096 && (n % 128 == 0 || "
+                  "!(n > 64))\n"))
+      << l;
+  // One stub for the kernel both variants launch.
+  EXPECT_EQ(l.find("__asm__(\"k\")"), l.rfind("__asm__(\"k\")")) << l;
+  expect_refused(probe_variants("steps > 4"),
+                 "variants[0].when \"steps > 4\": var axis 'steps' is the size of no tensor");
+  expect_refused(probe_variants("q < 8"),
+                 "variants[0].when \"q < 8\": the plan's expression names 'q', which is not an "
+                 "axis");
 }
 
 TEST(FibExport, CliRefusalIsOneLineExit1) {

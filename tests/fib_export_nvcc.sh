@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CTest fib_export_nvcc: `kharness export --fib` of the rmsnorm, fused_add_rmsnorm and GEMM seeds,
 # the sm_90a seeds of the fp16 GEMM and gemm_fp8 families (TMA tensor maps, 227 KiB of dynamic
-# shared memory, a PDL split-K reduction) and the PDL/cooperative fixture, then the exported
+# shared memory, a PDL split-K reduction), the PDL/cooperative fixture and a plan with variants
+# (launches chosen by batch size: the launcher's if / else if chain), then the exported
 # sources built as FlashInfer-Bench 0.1.2's tvm-ffi builder builds them (nvcc -std=c++17 -O2 per
 # .cu file with the -gencode tvm-ffi writes for TVM_FFI_CUDA_ARCH_LIST="9.0a", one shared library
 # with libtvm_ffi and libcudart), linked with no undefined symbol (so every kernel stub the
@@ -10,10 +11,13 @@
 # with an #error naming TVM_FFI_CUDA_ARCH_LIST; one that does not must say nothing of it. Needs nvcc and tvm-ffi's headers and library: $TVM_FFI_ROOT (a folder holding
 # include/tvm/ffi and lib/libtvm_ffi.so, as the apache-tvm-ffi wheel's tvm_ffi/ does), else the
 # wheel in .fib-wheels/ (scripts/fetch-fib-wheels.sh); skips (77) with a message without them.
-#   tests/fib_export_nvcc.sh KHARNESS_BINARY SOURCE_DIR
+#   tests/fib_export_nvcc.sh KHARNESS_BINARY SOURCE_DIR [json:EXPORTED.json ...]
+# With json: arguments, only those Solution JSONs (exported already, e.g. by a test from a
+# solution that exists only in memory) are built, each as above.
 set -euo pipefail
 KHARNESS="$1"
 SRC="$2"
+shift 2
 skip() { echo "SKIP: $*"; exit 77; }
 NVCC="$(command -v nvcc || true)"
 [[ -n "$NVCC" || ! -x /usr/local/cuda/bin/nvcc ]] || NVCC=/usr/local/cuda/bin/nvcc
@@ -33,17 +37,29 @@ fi
 CUDA_LIB="$(cd "$(dirname "$NVCC")/.." && pwd)/lib64"
 export KHARNESS_ARCHIVE="$WORK/archive"
 status=0
-for spec in rmsnorm_h4096:operators/rmsnorm_h4096/seed.cu \
-            fused_add_rmsnorm_h4096:operators/fused_add_rmsnorm_h4096/seed.cu \
-            gemm_n6144_k4096:operators/_families/gemm/seed.cu \
-            gemm_n6144_k4096:operators/_families/gemm/seed.sm_90a.cu \
-            gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu \
-            copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu; do
+SPECS=("$@")
+((${#SPECS[@]})) || SPECS=(rmsnorm_h4096:operators/rmsnorm_h4096/seed.cu
+  fused_add_rmsnorm_h4096:operators/fused_add_rmsnorm_h4096/seed.cu
+  gemm_n6144_k4096:operators/_families/gemm/seed.cu
+  gemm_n6144_k4096:operators/_families/gemm/seed.sm_90a.cu
+  gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu
+  copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu
+  rmsnorm_h4096:tests/fixtures/check/dispatch_by_batch.cu)
+n=0
+for spec in "${SPECS[@]}"; do
   op="${spec%%:*}"
   seed="${spec#*:}"
-  out="$WORK/$op-$(basename "$seed" .cu)"
+  n=$((n + 1))
+  out="$WORK/$n-$op-$(basename "${seed%.*}")"
   mkdir -p "$out"
-  "$KHARNESS" export "$SRC/$seed" --operator "$op" --fib "$out/fib_solution.json" --arch sm_90a
+  if [[ "$op" == json ]]; then
+    cp "$seed" "$out/fib_solution.json"
+    # The entry source: the file beside the launcher.
+    seed="$(python3 -c 'import json,sys; print([f["path"] for f in json.load(open(sys.argv[1]))["sources"] if f["path"] != "kharness_fib_launcher.cu"][0])' "$seed")"
+    op=json
+  else
+    "$KHARNESS" export "$SRC/$seed" --operator "$op" --fib "$out/fib_solution.json" --arch sm_90a
+  fi
   # The sources as FlashInfer-Bench writes them: one folder, each file at its path.
   python3 - "$out/fib_solution.json" "$out/src" <<'PY'
 import json, os, sys

@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <utility>
 
 #include "kharness/compile.hpp"
+#include "kharness/export.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/tune.hpp"
@@ -154,21 +157,23 @@ TEST(TuneCompile, Sm90aGemmCodePaths) {
 // its own kernel names) compiles with NVRTC and passes the plan rules on every workload; the
 // copies' kernels are all in the module. The rmsnorm seed, and the sm_90a GEMM seed with its TMA
 // maps, cluster-free wgmma pipeline and knob-dependent shared memory.
-void expect_composition_compiles(const Operator& op, const tune::TuneProblem& p,
-                                 const std::vector<Config>& configs,
-                                 const std::vector<std::string>& conditions) {
+// Returns the composed solution and its compiled kernels (for the export test below).
+std::pair<Solution, std::vector<KernelInfo>> expect_composition_compiles(
+    const Operator& op, const tune::TuneProblem& p, const std::vector<Config>& configs,
+    const std::vector<std::string>& conditions) {
   std::string text = tune::compose(p.seed_text, p.seed_path.string(), p.space, configs, conditions);
   Solution sol = parse_single_file_solution(text, "composed.cu");
-  ASSERT_EQ(sol.plan.variants.size(), configs.size());
+  EXPECT_EQ(sol.plan.variants.size(), configs.size());
   CompileOptions options;
   options.arch = "sm_90a";
   options.use_cache = false;
   CompileResult r = compile_solution(sol, &op.definition, &op.workloads, options);
-  ASSERT_TRUE(r.ok()) << op.definition.name << ": " << status_name(r.status) << "\n" << r.log;
+  EXPECT_TRUE(r.ok()) << op.definition.name << ": " << status_name(r.status) << "\n" << r.log;
   for (const auto& variant : sol.plan.variants) {
     for (const auto& launch : variant.launches)
       EXPECT_NE(r.find_kernel(launch.kernel), nullptr) << launch.kernel;
   }
+  return {sol, r.kernels};
 }
 
 TEST(TuneCompile, ComposedRmsnormSeed) {
@@ -191,6 +196,50 @@ TEST(TuneCompile, ComposedGemmFp8Sm90aSeed) {
   conditions.erase(conditions.begin(),
                    conditions.end() - static_cast<std::ptrdiff_t>(configs.size()));
   expect_composition_compiles(op, p, configs, conditions);
+}
+
+// What tune proposes can be submitted: the composed sm_90a gemm_fp8 candidate exports to
+// FlashInfer-Bench with a launcher that dispatches by M, each branch encoding its own copy's tensor
+// maps for its own kernel, and the exported sources build as FlashInfer-Bench's builder builds
+// them (tests/fib_export_nvcc.sh; skipped without nvcc and tvm-ffi).
+TEST(TuneCompile, ComposedGemmFp8Sm90aSeedExports) {
+  Operator op = load_operator("gemm_fp8");
+  tune::TuneProblem p = tune::load_tune_problem(op, *seed_for(op, "sm_90a"));
+  std::vector<Config> configs = sample_and_largest(p, 3);
+  configs.resize(std::min<std::size_t>(configs.size(), 3));
+  ASSERT_EQ(configs.size(), 3u);
+  auto [sol, kernels] = expect_composition_compiles(op, p, configs, {"M <= 64", "M <= 1024", ""});
+  exchange::FibExportOptions o;
+  o.arch_specific = "sm_90a";
+  exchange::FibExport e = exchange::export_fib_solution(sol, op.definition, kernels, o);
+  std::string launcher;
+  for (const auto& f : e.solution["sources"])
+    if (f["path"] == exchange::kFibLauncherFile) launcher = f["content"];
+  std::size_t at = 0;
+  const std::vector<std::string> branches = {
+      "  if ((ax_M <= INT64_C(64))) {  // variant 0: M <= 64\n",
+      "  } else if ((ax_M <= INT64_C(1024))) {  // variant 1: M <= 1024\n",
+      "  } else {  // variant 2: otherwise\n"};
+  for (std::size_t v = 0; v < branches.size(); ++v) {
+    std::size_t next = launcher.find(branches[v], at);
+    ASSERT_NE(next, std::string::npos) << branches[v] << launcher;
+    at = next;
+    // The branch launches its own copy's kernel with its own tensor maps.
+    const std::string& kernel = sol.plan.variants[v].launches.at(0).kernel;
+    EXPECT_NE(kernel.find("_v" + std::to_string(v)), std::string::npos) << kernel;
+    std::size_t end = v + 1 < branches.size() ? launcher.find(branches[v + 1]) : launcher.size();
+    std::string branch = launcher.substr(at, end - at);
+    EXPECT_NE(branch.find("tensor_map(  // \"a_map\""), std::string::npos) << branch;
+    EXPECT_NE(branch.find("\"" + kernel + "\""), std::string::npos) << branch;
+  }
+  testing::TempDir dir;
+  std::string json = (dir.path() / "composed.json").string();
+  std::ofstream(json) << e.solution.dump(2);
+  auto r = testing::run_command(
+      "bash '" + (testing::source_dir() / "tests/fib_export_nvcc.sh").string() + "' '" +
+      KHARNESS_BINARY + "' '" + testing::source_dir().string() + "' 'json:" + json + "' 2>&1");
+  if (r.exit_code == 77) GTEST_SKIP() << r.out;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
 TEST(TuneSpaceCli, ListsKnobsAndCountsValidConfigurations) {

@@ -6,9 +6,11 @@
 // clusters, programmatic dependent and cooperative launches through cudaLaunchKernelEx, TMA tensor
 // maps encoded with cuTensorMapEncodeTiled from the layout kharness itself resolves
 // (kharness/tensor_map.hpp), workspace, axis, scalar and literal arguments sized to the compiled
-// kernel's parameters). The kernel source keeps the plan as its first block comment, so `kharness
-// check` of the exported JSON reads the same plan back; kharness's loader leaves the generated
-// launcher out (a solution never runs host code under kharness).
+// kernel's parameters), and for a plan with variants an if / else if chain over their conditions
+// that runs the first matching variant's launches, as kharness chooses them. The kernel source
+// keeps the plan as its first block comment, so `kharness check` of the exported JSON reads the
+// same plan back; kharness's loader leaves the generated launcher out (a solution never runs host
+// code under kharness).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -50,7 +52,8 @@ struct FibExport {
 // argument is passed). Throws Error with exit code 1 ("cannot export ...: <reason>", one line)
 // when the generated launcher cannot express the plan: a var axis no tensor's shape gives, a
 // compile option nvcc's build cannot reproduce, a second translation unit, a kernel the plan
-// names but the module lacks, an argument whose size does not match its parameter.
+// names but the module lacks, an argument whose size does not match its parameter, a variant
+// condition over a name that is no axis the tensors give (the message names variants[i].when).
 FibExport export_fib_solution(const Solution& solution, const Definition& definition,
                               const std::vector<KernelInfo>& kernels,
                               const FibExportOptions& options);

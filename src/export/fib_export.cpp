@@ -366,6 +366,27 @@ void launch(const void* fn, const char* kernel, dim3 grid, dim3 block, dim3 clus
 
 )KH";
 
+// `text` with every line prefixed by `indent`.
+std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size() - 1;
+    out += indent + text.substr(start, end + 1 - start);
+    start = end + 1;
+  }
+  return out;
+}
+
+// A variant's condition as text fit for a // comment (one line).
+std::string one_line(const std::string& text) {
+  std::string out = text;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return out;
+}
+
 class LauncherWriter {
  public:
   LauncherWriter(const Solution& solution, const Definition& definition,
@@ -639,21 +660,22 @@ class LauncherWriter {
     const TmaEncoding& c = l.encoding;
     return fmt::format(
         "alignas(64) CUtensorMap a{} = tensor_map(  // {}\n"
-        "        {}, {}, {}, {}, {},\n"
-        "        {}, {}, {},\n"
-        "        {}, {}, {}, {},\n"
-        "        {}, {}, {}, {});",
+        "      {}, {}, {}, {}, {},\n"
+        "      {}, {}, {},\n"
+        "      {}, {}, {}, {},\n"
+        "      {}, {}, {}, {});",
         i, c_string(spec->name), c_string(spec->name), c_string(launch.kernel), c.data_type.name,
         l.rank, l.element_bytes, base, expr(l.offset_bytes), region, list(l.dims), list(l.strides),
         list(l.box), list(l.element_strides), c.interleave.name, c.swizzle.name,
         c.l2_promotion.name, c.oob_fill.name);
   }
 
-  std::string launches() {
-    std::string out;
-    int index = 0;
+  // One list of launches as C++ blocks, each line indented by `indent`; `index` numbers the
+  // launches across the plan so that every kernel gets one host stub declaration.
+  std::string launch_list(const std::vector<Launch>& list, int& index, const std::string& indent) {
     std::string body;
-    for (const auto& launch : solution_.plan.launches) {
+    for (std::size_t n = 0; n < list.size(); ++n, ++index) {
+      const Launch& launch = list[n];
       const KernelInfo* info = find_kernel(kernels_, launch.kernel);
       if (!info) refuse(fmt::format("kernel '{}' is not in the compiled module", launch.kernel));
       if (info->params.size() != launch.args.size())
@@ -662,36 +684,83 @@ class LauncherWriter {
       std::string symbol = info->mangled.empty() ? info->name : info->mangled;
       if (symbol.empty() || symbol.find_first_of(" \t\n\"\\") != std::string::npos)
         refuse(fmt::format("kernel '{}' has no linkable symbol", launch.kernel));
-      std::string stub = fmt::format("kharness_stub_{}", index);
       if (!declared_.count(symbol)) {
-        declared_[symbol] = stub;
-        stubs_ += fmt::format("extern \"C\" void {}(void) __asm__({});  // {}\n", stub,
+        declared_[symbol] = fmt::format("kharness_stub_{}", index);
+        stubs_ += fmt::format("extern \"C\" void {}(void) __asm__({});  // {}\n", declared_[symbol],
                               c_string(symbol), launch.kernel);
       }
-      stub = declared_[symbol];
-      body += fmt::format("  {{  // launch {}: {}\n", index, launch.kernel);
+      const std::string& stub = declared_[symbol];
+      std::string block = fmt::format("{{  // launch {}: {}\n", n, launch.kernel);
       std::vector<std::string> refs;
       for (std::size_t a = 0; a < launch.args.size(); ++a) {
-        body += "    " + argument(launch, a, info->params[a]) + "\n";
+        block += "  " + argument(launch, a, info->params[a]) + "\n";
         refs.push_back(launch.args[a].literal ? fmt::format("a{}", a) : fmt::format("&a{}", a));
       }
-      body += fmt::format("    void* args[] = {{{}}};\n",
-                          refs.empty() ? "nullptr" : fmt::format("{}", fmt::join(refs, ", ")));
+      block += fmt::format("  void* args[] = {{{}}};\n",
+                           refs.empty() ? "nullptr" : fmt::format("{}", fmt::join(refs, ", ")));
       auto dim3_of = [&](const std::array<Expr, 3>& d, const char* what) {
         return fmt::format("dim3(dim({}, \"{}.x\"), dim({}, \"{}.y\"), dim({}, \"{}.z\"))",
                            expr(d[0]), what, expr(d[1]), what, expr(d[2]), what);
       };
-      body += fmt::format("    launch(reinterpret_cast<const void*>(&{}), {},\n", stub,
-                          c_string(launch.kernel));
-      body += fmt::format("           {},\n", dim3_of(launch.grid, "grid"));
-      body += fmt::format("           {},\n", dim3_of(launch.block, "block"));
-      body += fmt::format("           {},\n", dim3_of(launch.cluster, "cluster"));
-      body += fmt::format("           dim({}, \"shared_bytes\"), stream, args, {}, {});\n",
-                          expr(launch.shared_bytes), launch.pdl ? "true" : "false",
-                          launch.cooperative ? "true" : "false");
-      body += "  }\n";
-      ++index;
+      block += fmt::format("  launch(reinterpret_cast<const void*>(&{}), {},\n", stub,
+                           c_string(launch.kernel));
+      block += fmt::format("         {},\n", dim3_of(launch.grid, "grid"));
+      block += fmt::format("         {},\n", dim3_of(launch.block, "block"));
+      block += fmt::format("         {},\n", dim3_of(launch.cluster, "cluster"));
+      block += fmt::format("         dim({}, \"shared_bytes\"), stream, args, {}, {});\n",
+                           expr(launch.shared_bytes), launch.pdl ? "true" : "false",
+                           launch.cooperative ? "true" : "false");
+      block += "}\n";
+      body += indented(block, indent);
     }
+    return body;
+  }
+
+  // A variant's `when` as a C++ condition. Conditions are plan expressions with comparisons and
+  // && || !, which C++ reads as C does, so expr() translates them; what it cannot translate (a
+  // name that is no axis, an axis no tensor gives) is refused naming the variant's field.
+  std::string condition(std::size_t v) {
+    const Expr& when = *solution_.plan.variants[v].when;
+    try {
+      return expr(when);
+    } catch (const Error& e) {
+      std::string why = e.what();
+      why = why.substr(why.find(": ") + 2);  // without refuse()'s "cannot export ...: "
+      refuse(fmt::format("variants[{}].when \"{}\": {}", v, one_line(when.text()), why));
+    }
+  }
+
+  // A dispatching plan becomes an if / else if chain over its conditions, in the plan's order, so
+  // that the first variant whose condition holds runs, as kharness chooses it for a workload.
+  std::string variants() {
+    const auto& list = solution_.plan.variants;
+    std::string body = fmt::format(
+        "  // The plan's {} variants: the first whose condition holds runs (the last has none).\n",
+        list.size());
+    int index = 0;
+    for (std::size_t v = 0; v < list.size(); ++v) {
+      const auto& variant = list[v];
+      std::string label = variant.when ? one_line(variant.when->text()) : "otherwise";
+      std::string head = v == 0 ? "  " : "  } else ";
+      if (variant.when) {
+        body += fmt::format("{}if ({}) {{  // variant {}: {}\n", head, condition(v), v, label);
+      } else {
+        body += fmt::format("{}{{  // variant {}: {}\n", head, v, label);
+      }
+      body += launch_list(variant.launches, index, "    ");
+    }
+    return body + "  }\n";
+  }
+
+  std::string launches() {
+    std::string body;
+    if (solution_.plan.has_variants()) {
+      body = variants();
+    } else {
+      int index = 0;
+      body = launch_list(solution_.plan.launches, index, "  ");
+    }
+    std::string out;
     out += "  DeviceGuard guard(device_of(" + first_tensor() + "));\n";
     out +=
         "  cudaStream_t stream = static_cast<cudaStream_t>(\n"
@@ -772,16 +841,6 @@ std::string entry_with_plan(const Solution& solution, const std::vector<std::str
   return head + text.substr(0, insert_at) + defs + text.substr(insert_at);
 }
 
-// The generated launcher has one list of launches; choosing a variant by shape is not generated
-// yet, and exporting one variant would run the wrong launches for the other shapes.
-void refuse_variants(const Solution& solution) {
-  if (solution.plan.has_variants())
-    refuse(
-        fmt::format("the plan has {} variants (launches chosen by shape), which the generated "
-                    "launcher does not dispatch yet",
-                    solution.plan.variants.size()));
-}
-
 }  // namespace
 
 std::string tvm_ffi_arch(const std::string& arch) {
@@ -797,14 +856,12 @@ std::string tvm_ffi_arch(const std::string& arch) {
 std::string fib_launcher_source(const Solution& solution, const Definition& definition,
                                 const std::vector<KernelInfo>& kernels,
                                 const std::string& entry_symbol, const std::string& entry_path) {
-  refuse_variants(solution);
   return LauncherWriter(solution, definition, kernels).write(entry_symbol, entry_path);
 }
 
 FibExport export_fib_solution(const Solution& solution, const Definition& definition,
                               const std::vector<KernelInfo>& kernels,
                               const FibExportOptions& options) {
-  refuse_variants(solution);
   FibExport out;
   const SourceFile& entry = solution.entry_source();
   if (entry.path.size() < 3 || entry.path.compare(entry.path.size() - 3, 3, ".cu") != 0)
