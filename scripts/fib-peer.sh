@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # FlashInfer-Bench 0.1.2 as a peer, on a GPU machine: `kharness export --fib` of portable seeds
-# (rmsnorm, fused_add_rmsnorm, the fp16 GEMM), of the sm_90a seeds (the fp16 GEMM and gemm_fp8:
+# (rmsnorm, fused_add_rmsnorm, the fp16 GEMM, gemm_fp8), of the sm_90a seeds (the fp16 GEMM and gemm_fp8:
 # TMA tensor maps, wgmma, a PDL split-K reduction), of a PDL + cooperative fixture and of a plan
 # with variants (launches chosen by batch size, dispatched by the generated launcher), run by
 # FlashInfer-Bench's own runner (`flashinfer-bench run --local`) on a dataset made from
@@ -17,9 +17,16 @@
 #                          then carry the folder with the working tree, e.g. the device run tool's
 #                          carry [".fib-wheels"] (and "build-device-test" to reuse a build).
 #     FIB_PEER_SOLUTIONS   what to export and run: OP or OP:SOURCE, space-separated; OP alone is
-#                          the operator's portable seed (default: the three portable seeds, the two
+#                          the operator's portable seed (default: the four portable seeds, the two
 #                          sm_90a seeds, tests/fixtures/launch/pdl_cooperative_copy.cu and
 #                          tests/fixtures/check/dispatch_by_batch.cu, a plan with variants)
+#     FIB_PEER_INPUTS      definition (default): where kharness's definition declares input
+#                          distributions other than FlashInfer-Bench's normal(0, 1) (gemm_fp8: fp8
+#                          values ~ normal(0, 150), scales ~ uniform, so |C| ~ 1 as in DeepSeek-V3),
+#                          the inputs are drawn from them and given as safetensors; random: FlashInfer-
+#                          Bench's own draws (fp8 in +-2, scales ~ normal(0, 1), |C| ~ 85: a Hopper
+#                          FP8 tensor-core kernel then misses atol = 0.01 on some elements, which is
+#                          why FlashInfer-Bench's own fp8 MoE evaluator accepts 95% matched elements)
 #     FIB_PEER_OUT         where the dataset, traces and reports stay (default a temporary folder)
 #     KHARNESS             the kharness binary (default build/kharness; built by scripts/setup.sh
 #                          when absent)
@@ -54,7 +61,7 @@ ls "$WHEELS"/flashinfer_bench-0.1.2-*.whl >/dev/null 2>&1 ||
   die "no flashinfer_bench 0.1.2 wheel in $WHEELS (run scripts/fetch-fib-wheels.sh where PyPI is reachable, and carry .fib-wheels)"
 SOLUTIONS=(${FIB_PEER_SOLUTIONS:-rmsnorm_h4096 fused_add_rmsnorm_h4096 gemm_n6144_k4096
   gemm_n6144_k4096:operators/_families/gemm/seed.sm_90a.cu
-  gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu
+  gemm_fp8 gemm_fp8:operators/_families/gemm_fp8/seed.sm_90a.cu
   copy_f32:tests/fixtures/launch/pdl_cooperative_copy.cu
   rmsnorm_h4096:tests/fixtures/check/dispatch_by_batch.cu})
 OUT="${FIB_PEER_OUT:-$(mktemp -d)}"
@@ -109,23 +116,68 @@ for entry in "${SOLUTIONS[@]}"; do
   else
     [[ -f "operators/$op/definition.json" && -f "operators/$op/workloads.jsonl" ]] ||
       die "neither $FIB_DIR nor operators/ has the definition and workloads of $op"
-    op_type="$("$PY" - "$op" "$DATASET" <<'PY'
+    "$KHARNESS" operators show "$op" --json >"$OUT/operator-$op.json"
+    op_type="$("$PY" - "$op" "$DATASET" "$OUT/operator-$op.json" "${FIB_PEER_INPUTS:-definition}" <<'PY'
 import json, os, sys
-op, dataset = sys.argv[1], sys.argv[2]
+op, dataset, shown, mode = sys.argv[1:5]
 d = json.load(open("operators/%s/definition.json" % op))
 d.pop("kharness", None)  # kharness's own settings; FlashInfer-Bench ignores unknown keys anyway
 t = d["op_type"]
 for sub in ("definitions", "workloads"):
     os.makedirs(os.path.join(dataset, sub, t), exist_ok=True)
 json.dump(d, open(os.path.join(dataset, "definitions", t, op + ".json"), "w"), indent=2)
+# FlashInfer-Bench draws a "random" input from normal(0, 1) (fp8: clamped to +-2); kharness's
+# definition may declare other distributions (kharness.inputs), which its tolerance assumes. Where
+# it does, the inputs are drawn from them here and given to FlashInfer-Bench as safetensors.
+gens = (json.load(open(shown)).get("definition", {}).get("kharness", {}) or {}).get("inputs", {})
+def fib_default(g):
+    return g.get("distribution") == "normal" and g.get("mean", 0) == 0 and g.get("std", 1) == 1
+declared = {n: g for n, g in gens.items() if n in d["inputs"] and not fib_default(g)}
+usable = mode != "random" and declared and all(
+    g.get("distribution") in ("normal", "uniform") for g in declared.values())
+if declared and not usable:
+    print("fib-peer: %s: FlashInfer-Bench's own random inputs (FIB_PEER_INPUTS=%s; declared: %s)"
+          % (op, mode, ", ".join("%s %s" % (n, g.get("distribution")) for n, g in declared.items())),
+          file=sys.stderr)
+if usable:
+    import torch
+    from safetensors.torch import save_file
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+              "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+    print("fib-peer: %s: inputs drawn from the definition's distributions (%s) as safetensors"
+          % (op, ", ".join("%s %s" % (n, g["distribution"]) for n, g in declared.items())),
+          file=sys.stderr)
 with open(os.path.join(dataset, "workloads", t, op + ".jsonl"), "w") as out:
-    for line in open("operators/%s/workloads.jsonl" % op):
-        if line.strip():
-            w = json.loads(line)
-            w = w.get("workload", w)
-            w.pop("kharness", None)
-            out.write(json.dumps({"definition": op, "solution": None, "workload": w,
-                                  "evaluation": None}) + "\n")
+    for index, line in enumerate(open("operators/%s/workloads.jsonl" % op)):
+        if not line.strip():
+            continue
+        w = json.loads(line)
+        w = w.get("workload", w)
+        w.pop("kharness", None)
+        if usable:
+            gen = torch.Generator().manual_seed(1000 + index)
+            tensors = {}
+            for name, spec in d["inputs"].items():
+                if name not in declared or w["inputs"].get(name, {}).get("type") != "random":
+                    continue
+                shape = [w["axes"][a] if isinstance(a, str) else a for a in spec.get("shape") or []]
+                g = declared[name]
+                x = torch.empty(shape, dtype=torch.float32)
+                if g["distribution"] == "normal":
+                    x.normal_(g.get("mean", 0.0), g.get("std", 1.0), generator=gen)
+                else:
+                    x.uniform_(g.get("low", 0.0), g.get("high", 1.0), generator=gen)
+                dtype = dtypes[spec["dtype"]]
+                if dtype == torch.float8_e4m3fn:
+                    x.clamp_(-448.0, 448.0)  # saturated, as kharness's generator does
+                tensors[name] = x.to(dtype).contiguous()
+            rel = os.path.join("blob", op, w["uuid"] + ".safetensors")
+            os.makedirs(os.path.join(dataset, "blob", op), exist_ok=True)
+            save_file(tensors, os.path.join(dataset, rel))
+            for name in tensors:
+                w["inputs"][name] = {"type": "safetensors", "path": rel, "tensor_key": name}
+        out.write(json.dumps({"definition": op, "solution": None, "workload": w,
+                              "evaluation": None}) + "\n")
 print(t)
 PY
 )"
@@ -226,7 +278,10 @@ for row in rows_in:
         k_st, k_lat = k_work.get(key(axes), ("-", None))
         if f_lat is not None and k_lat:
             pairs.append((f_lat, k_lat))
-        detail.append((name, axes, ev.get("status", "?"), f_lat, k_st, k_lat))
+        corr = ev.get("correctness") or {}
+        err = "-" if ev.get("status") == "PASSED" or not corr else "%.3g / %.3g" % (
+            corr.get("max_absolute_error", float("nan")), corr.get("max_relative_error", float("nan")))
+        detail.append((name, axes, ev.get("status", "?"), f_lat, k_st, k_lat, err))
     large = [(f, k) for f, k in pairs if k >= 500]
     summary.append((name, src, len(ts), ", ".join("%s %d" % kv for kv in sorted(status.items())) or "no traces",
                     mean(fib_lats), k_status, len(pairs), mean([f / k for f, k in pairs]),
@@ -241,11 +296,11 @@ for name, src, n, st, fm, ks, nc, r, nl, dev in summary:
     print("| %s | %s | %d | %s | %s | %s | %d | %sx | %d | %s |" % (
         name, src, n, st, fmt(fm), ks, nc, fmt(r), nl, "-" if dev != dev else "%.1f%%" % (dev * 100)))
 print()
-print("| solution | axes | FIB status | FIB latency (us) | kharness status | kharness latency (us) | FIB / kharness |")
-print("|---|---|---|---:|---|---:|---:|")
-for name, axes, fst, f, kst, k in detail:
-    print("| %s | %s | %s | %s | %s | %s | %s |" % (
-        name, " ".join("%s=%s" % kv for kv in axes.items()), fst, fmt(f), kst, fmt(k),
+print("| solution | axes | FIB status | FIB max abs / rel error (not PASSED) | FIB latency (us) | kharness status | kharness latency (us) | FIB / kharness |")
+print("|---|---|---|---|---:|---|---:|---:|")
+for name, axes, fst, f, kst, k, err in detail:
+    print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        name, " ".join("%s=%s" % kv for kv in axes.items()), fst, err, fmt(f), kst, fmt(k),
         fmt(f / k) + "x" if f and k else "-"))
 print()
 print("FlashInfer-Bench times a host call with CUDA events (the launcher's checks, tensor-map "
