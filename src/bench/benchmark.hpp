@@ -17,7 +17,7 @@
 #include "kharness/bench.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
-#include "verify/evaluate.hpp"
+#include "verify/timed_outputs.hpp"
 
 namespace kharness::bench {
 

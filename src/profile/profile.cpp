@@ -29,9 +29,9 @@
 #include "profile/occupancy.hpp"
 #include "profile/range_profiler.hpp"
 #include "profile/sass.hpp"
-#include "verify/evaluate.hpp"
 #include "verify/harness_kernels.hpp"
 #include "verify/load.hpp"
+#include "verify/timed_outputs.hpp"
 #include "worker/channel.hpp"
 
 namespace kharness {

@@ -1,4 +1,6 @@
 // The hook the timing stage uses to check outputs of timed iterations (TimedOutputs), on a GPU.
+#include "verify/timed_outputs.hpp"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -10,7 +12,6 @@
 #include "kharness/device.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
-#include "verify/evaluate.hpp"
 
 namespace kharness {
 namespace {
