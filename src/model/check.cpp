@@ -32,6 +32,17 @@ struct LayerFault {
   std::string what;
 };
 
+// Runs `f`; a CUDA error it throws is a LayerFault like a failed launch: an error a kernel left
+// behind (a trap, an illegal address) can surface at a later call, a copy or a synchronize.
+template <class F>
+auto faulting(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const device::CudaError& e) {
+    throw LayerFault{fmt::format("a CUDA error inside the layer: {}", e.what())};
+  }
+}
+
 // One operator's solution, compiled and loaded, ready to launch through its plan.
 struct Runnable {
   std::string path;  // the solution file, for the verdict
@@ -659,8 +670,10 @@ class LayerRunner {
     std::vector<std::vector<double>> truth, got;
     NodeInputs timing_inputs;
     try {
-      truth = pass(shapes, layers, false, nullptr);
-      got = pass(shapes, layers, true, &s.nodes, options_.time ? &timing_inputs : nullptr);
+      truth = faulting([&] { return pass(shapes, layers, false, nullptr); });
+      got = faulting([&] {
+        return pass(shapes, layers, true, &s.nodes, options_.time ? &timing_inputs : nullptr);
+      });
     } catch (const LayerFault& fault) {
       s.reason = fault.what;
       return s;
@@ -684,7 +697,7 @@ class LayerRunner {
       // Only a layer that computes the right thing is worth timing.
       if (options_.time) {
         try {
-          s.timing = timer_->time(phase_nodes(), shapes, timing_inputs);
+          s.timing = faulting([&] { return timer_->time(phase_nodes(), shapes, timing_inputs); });
         } catch (const LayerFault& fault) {
           s.passed = false;
           s.reason = fault.what;
