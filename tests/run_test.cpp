@@ -355,6 +355,7 @@ TEST(Run, InModelValidationFlagsAreCheckedBeforeTheRunStarts) {
       {"--operator rmsnorm_h4096 --objective layer",
        "--objective: layer needs --model (the model whose layer is timed)"},
       {"--operator rmsnorm_h4096 --model-layers 2", "--model-layers: needs --model"},
+      {"--operator rmsnorm_h4096 --phase prefill", "--phase: needs --model"},
       {"--operator rmsnorm_h4096 --model llama-3.1-8b --model-layers 33",
        "--model-layers: expected 1 to 32 (llama-3.1-8b's layers), got 33"},
       {"--operator rmsnorm_h4096 --model llama-3.1-8b --compile-only",

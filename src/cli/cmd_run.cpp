@@ -291,6 +291,7 @@ void validate_args(const RunArgs& args) {
     if (args.objective == "layer")
       throw input_error("--objective", "layer needs --model (the model whose layer is timed)");
     if (args.model_layers != 0) throw input_error("--model-layers", "needs --model");
+    if (args.phase != "decode") throw input_error("--phase", "needs --model");
   } else if (o.compile_only) {
     throw input_error("--model", "model-check runs on a GPU: not with --compile-only");
   }
