@@ -8,8 +8,11 @@
 
 #include "controller/answer.hpp"
 #include "controller/archive_recorder.hpp"
+#include "controller/model_gate.hpp"
 #include "controller/prompt.hpp"
 #include "controller/search.hpp"
+#include "kharness/model.hpp"
+#include "kharness/model_check.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verdict.hpp"
@@ -142,6 +145,121 @@ TEST(Prompt, EverythingFitsWhenSmall) {
     EXPECT_NE(p.user.find(want), std::string::npos) << want;
   }
   EXPECT_NE(p.system.find("Device code only"), std::string::npos);
+}
+
+// With `run --model`, the operator in the model: its share of the seeds' layer time and what a
+// promotion needs there; the paragraph survives a tight bound whole, as the instructions do.
+TEST(Prompt, TheModelParagraphGivesTheOperatorsShareOfTheLayer) {
+  controller::ModelGate gate;
+  gate.name = "llama-3.1-8b";
+  gate.phase = "prefill";
+  gate.layers = 2;
+  controller::ModelVerdict seeds;
+  seeds.nodes = {"qkv"};
+  seeds.share = 0.215;
+  seeds.share_min = 0.18;
+  seeds.share_max = 0.25;
+  std::string text = controller::render_model(gate, seeds, "c0000", 1.0);
+  EXPECT_NE(text.find("This operator runs as node qkv of llama-3.1-8b's prefill layer. With the "
+                      "shipped seeds it takes 21.5% of the layer time (18.0% to 25.0% by shape), "
+                      "so making it 2x faster saves about 10.8% of the layer"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("promoted only if 2 layers with it substituted"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--objective layer"), std::string::npos) << text;
+  gate.objective = controller::Objective::kLayer;
+  text = controller::render_model(gate, seeds, "c0007", 1.0123);
+  EXPECT_NE(text.find("the best so far, c0007, gives 1.0123x"), std::string::npos) << text;
+
+  Operator op = rmsnorm();
+  controller::PromptParts parts;
+  parts.task = controller::render_task(op, "sm_90a");
+  parts.best = controller::render_best("c0000", seed_text(), nullptr);
+  parts.diagnosis = std::string(30000, 'd');
+  parts.model = text;
+  for (std::size_t bound : {4000u, 12000u}) {
+    controller::Prompt p = controller::build_prompt(parts, bound);
+    EXPECT_LE(p.estimated_tokens, bound) << bound;
+    EXPECT_NE(p.user.find(text), std::string::npos) << bound;
+    // After the task, before the best kernel.
+    EXPECT_LT(p.user.find("# Task: rmsnorm_h4096"), p.user.find("# In the model"));
+  }
+}
+
+// What the run keeps of a model-check: the operator's share summed over its nodes and averaged
+// over the timed shapes, the mean layer speedup and noise, the first failure's reason.
+TEST(ModelGate, AModelCheckIsSummarizedForTheRunsOperator) {
+  model::CheckResult r;
+  r.model = "m";
+  r.phase = "decode";
+  r.layers = 2;
+  r.passed = true;
+  auto shape = [](double speedup, double norm_a, double norm_b) {
+    model::ShapeResult s;
+    s.passed = true;
+    model::LayerTiming t;
+    t.speedup = speedup;
+    t.noise = 0.002;
+    t.nodes = {{"norm_a", "rmsnorm_h4096", false, 0, 0, 1, norm_a, 0},
+               {"proj", "gemm_n4096_k4096", false, 0, 0, 1, 0.9, 0},
+               {"norm_b", "rmsnorm_h4096", false, 0, 0, 1, norm_b, 0}};
+    s.timing = t;
+    return s;
+  };
+  r.shapes = {shape(1.01, 0.02, 0.03), shape(1.03, 0.01, 0.02)};
+  controller::ModelVerdict v = controller::model_verdict(r, "rmsnorm_h4096");
+  EXPECT_TRUE(v.passed);
+  EXPECT_EQ(v.status, "PASSED");
+  EXPECT_EQ(v.nodes, (std::vector<std::string>{"norm_a", "norm_b"}));
+  ASSERT_TRUE(v.share.has_value());
+  EXPECT_NEAR(*v.share, 0.04, 1e-12);
+  EXPECT_NEAR(v.share_min, 0.03, 1e-12);
+  EXPECT_NEAR(v.share_max, 0.05, 1e-12);
+  ASSERT_TRUE(v.layer_speedup.has_value());
+  EXPECT_NEAR(*v.layer_speedup, 1.02, 1e-12);
+  EXPECT_NEAR(v.layer_noise, 0.002, 1e-12);
+  EXPECT_EQ(v.verdict["model"], "m");
+  // Its JSON round-trips (the run's record keeps it; the whole verdict goes beside it).
+  controller::ModelVerdict back =
+      controller::model_verdict_from_json(controller::to_json(v), "record.json");
+  EXPECT_EQ(controller::to_json(back), controller::to_json(v));
+  EXPECT_TRUE(back.verdict.is_null());
+
+  // A failed one: the first failing shape's reason, and no speedup where nothing was timed.
+  r.passed = false;
+  r.status = Status::kIncorrectNumerical;
+  r.shapes = {shape(1.0, 0.02, 0.02)};
+  r.shapes[0].timing.reset();
+  r.shapes[0].passed = false;
+  r.shapes[0].label = "decode batch=1 kv=1024";
+  r.shapes[0].reason = "hidden state after layer 1: bias +0.004";
+  v = controller::model_verdict(r, "rmsnorm_h4096");
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.status, "INCORRECT_NUMERICAL");
+  EXPECT_EQ(v.reason, "decode batch=1 kv=1024: hidden state after layer 1: bias +0.004");
+  EXPECT_FALSE(v.layer_speedup.has_value());
+  EXPECT_FALSE(v.share.has_value());
+}
+
+TEST(ModelGate, TheOperatorMustBeANodeOfTheLayer) {
+  const model::Model m =
+      model::load_model(model::find_model("llama-3.1-8b"), OperatorRegistry::from_environment({}));
+  EXPECT_EQ(controller::model_nodes_of(m, "decode", "rmsnorm_h4096"),
+            std::vector<std::string>{"attn_norm"});
+  EXPECT_EQ(controller::model_nodes_of(m, "prefill", "gqa_paged_prefill_causal_h32_kv8_d128_ps1"),
+            std::vector<std::string>{"attn"});
+  testing::expect_input_error([&] { controller::model_nodes_of(m, "decode", "rmsnorm_h2048"); },
+                              "--operator",
+                              "rmsnorm_h2048 is no node of llama-3.1-8b's decode layer (its "
+                              "operators: rmsnorm_h4096, gemm_n6144_k4096");
+  testing::expect_input_error(
+      [&] { controller::model_nodes_of(m, "decode", "gqa_paged_prefill_causal_h32_kv8_d128_ps1"); },
+      "--operator", "is no node of llama-3.1-8b's decode layer");
+  testing::expect_input_error([&] { controller::model_nodes_of(m, "train", "rmsnorm_h4096"); },
+                              "--phase", "llama-3.1-8b has no phase 'train'");
+  EXPECT_EQ(controller::parse_objective("layer"), controller::Objective::kLayer);
+  EXPECT_EQ(controller::parse_objective("kernel"), controller::Objective::kKernel);
+  EXPECT_FALSE(controller::parse_objective("Layer").has_value());
 }
 
 // A model can only use shape dispatch if the prompt teaches it: the plan reference of the task

@@ -14,6 +14,7 @@
 #include "kharness/error.hpp"
 #include "kharness/model_check.hpp"
 #include "kharness/report.hpp"
+#include "model/check_worker.hpp"
 #include "test_util.hpp"
 
 namespace kharness::model {
@@ -423,6 +424,215 @@ TEST(ModelCheckCli, WithoutAGpuExitsThree) {
   auto r = testing::kharness("model-check --model llama-3.1-8b --phase decode --layers 4");
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_EQ(r.out.rfind("kharness: error: ", 0), 0U) << r.out;
+}
+
+TEST(ModelCheckCli, WorkerLimitsAreCheckedBeforeAnythingRuns) {
+  auto r = testing::kharness("model-check --model llama-3.1-8b --timeout 0");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--timeout: must be > 0 seconds"), std::string::npos) << r.out;
+  r = testing::kharness("model-check --model llama-3.1-8b --launch-timeout -1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--launch-timeout: must be > 0 seconds"), std::string::npos) << r.out;
+}
+
+// ---- model-check in the worker (model/check_worker.hpp) ----
+
+// The request the parent sends and the worker reads: every option the run depends on survives
+// the trip, paths made absolute; a request that is not kharness's is an internal error.
+TEST(ModelCheckWorker, TheRequestRoundTrips) {
+  const Model m = load_model(find_model("llama-3.1-8b"), registry());
+  CheckOptions o;
+  o.phase = "prefill";
+  o.layers = 3;
+  o.use["rmsnorm_h4096"] = "relative/norm.cu";
+  o.use["down"] = "/abs/down.cu";
+  o.compile = make_compile_options("sm_90a", false);
+  o.compile.cache_dir = "/tmp/kharness-cache";
+  o.time = true;
+  o.timed_passes = 7;
+  o.timeout_seconds = 123;
+  o.launch_timeout_seconds = 2.5;
+  o.operators_dirs = {testing::fixture("defs")};
+  const nlohmann::json j = model_check_request_json(m, o);
+  EXPECT_EQ(j["task"], "model_check");
+  const ModelCheckTask t = model_check_request_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(t.model_file, fs::absolute(m.file));
+  EXPECT_EQ(t.options.phase, "prefill");
+  EXPECT_EQ(t.options.layers, 3);
+  ASSERT_EQ(t.options.use.size(), 2U);
+  EXPECT_EQ(t.options.use.at("rmsnorm_h4096"), fs::absolute("relative/norm.cu"));
+  EXPECT_EQ(t.options.use.at("down"), fs::path("/abs/down.cu"));
+  EXPECT_EQ(t.options.compile.arch, "sm_90a");
+  EXPECT_FALSE(t.options.compile.use_cache);
+  EXPECT_EQ(t.options.compile.cache_dir, fs::path("/tmp/kharness-cache"));
+  EXPECT_TRUE(t.options.time);
+  EXPECT_EQ(t.options.timed_passes, 7);
+  EXPECT_DOUBLE_EQ(t.options.timeout_seconds, 123);
+  EXPECT_DOUBLE_EQ(t.options.launch_timeout_seconds, 2.5);
+  ASSERT_EQ(t.options.operators_dirs.size(), 1U);
+  EXPECT_EQ(t.options.operators_dirs[0], fs::absolute(testing::fixture("defs")));
+  try {
+    model_check_request_from_json({{"task", "model_check"}, {"phase", 3}});
+    ADD_FAILURE() << "a malformed request was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kInternal);
+  }
+}
+
+// A verdict as the worker writes it, with a timed shape, a failed one and a NaN deviation.
+CheckResult sample_result() {
+  CheckResult r;
+  r.model = "llama-3.1-8b";
+  r.phase = "decode";
+  r.layers = 2;
+  r.solutions = {{"attn_norm", "/s/norm.cu"}, {"qkv", "reference"}};
+  ShapeResult ok;
+  ok.label = "decode batch=1 kv=1024";
+  ok.passed = true;
+  ok.layers = {{0, {0.001, 0.99999, 0.0001}}, {1, {0.002, 0.99998, -0.0002}}};
+  ok.nodes = {{0, "attn_norm", "rmsnorm_h4096", {0.003, 0.9999, 0.0001}, ""}};
+  std::vector<PassTiming> p = {{2.0, {{"attn_norm", 0.1}, {"qkv", 1.8}}}};
+  ok.timing = summarize_timing({{"attn_norm", "rmsnorm_h4096"}, {"qkv", "gemm_n6144_k4096"}},
+                               {"attn_norm"}, p, p);
+  ShapeResult bad;
+  bad.label = "decode batch=16 kv=1024";
+  bad.layers = {{0, {INFINITY, -1, INFINITY}}};
+  bad.nodes = {{0, "attn_norm", "rmsnorm_h4096", {0.1, 0.9, 0.01}, "tolerance: 12 of 4096"}};
+  bad.failing_layer = 0;
+  bad.failing_node = "attn_norm";
+  bad.failing_definition = "rmsnorm_h4096";
+  bad.reason = "node attn_norm breaks its own operator check";
+  r.shapes = {ok, bad};
+  r.status = Status::kIncorrectNumerical;
+  return r;
+}
+
+TEST(ModelCheckWorker, TheVerdictRoundTrips) {
+  const CheckResult r = sample_result();
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["status"], "INCORRECT_NUMERICAL");
+  // Through text, as the protocol line carries it: the NaN deviation comes back as infinite.
+  const CheckResult back = check_result_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(back.status, Status::kIncorrectNumerical);
+  ASSERT_EQ(back.shapes.size(), 2U);
+  EXPECT_TRUE(std::isinf(back.shapes[1].layers[0].hidden.max_rel_error));
+  EXPECT_EQ(back.shapes[1].nodes[0].own_failure, "tolerance: 12 of 4096");
+  ASSERT_TRUE(back.shapes[0].timing.has_value());
+  EXPECT_EQ(back.shapes[0].timing->nodes.size(), 2U);
+  try {
+    check_result_from_json({{"model", "m"}, {"phase", "decode"}, {"layers", "two"}});
+    ADD_FAILURE() << "a malformed verdict was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_NE(e.message().find("model-check verdict"), std::string::npos) << e.message();
+  }
+}
+
+// What the parent makes of the worker's lines and its end, as `check` does: the worker's own
+// verdict when it finished; a hang (its launch watchdog) or the whole limit is TIMEOUT, a crash
+// RUNTIME_ERROR, each naming the shape that was running and keeping the shapes that ended.
+TEST(ModelCheckWorker, AReplyBecomesTheVerdictCrashesAndHangsIncluded) {
+  const CheckResult full = sample_result();
+  CheckResult head = full;
+  head.shapes.clear();
+  CheckOptions o;
+  o.launch_timeout_seconds = 3;
+  o.timeout_seconds = 600;
+  CheckResult base;
+  base.model = "llama-3.1-8b";
+  base.phase = "decode";
+  base.layers = 2;
+  auto reply = [&](bool finished_all) {
+    worker::WorkerReply w;
+    w.process.started = true;
+    w.process.exit_code = 0;
+    w.events.push_back({{"event", "begin"}, {"result", to_json(head)}});
+    w.events.push_back({{"event", "started"}, {"shape", full.shapes[0].label}});
+    w.events.push_back({{"event", "shape"}, {"result", to_json(full.shapes[0])}});
+    w.events.push_back({{"event", "started"}, {"shape", full.shapes[1].label}});
+    if (finished_all) {
+      w.events.push_back({{"event", "shape"}, {"result", to_json(full.shapes[1])}});
+      w.events.push_back({{"event", "model_check"}, {"result", to_json(full)}});
+    }
+    return w;
+  };
+  // Finished: the worker's verdict as it is.
+  CheckResult r = result_from_worker(base, o, reply(true));
+  EXPECT_EQ(to_json(r), to_json(full));
+
+  // Its launch watchdog fired inside the second shape.
+  worker::WorkerReply hung = reply(false);
+  hung.process.exit_code = 124;
+  hung.hang = nlohmann::json{{"event", "hang"},
+                             {"seconds", 3.1},
+                             {"limit_seconds", 3},
+                             {"call", "cuStreamSynchronize"},
+                             {"label", "model-check solution: launch 0 (kernel rmsnorm_kernel)"}};
+  r = result_from_worker(base, o, hung);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.status, Status::kTimeout);
+  EXPECT_EQ(r.error,
+            "model-check solution: launch 0 (kernel rmsnorm_kernel) did not finish within 3 s "
+            "(launch watchdog, waiting in cuStreamSynchronize) while shape decode batch=16 "
+            "kv=1024 was running");
+  EXPECT_EQ(r.solutions, full.solutions);  // from the begin line
+  ASSERT_EQ(r.shapes.size(), 2U);
+  EXPECT_TRUE(r.shapes[0].passed);
+  EXPECT_EQ(r.shapes[1].label, "decode batch=16 kv=1024");
+  EXPECT_FALSE(r.shapes[1].passed);
+  EXPECT_EQ(r.shapes[1].reason, r.error);
+
+  // Killed at the whole worker's limit.
+  worker::WorkerReply late = reply(false);
+  late.process.timed_out = true;
+  late.process.signal = 9;
+  r = result_from_worker(base, o, late);
+  EXPECT_EQ(r.status, Status::kTimeout);
+  EXPECT_EQ(r.error,
+            "no model-check verdict within 600 s while shape decode batch=16 kv=1024 was running");
+
+  // Crashed (a trap that took the process down) before its first line: the parent's own head.
+  worker::WorkerReply crashed;
+  crashed.process.started = true;
+  crashed.process.signal = 11;
+  r = result_from_worker(base, o, crashed);
+  EXPECT_EQ(r.status, Status::kRuntimeError);
+  EXPECT_EQ(r.model, "llama-3.1-8b");
+  EXPECT_TRUE(r.shapes.empty());
+  EXPECT_EQ(r.error.rfind("the model-check worker killed by SIGSEGV", 0), 0U) << r.error;
+
+  // A verdict line from a worker that then did not exit cleanly is not trusted.
+  worker::WorkerReply odd = reply(true);
+  odd.process.exit_code = 1;
+  EXPECT_EQ(result_from_worker(base, o, odd).status, Status::kRuntimeError);
+}
+
+// A model-check is a task of the one GPU worker that evaluations and profiles use (`__worker`):
+// it reads the request, loads the model again (a bad model file is its error line, exit 2) and
+// without a GPU answers exit 3.
+TEST(ModelCheckWorker, TheWorkerServesTheModelTask) {
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present: tests/gpu/model_check_test.cpp runs it";
+  const Model m = load_model(testing::fixture("models/tiny.json"), registry());
+  CheckOptions o;
+  o.layers = 1;
+  nlohmann::json request = model_check_request_json(m, o);
+  auto serve = [](const nlohmann::json& q) {
+    return testing::run_command("echo '" + q.dump() + "' | '" + KHARNESS_BINARY +
+                                "' __worker 2>/dev/null");
+  };
+  auto r = serve(request);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  nlohmann::json line = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(line.is_discarded()) << r.out;
+  EXPECT_EQ(line["event"], "error");
+  EXPECT_EQ(line["code"], 3);
+  request["model_file"] = "/no/such/model.json";
+  r = serve(request);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  line = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(line.is_discarded()) << r.out;
+  EXPECT_EQ(line["code"], 2);
 }
 
 // The arithmetic of --time on given numbers: medians, shares of the span, speedups and the 5%

@@ -11,6 +11,7 @@
 
 #include "http_server.hpp"
 #include "kharness/archive.hpp"
+#include "kharness/device.hpp"
 #include "kharness/text.hpp"
 #include "kharness/verdict.hpp"
 #include "test_util.hpp"
@@ -325,6 +326,88 @@ TEST(Run, BadNumbersAreUsageErrorsBeforeTheRunStarts) {
   auto r = kharness(base + "--budget 1 --out '" + tmp.path().string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("--out: '" + tmp.path().string() + "' is a folder"), std::string::npos)
+      << r.out;
+}
+
+// --model (in-model validation) is checked before anything runs: the model loads, the operator is
+// a node of its layer in the phase (decode unless --phase says otherwise), the objective is kernel
+// or layer, and what needs --model has it. One line naming the flag, exit 2, no run folder.
+TEST(Run, InModelValidationFlagsAreCheckedBeforeTheRunStarts) {
+  TempDir tmp;
+  const auto run_dir = tmp.path() / "run";
+  const std::string base =
+      archive_arg(tmp) + "run --provider tune --arch sm_90a --run-dir '" + run_dir.string() + "' ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--operator rmsnorm_h2048 --model llama-3.1-8b",
+       "--operator: rmsnorm_h2048 is no node of llama-3.1-8b's decode layer (its operators: "
+       "rmsnorm_h4096, gemm_n6144_k4096, "},
+      // Without --phase, the decode layer: its attention is the decode definition.
+      {"--operator gqa_paged_prefill_causal_h32_kv8_d128_ps1 --model llama-3.1-8b",
+       "--operator: gqa_paged_prefill_causal_h32_kv8_d128_ps1 is no node of llama-3.1-8b's "
+       "decode layer"},
+      {"--operator gqa_paged_decode_h32_kv8_d128_ps1 --model llama-3.1-8b --phase prefill",
+       "--operator: gqa_paged_decode_h32_kv8_d128_ps1 is no node of llama-3.1-8b's prefill "
+       "layer"},
+      {"--operator rmsnorm_h4096 --model llama-3.1-8b --phase train",
+       "--phase: llama-3.1-8b has no phase 'train' (phases: decode, prefill)"},
+      {"--operator rmsnorm_h4096 --model llama-3.1-8b --objective fastest",
+       "--objective: expected kernel or layer, got 'fastest'"},
+      {"--operator rmsnorm_h4096 --objective layer",
+       "--objective: layer needs --model (the model whose layer is timed)"},
+      {"--operator rmsnorm_h4096 --model-layers 2", "--model-layers: needs --model"},
+      {"--operator rmsnorm_h4096 --phase prefill", "--phase: needs --model"},
+      {"--operator rmsnorm_h4096 --model llama-3.1-8b --model-layers 33",
+       "--model-layers: expected 1 to 32 (llama-3.1-8b's layers), got 33"},
+      {"--operator rmsnorm_h4096 --model llama-3.1-8b --compile-only",
+       "--model: model-check runs on a GPU: not with --compile-only"},
+      // The provider's model is --llm-model: --model names a model of models/.
+      {"--operator rmsnorm_h4096 --model gpt-5",
+       "--model: no model 'gpt-5' (models: llama-3.1-8b); --model names the model a candidate is "
+       "validated in, the provider's model is --llm-model"}};
+  for (const auto& [flags, message] : cases) {
+    auto r = kharness(base + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.out;
+    EXPECT_NE(r.out.find("kharness: error: " + message), std::string::npos) << flags << "\n"
+                                                                            << r.out;
+    EXPECT_FALSE(std::filesystem::exists(run_dir)) << flags;
+  }
+}
+
+// The in-model settings go to run.json; a resumed run keeps them: it can neither add --model
+// to a run made without nor change the model, phase, layers or objective.
+TEST(Run, AResumedRunKeepsItsInModelValidation) {
+  TempDir tmp;
+  const auto plain = tmp.path() / "plain";
+  auto r = kharness(
+      archive_arg(tmp) + "run --operator rmsnorm_h4096 --budget 1 --provider replay --responses '" +
+      replay_dir() + "' --compile-only --arch sm_90a --seed 1 --run-dir '" + plain.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(json::parse(read_file((plain / "run.json").string()))["in_model"].is_null());
+  r = kharness(archive_arg(tmp) + "run --resume '" + plain.string() + "' --responses '" +
+               replay_dir() + "' --budget 2 --model llama-3.1-8b");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--model: the run was made without in-model validation"), std::string::npos)
+      << r.out;
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present: the run below would start";
+  // Without a GPU the run stops at its seed (exit 3), its settings recorded.
+  const auto layered = tmp.path() / "layered";
+  r = kharness(archive_arg(tmp) +
+               "run --operator gqa_paged_prefill_causal_h32_kv8_d128_ps1 --model llama-3.1-8b "
+               "--phase prefill --objective layer --model-layers 2 --provider tune --arch sm_90a "
+               "--budget 1 --run-dir '" +
+               layered.string() + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  const json stored = json::parse(read_file((layered / "run.json").string()));
+  EXPECT_EQ(
+      stored["in_model"],
+      (json{
+          {"model", "llama-3.1-8b"}, {"phase", "prefill"}, {"layers", 2}, {"objective", "layer"}}))
+      << stored.dump(2);
+  r = kharness(archive_arg(tmp) + "run --resume '" + layered.string() + "' --phase decode");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--phase: the run was made with --phase prefill; a resumed run keeps its "
+                       "in-model validation"),
+            std::string::npos)
       << r.out;
 }
 

@@ -52,6 +52,8 @@ constexpr double kSecondsPerWorkload = 1.0;         // what an evaluation costs 
 //            others, every one); COMPILE_ERROR and REJECTED fail before any workload
 //   suspect  1: timed faster than light
 //   untimed  1: one workload outside the representatives has no timing
+//   model    fail: fails model-check (run --model); pass (default) passes it
+//   layer    its layer speedup over the seeds' layer in model-check (default 1)
 struct FakeKernel {
   double latency = 1.0;
   double noise = 0.002;
@@ -59,6 +61,8 @@ struct FakeKernel {
   std::string fail;
   bool suspect = false;
   bool untimed = false;
+  std::string model = "pass";
+  double layer = 1.0;
 };
 
 FakeKernel parse_kernel(const std::string& source) {
@@ -76,6 +80,8 @@ FakeKernel parse_kernel(const std::string& source) {
     if (key == "fail") k.fail = value;
     if (key == "suspect") k.suspect = value == "1";
     if (key == "untimed") k.untimed = value == "1";
+    if (key == "model") k.model = value;
+    if (key == "layer") k.layer = std::stod(value);
   }
   if (!k.fail.empty() && k.status == "PASSED") k.status = "INCORRECT_NUMERICAL";
   return k;
@@ -111,6 +117,9 @@ class FakeEvaluator : public controller::Evaluator {
   // Called with every request before it is answered: may throw (no GPU).
   std::function<void(const EvaluationRequest&)> before;
   bool diagnosis_fails = false;
+  // model-check (run --model): the seeds' layer passes unless told; the operator's share of it.
+  bool seeds_fail_model = false;
+  double share = 0.012;
 
   controller::Evaluated evaluate(const EvaluationRequest& q) override {
     {
@@ -180,6 +189,37 @@ class FakeEvaluator : public controller::Evaluator {
     return "memory-bound: DRAM throughput 91% of peak (" + id_of(q.solution) + ")";
   }
 
+  // The seeds' layer (no solution) as told; a kernel by its `model` and `layer` markers.
+  controller::ModelVerdict model_check(const controller::ModelCheckRequest& q) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      model_checked_.push_back(q.solution.empty() ? std::string("seeds") : id_of(q.solution));
+    }
+    controller::ModelVerdict m;
+    m.model = "llama-3.1-8b";
+    m.phase = "decode";
+    m.layers = 4;
+    m.nodes = {"attn_norm"};
+    m.share = share;
+    m.share_min = share / 2;
+    m.share_max = share * 2;
+    m.layer_noise = 0.001;
+    const FakeKernel k = q.solution.empty() ? FakeKernel{} : kernel(q.solution);
+    m.passed = q.solution.empty() ? !seeds_fail_model : k.model != "fail";
+    m.status = m.passed ? "PASSED" : "INCORRECT_NUMERICAL";
+    if (!m.passed)
+      m.reason = "decode batch=16 kv=4096: hidden state after layer 2: bias +0.004 (max 0.0005)";
+    else
+      m.layer_speedup = q.solution.empty() ? 1.0003 : k.layer;
+    m.verdict = {{"model", "llama-3.1-8b"}, {"passed", m.passed}};
+    return m;
+  }
+  // The model-checks asked for: "seeds" for the seeds' layer, else the candidate's id.
+  std::vector<std::string> model_checked() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return model_checked_;
+  }
+
   std::vector<EvaluationRequest> calls() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return calls_;
@@ -210,6 +250,7 @@ class FakeEvaluator : public controller::Evaluator {
   mutable std::mutex mutex_;
   std::vector<EvaluationRequest> calls_;
   std::vector<std::string> diagnosed_;
+  std::vector<std::string> model_checked_;
 };
 
 // Answers in request order (Request::context.request_index), each the operator's seed with a
@@ -806,6 +847,167 @@ TEST_F(SearchTest, AResumedRunDecidesAsTheUninterruptedRunWould) {
 }
 
 // ---- the real pipeline behind the interface ----
+
+// ---- in-model validation (run --model) ----
+
+// The run's model: Llama's decode layer, 4 layers a model-check, ranked by `objective`.
+void validate_in_llama(SearchOptions& o,
+                       controller::Objective objective = controller::Objective::kKernel) {
+  o.in_model.file = testing::source_dir() / "models" / "llama-3.1-8b.json";
+  o.in_model.name = "llama-3.1-8b";
+  o.in_model.phase = "decode";
+  o.in_model.layers = 4;
+  o.in_model.objective = objective;
+}
+
+// A candidate its kernel verdict would promote is promoted only when model-check passes with it;
+// only those candidates (and the seeds' layer, once) get a model-check; the record and the summary
+// say the model verdict.
+TEST_F(SearchTest, OnlyCandidatesThatPassModelCheckArePromoted) {
+  validate_in_llama(options_);
+  options_.budget = 3;
+  // c0001: faster, but wrong in the model; c0002: slower (stopped by the cascade, never
+  // model-checked); c0003: faster and right in the model.
+  auto p = provider({"latency=0.8 model=fail", "latency=1.2", "latency=0.8 layer=1.004"});
+  SearchResult r = run(p);
+  EXPECT_EQ(pipeline_.model_checked(), (std::vector<std::string>{"seeds", "c0001", "c0003"}));
+  const auto& failed = record(r, "c0001");
+  EXPECT_FALSE(failed.promoted);
+  EXPECT_EQ(failed.status.name(), "PASSED");  // its own kernel verdict
+  ASSERT_TRUE(failed.model_check.is_object());
+  EXPECT_FALSE(failed.model_check["passed"].get<bool>());
+  EXPECT_EQ(failed.model_check["status"], "INCORRECT_NUMERICAL");
+  EXPECT_NE(failed.note.find("not promoted: scores 1.250x the incumbent c0000"), std::string::npos)
+      << failed.note;
+  EXPECT_NE(failed.note.find("fails model-check (llama-3.1-8b decode, 4 layers): decode batch=16"),
+            std::string::npos)
+      << failed.note;
+  EXPECT_TRUE(record(r, "c0002").model_check.is_null());
+  const auto& promoted = record(r, "c0003");
+  EXPECT_TRUE(promoted.promoted);
+  EXPECT_EQ(promoted.parent, "c0000");  // not the failed c0001: it is no elite
+  EXPECT_NE(promoted.note.find("passes model-check (llama-3.1-8b decode, 4 layers), layer "
+                               "speedup 1.0040x"),
+            std::string::npos)
+      << promoted.note;
+  EXPECT_DOUBLE_EQ(promoted.model_check["layer_speedup"].get<double>(), 1.004);
+  EXPECT_EQ(r.best_id, "c0003");
+  EXPECT_EQ(r.model_checks, 3);
+  EXPECT_EQ(r.model_failures, 1);
+  // The seeds' layer: its speedup is 1 by definition, its share kept for the prompts.
+  const auto& seed = record(r, "c0000");
+  EXPECT_DOUBLE_EQ(seed.model_check["layer_speedup"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(seed.model_check["share"].get<double>(), 0.012);
+  // The whole model verdict beside the record; the model's column and line in the summary.
+  EXPECT_TRUE(
+      std::filesystem::exists(options_.work_dir / "candidates" / "c0001" / "model_check.json"));
+  EXPECT_NE(r.summary_text.find("| score | model | tokens |"), std::string::npos) << r.summary_text;
+  EXPECT_NE(r.summary_text.find("| INCORRECT_NUMERICAL |"), std::string::npos) << r.summary_text;
+  EXPECT_NE(r.summary_text.find("| ok 1.0040x |"), std::string::npos) << r.summary_text;
+  EXPECT_NE(r.summary_text.find("In the model (llama-3.1-8b decode, 4 layers, objective kernel): "
+                                "the operator takes 1.2% of the seeds' layer time; the best "
+                                "gives the layer 1.0040x over the seeds'; 3 model-checks, 1 "
+                                "failed"),
+            std::string::npos)
+      << r.summary_text;
+  EXPECT_DOUBLE_EQ(r.summary["in_model"]["best_layer_speedup"].get<double>(), 1.004);
+  EXPECT_EQ(r.summary["in_model"]["objective"], "kernel");
+}
+
+TEST_F(SearchTest, WithoutAModelNothingIsModelChecked) {
+  options_.budget = 1;
+  auto p = provider({"latency=0.8"});
+  SearchResult r = run(p);
+  EXPECT_TRUE(pipeline_.model_checked().empty());
+  EXPECT_TRUE(record(r, "c0001").promoted);
+  EXPECT_TRUE(r.summary["in_model"].is_null());
+  EXPECT_EQ(r.summary_text.find("| model |"), std::string::npos);
+  EXPECT_EQ(p.requests().at(0).user.find("# In the model"), std::string::npos);
+}
+
+// The prompts get the operator's share of the layer time, from the seeds' layer timed once.
+TEST_F(SearchTest, ThePromptsGiveTheOperatorsShareOfTheLayerTime) {
+  validate_in_llama(options_);
+  auto p = provider({"latency=0.9"});
+  run(p);
+  const std::string prompt = p.requests().at(0).user;
+  EXPECT_NE(prompt.find("# In the model\nThis operator runs as node attn_norm of llama-3.1-8b's "
+                        "decode layer."),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("it takes 1.2% of the layer time (0.6% to 2.4% by shape), so making it "
+                        "2x faster saves about 0.6% of the layer"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("promoted only if 4 layers with it substituted still match"),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(prompt.find("--objective layer"), std::string::npos) << prompt;
+}
+
+// --objective layer: a candidate its kernel verdict would promote must also beat the best's layer
+// speedup by more than the combined noise of the two model-checks.
+TEST_F(SearchTest, WithTheLayerObjectivePromotionNeedsALayerSpeedup) {
+  validate_in_llama(options_, controller::Objective::kLayer);
+  options_.budget = 2;
+  // Both beat the seed's kernel by 25%; c0001 gains 0.1% in the layer, within the noise (0.1% of
+  // each check: 0.14%); c0002 gains 1%.
+  auto p = provider({"latency=0.8 layer=1.001", "latency=0.8 layer=1.01"});
+  SearchResult r = run(p);
+  const auto& within = record(r, "c0001");
+  EXPECT_FALSE(within.promoted);
+  EXPECT_NE(within.note.find("passes model-check, but its layer speedup 1.0010x does not beat "
+                             "the best c0000's 1.0000x by more than the noise (0.14%)"),
+            std::string::npos)
+      << within.note;
+  EXPECT_TRUE(record(r, "c0002").promoted);
+  EXPECT_EQ(r.best_id, "c0002");
+  const std::string prompt = p.requests().at(1).user;
+  EXPECT_NE(prompt.find("ranked by the layer speedup over the seeds' layer (--objective layer); "
+                        "the best so far, c0000, gives 1.0000x"),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(r.summary["in_model"]["objective"], "layer");
+}
+
+TEST_F(SearchTest, ASeedsLayerThatFailsModelCheckCannotStartARun) {
+  validate_in_llama(options_);
+  pipeline_.seeds_fail_model = true;
+  auto p = provider({});
+  try {
+    run(p);
+    ADD_FAILURE() << "the run started";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kFailed);
+    EXPECT_NE(e.message().find("the seed cannot start a run: the seeds' layer fails model-check "
+                               "(llama-3.1-8b decode, 4 layers)"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
+// A resumed run compares layer speedups with the best's as the first session left it, and its
+// prompts still show the share.
+TEST_F(SearchTest, AResumedRunKeepsTheModelVerdicts) {
+  validate_in_llama(options_, controller::Objective::kLayer);
+  options_.budget = 1;
+  auto first = provider({"latency=0.8 layer=1.02"});
+  SearchResult r = run(first, "resumed");
+  ASSERT_EQ(r.best_id, "c0001");
+  options_.budget = 2;
+  // Faster still as a kernel, but its layer gains less than the best c0001's.
+  auto second = provider({"", "latency=0.6 layer=1.015"});
+  r = run(second, "resumed", nullptr, true);
+  EXPECT_FALSE(record(r, "c0002").promoted);
+  EXPECT_NE(record(r, "c0002").note.find("does not beat the best c0001's 1.0200x"),
+            std::string::npos)
+      << record(r, "c0002").note;
+  EXPECT_EQ(r.best_id, "c0001");
+  // The seeds' layer is not checked again.
+  EXPECT_EQ(pipeline_.model_checked(), (std::vector<std::string>{"seeds", "c0001", "c0002"}));
+  EXPECT_EQ(r.model_checks, 3);
+  EXPECT_NE(second.requests().at(1).user.find("1.2% of the layer time"), std::string::npos);
+}
 
 TEST(StageEvaluator, AMalformedCandidateIsARejectedVerdictNotAnError) {
   testing::TempDir dir;

@@ -7,6 +7,11 @@
 // operator's tolerance or integrity rules there fails the shape by itself. With --time, each
 // passing shape's layer is also timed end to end against the baseline layer (LayerTiming).
 // models/README.md describes the verdict's JSON.
+//
+// The layers run in a worker process (`kharness __worker`, task "model_check"), as `check`'s
+// trials do: a substituted kernel that crashes, traps or hangs inside the layer ends the worker,
+// not kharness; the verdict says RUNTIME_ERROR or TIMEOUT (the launch watchdog's, within seconds,
+// or the whole worker's --timeout) and names the shape that was running.
 #pragma once
 
 #include <filesystem>
@@ -17,7 +22,9 @@
 #include <vector>
 
 #include "kharness/compile.hpp"
+#include "kharness/device.hpp"
 #include "kharness/model.hpp"
+#include "kharness/status.hpp"
 
 namespace kharness::model {
 
@@ -32,6 +39,15 @@ struct CheckOptions {
   // layer and of the substituted one, alternating (LayerTiming).
   bool time = false;
   int timed_passes = 20;
+  // The worker: its wall-clock limit (compiles, every layer and the timing), the launch
+  // watchdog's limit (a wait on the GPU longer than this is a hang: TIMEOUT) and its GPU (a
+  // pool's; nullopt: the first visible one).
+  double timeout_seconds = 1800;
+  double launch_timeout_seconds = 10;
+  std::optional<GpuInfo> gpu;
+  // The catalogue folders the model's definitions came from (--operators-dir): the worker loads
+  // the model file again with them.
+  std::vector<std::filesystem::path> operators_dirs;
 };
 
 // How far one tensor is from the reference's: max |got - want| / max |want|, the cosine of the
@@ -87,6 +103,9 @@ struct LayerTiming {
   double baseline_seconds = 0.0;  // median span of the baseline layer
   double seconds = 0.0;           // median span of the substituted layer
   double speedup = 1.0;           // baseline_seconds / seconds
+  // The combined relative noise of the two medians (each SE(median) / median of its spans,
+  // bench::relative_median_noise; +inf with fewer than 5 passes a side).
+  double noise = 0.0;
   std::vector<NodeTiming> nodes;  // in execution order
   // The per-node medians summed, against the span: what the gaps between kernels (and the
   // medians' spread) leave out. The check holds when both are within 5% of their span.
@@ -130,6 +149,10 @@ struct CheckResult {
   std::vector<ShapeResult> shapes;
   std::string error;  // a substituted solution that does not compile or faults; then !passed
   bool passed = false;
+  // PASSED; INCORRECT_NUMERICAL (drift, or a node breaking its own check); COMPILE_ERROR or
+  // REJECTED (a substituted solution that does not build); RUNTIME_ERROR (a launch that fails, a
+  // worker that crashed); TIMEOUT (a hang, or no verdict within the worker's limit).
+  Status status = Status::kPassed;
 };
 
 // Whether `got` meets the tolerance (each of max_rel_error, cosine and |bias|).
@@ -137,11 +160,34 @@ bool within(const Deviation& got, const ModelTolerance& tolerance);
 // The deviation of `got` from `want` (equal sizes).
 Deviation deviation(const std::vector<double>& got, const std::vector<double>& want);
 
-// Throws Error: usage (exit 2) for an unknown phase, OP or solution file; environment (exit 3)
-// without a GPU.
+// The phase `options` names, once its layers, --use names and solution files are checked.
+// Throws Error (exit 2) for an unknown phase, OP or solution file, or a layer count out of range.
+const Phase& check_options(const Model& model, const CheckOptions& options);
+
+// Runs the check in a worker process. Throws Error: usage (exit 2) as check_options; environment
+// (exit 3) without a GPU; internal (exit 4) for a reference that does not build or run. A
+// misbehaving substituted solution is a verdict (passed false, its status), never an exception.
 CheckResult check_model(const Model& model, const CheckOptions& options);
 
 nlohmann::json to_json(const CheckResult& result);
+nlohmann::json to_json(const ShapeResult& shape);
 nlohmann::json to_json(const LayerTiming& timing);
+// The inverses (what the worker's lines carry). Throw Error (exit 2) naming the field for a
+// malformed verdict.
+CheckResult check_result_from_json(const nlohmann::json& j);
+ShapeResult shape_result_from_json(const nlohmann::json& j);
+
+}  // namespace kharness::model
+
+namespace kharness::worker {
+class ProtocolStream;
+}
+
+namespace kharness::model {
+
+// The worker's side of a model-check: `request` is what check_model sends to the evaluation
+// worker (`kharness __worker`, task "model_check"). Lines out: `begin` (the verdict's head),
+// `started` and `shape` per phase shape, then `model_check` (the whole verdict).
+void serve_model_check(const nlohmann::json& request, worker::ProtocolStream& protocol);
 
 }  // namespace kharness::model

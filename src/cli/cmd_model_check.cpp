@@ -2,6 +2,8 @@
 // [--time] [--json FILE] [--markdown FILE] [--html FILE]: a model's layers with the references,
 // then with solutions substituted, compared on the final hidden state under the model's tolerance
 // (kharness/model_check.hpp); with --time, the layer timed end to end against the baseline layer.
+// The layers run in a worker process, so a substituted kernel that crashes or hangs is a verdict
+// (RUNTIME_ERROR, TIMEOUT: exit 1), as in `check`.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "kharness/model.hpp"
 #include "kharness/model_check.hpp"
 #include "kharness/report.hpp"
+#include "kharness/status.hpp"
 
 namespace kharness::cli {
 namespace {
@@ -30,6 +33,8 @@ struct ModelCheckArgs {
   int timed_passes = 20;
   std::string arch;
   bool no_cache = false;
+  double timeout = 1800;
+  double launch_timeout = 10;
 };
 
 void print_timing(const model::LayerTiming& t) {
@@ -50,6 +55,8 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
   if (!args.json_file.empty()) check_output_file("--json", args.json_file);
   if (!args.markdown_file.empty()) check_output_file("--markdown", args.markdown_file);
   if (!args.html_file.empty()) check_output_file("--html", args.html_file);
+  if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  validate_launch_timeout(args.launch_timeout);
   OperatorRegistry registry = make_registry(global);
   model::Model m = model::load_model(model::find_model(args.model), registry);
   model::CheckOptions options;
@@ -57,6 +64,9 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
   options.layers = args.layers;
   options.time = args.time;
   options.timed_passes = args.timed_passes;
+  options.timeout_seconds = args.timeout;
+  options.launch_timeout_seconds = args.launch_timeout;
+  options.operators_dirs = global.operators_dirs;
   for (const auto& u : args.use) {
     auto eq = u.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == u.size())
@@ -82,8 +92,10 @@ ExitCode run_model_check(const ModelCheckArgs& args, const GlobalOptions& global
     html.layers = report::layer_timings(verdict, "verdict");
     write_output("--html", args.html_file, report::to_html(html));
   }
+  const std::string outcome =
+      result.passed ? "PASSED" : fmt::format("FAILED ({})", status_name(result.status));
   std::printf("%s %s, %d layers: %s\n", result.model.c_str(), result.phase.c_str(), result.layers,
-              result.passed ? "PASSED" : "FAILED");
+              outcome.c_str());
   if (!result.error.empty()) std::printf("  %s\n", result.error.c_str());
   for (const auto& s : result.shapes) {
     if (s.layers.empty()) continue;
@@ -127,6 +139,12 @@ Runner setup_model_check(CLI::App& app) {
       ->type_name("FILE");
   app.add_option("--arch", args->arch, "NVRTC target (default: this GPU's)")->type_name("ARCH");
   app.add_flag("--no-cache", args->no_cache, "Compile even if the compile cache has a solution");
+  app.add_option("--timeout", args->timeout,
+                 fmt::format("Wall-clock limit of the whole check, compiles included (default {:g} "
+                             "s): TIMEOUT after it",
+                             args->timeout))
+      ->type_name("SECONDS");
+  add_launch_timeout_option(app, &args->launch_timeout);
   return [args](const GlobalOptions& global) { return run_model_check(*args, global); };
 }
 

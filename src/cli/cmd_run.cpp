@@ -1,5 +1,6 @@
 // kharness run --operator NAME [--budget N] [--provider P] ...: the optimisation loop
-// (docs/controller.md).
+// (docs/controller.md); with --model NAME [--phase P] [--objective kernel|layer], every promotion
+// also passes model-check in that model's layer (docs/controller.md#in-model-validation).
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -21,6 +22,7 @@
 #include "controller/recorder.hpp"
 #include "controller/search.hpp"
 #include "kharness/archive.hpp"
+#include "kharness/model.hpp"
 #include "kharness/text.hpp"
 #include "llm/providers.hpp"
 #include "pipeline/evaluation.hpp"
@@ -51,7 +53,7 @@ void on_sigint(int) {
 struct RunArgs {
   controller::SearchOptions search;
   std::string provider;
-  std::string model;
+  std::string model;  // the provider's model (--llm-model)
   std::string base_url;
   std::string providers_config;
   std::string command;
@@ -69,6 +71,12 @@ struct RunArgs {
   std::string gpus;  // --gpus all|LIST
   std::string seed;
   bool no_cache = false;
+  // In-model validation: --model (a model of models/ or a model file), --phase, --model-layers
+  // (0: the default, ModelGate's, at most the model's), --objective.
+  std::string in_model;
+  std::string phase = "decode";
+  int model_layers = 0;
+  std::string objective = "kernel";
 };
 
 // TEXT, or the contents of FILE for @FILE.
@@ -117,7 +125,54 @@ json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
           {"cascade", !a.no_cascade},
           {"arch", arch},
           {"seed", seed},
+          {"in_model", a.in_model.empty() ? json(nullptr)
+                                          : json{{"model", a.in_model},
+                                                 {"phase", a.phase},
+                                                 {"layers", a.model_layers},
+                                                 {"objective", a.objective}}},
           {"created", utc_stamp()}};
+}
+
+// --resume: the in-model validation a run was made with is kept; a command line may repeat it,
+// never change it (the records' model verdicts and layer speedups are of that model).
+void apply_stored_model(RunArgs& a, const json& s, const CLI::App& app, const std::string& source) {
+  const json stored = s.value("in_model", json());
+  const bool given = app.count("--model") + app.count("--phase") + app.count("--model-layers") +
+                         app.count("--objective") >
+                     0;
+  if (stored.is_null()) {
+    if (given)
+      throw input_error("--model", fmt::format("the run was made without in-model validation ({}); "
+                                               "a resumed run cannot add it",
+                                               source));
+    return;
+  }
+  if (!stored.is_object())
+    throw input_error(source + ": in_model",
+                      fmt::format("expected an object, got {}", stored.type_name()));
+  RunArgs kept;
+  try {
+    kept.in_model = stored.at("model").get<std::string>();
+    kept.phase = stored.at("phase").get<std::string>();
+    kept.model_layers = stored.at("layers").get<int>();
+    kept.objective = stored.at("objective").get<std::string>();
+  } catch (const json::exception&) {
+    throw input_error(source + ": in_model", "needs model, phase, layers and objective");
+  }
+  auto agree = [&](const char* flag, const auto& given_value, const auto& kept_value) {
+    if (app.count(flag) > 0 && given_value != kept_value)
+      throw input_error(flag, fmt::format("the run was made with {} {}; a resumed run keeps its "
+                                          "in-model validation",
+                                          flag, kept_value));
+  };
+  agree("--model", a.in_model, kept.in_model);
+  agree("--phase", a.phase, kept.phase);
+  agree("--model-layers", a.model_layers, kept.model_layers);
+  agree("--objective", a.objective, kept.objective);
+  a.in_model = kept.in_model;
+  a.phase = kept.phase;
+  a.model_layers = kept.model_layers;
+  a.objective = kept.objective;
 }
 
 // --resume: the stored settings, except what this command line gives explicitly.
@@ -134,7 +189,7 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::str
   };
   take("--operator", "operator", a.search.target.operator_name);
   take("--provider", "provider", a.provider);
-  take("--model", "model", a.model);
+  take("--llm-model", "model", a.model);
   // Where answers come from is never read back: a run folder from elsewhere (a CI artifact, a
   // shared run) must not run a shell command with the API keys in its environment, send a key
   // to a URL it names, or replay answers from a folder it names. These come from this command
@@ -229,6 +284,46 @@ void validate_args(const RunArgs& args) {
   validate_launch_timeout(o.launch_timeout);
   if (!(args.command_timeout > 0)) throw input_error("--command-timeout", "must be > 0 seconds");
   if (!(o.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
+  if (!controller::parse_objective(args.objective))
+    throw input_error("--objective",
+                      fmt::format("expected kernel or layer, got '{}'", args.objective));
+  if (args.in_model.empty()) {
+    if (args.objective == "layer")
+      throw input_error("--objective", "layer needs --model (the model whose layer is timed)");
+    if (args.model_layers != 0) throw input_error("--model-layers", "needs --model");
+    if (args.phase != "decode") throw input_error("--phase", "needs --model");
+  } else if (o.compile_only) {
+    throw input_error("--model", "model-check runs on a GPU: not with --compile-only");
+  }
+  if (args.model_layers < 0) throw input_error("--model-layers", "must be at least 1");
+}
+
+// --model: the model a run validates its candidates in, checked before anything runs: the model
+// file loads, the phase is one of its phases, the operator is a node of its layer, the layer
+// count fits it. Disabled without --model.
+controller::ModelGate resolve_in_model(const RunArgs& args, const GlobalOptions& global) {
+  controller::ModelGate gate;
+  if (args.in_model.empty()) return gate;
+  try {
+    gate.file = model::find_model(args.in_model);
+  } catch (const Error& e) {
+    // `--model` named the provider's model before `--llm-model` did.
+    if (e.code() != ExitCode::kUsage) throw;
+    throw Error(e.code(), e.where(),
+                std::string(e.what()) +
+                    "; --model names the model a candidate is validated in, the provider's "
+                    "model is --llm-model");
+  }
+  const model::Model m = model::load_model(gate.file, make_registry(global));
+  controller::model_nodes_of(m, args.phase, args.search.target.operator_name);
+  gate.name = m.name;
+  gate.phase = args.phase;
+  if (args.model_layers > m.layers)
+    throw input_error("--model-layers", fmt::format("expected 1 to {} ({}'s layers), got {}",
+                                                    m.layers, m.name, args.model_layers));
+  gate.layers = args.model_layers > 0 ? args.model_layers : std::min(gate.layers, m.layers);
+  gate.objective = *controller::parse_objective(args.objective);
+  return gate;
 }
 
 // The candidates' provider, and the options it was made with (the search reads its model and
@@ -283,7 +378,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   if (!args.resume.empty()) {
     run_dir = args.resume;
     files = std::make_unique<controller::FileRecorder>(run_dir);
-    apply_stored(args, files->load_run(), app, (run_dir / "run.json").string());
+    const json stored = files->load_run();
+    apply_stored(args, stored, app, (run_dir / "run.json").string());
+    apply_stored_model(args, stored, app, (run_dir / "run.json").string());
     earlier = files->load_candidates();
   } else {
     if (args.search.target.operator_name.empty())
@@ -299,6 +396,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
     files = std::make_unique<controller::FileRecorder>(run_dir);
   }
   validate_args(args);
+  const controller::ModelGate in_model = resolve_in_model(args, global);
   if (args.resume.empty()) make_output_dir("--run-dir", run_dir);
   if (!args.out.empty()) check_output_file("--out", args.out);
   // Every candidate also goes to the archive (a run of its own there); an archive that cannot be
@@ -356,6 +454,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.skills_dir = data_dir() / "skills";
   so.work_dir = run_dir;
   so.out = args.out;
+  so.in_model = in_model;
+  so.in_model.timeout *= gpu_sharing(so.gpus);
 
   if (earlier.empty()) recorder_ptr->begin(settings(args, arch, seed));
   // One pipeline for the run's evaluations: each candidate loaded and compiled once, its verdict
@@ -415,7 +515,8 @@ Runner setup_run(CLI::App& app) {
                  "anthropic, openai, command, replay or tune (default: anthropic/openai when "
                  "their API key is set, else tune)")
       ->type_name("NAME");
-  app.add_option("--model", args->model, "Model name (default: configs/providers.json's)");
+  app.add_option("--llm-model", args->model,
+                 "The provider's model (default: configs/providers.json's)");
   app.add_option("--base-url", args->base_url, "API base URL (a proxy or a local server)")
       ->type_name("URL");
   app.add_option("--providers-config", args->providers_config,
@@ -482,6 +583,22 @@ Runner setup_run(CLI::App& app) {
                  fmt::format("Wall-clock limit per evaluation (default {:g} s)", d.eval_timeout));
   add_launch_timeout_option(app, &args->search.launch_timeout);
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache and the verdict cache");
+  app.add_option("--model", args->in_model,
+                 "Validate candidates in this model's layer (models/NAME or a model file): a "
+                 "promotion also needs model-check to pass with the candidate substituted for "
+                 "the operator's nodes")
+      ->type_name("NAME|FILE");
+  app.add_option("--phase", args->phase, "The model's phase with --model (default decode)")
+      ->type_name("PHASE");
+  app.add_option("--model-layers", args->model_layers,
+                 fmt::format("Layers per model-check with --model (default {}, at most the "
+                             "model's)",
+                             controller::ModelGate{}.layers))
+      ->type_name("N");
+  app.add_option("--objective", args->objective,
+                 "What promotion and the best kernel are ranked by: kernel (its own speedup, the "
+                 "default) or layer (the layer speedup, with --model)")
+      ->type_name("kernel|layer");
   CLI::App* self = &app;
   return [args, self](const GlobalOptions& global) { return run_run(*args, global, *self); };
 }

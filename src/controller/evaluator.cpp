@@ -4,6 +4,8 @@
 
 #include "controller/archive_recorder.hpp"
 #include "kharness/error.hpp"
+#include "kharness/model_check.hpp"
+#include "kharness/operators.hpp"
 #include "kharness/profile.hpp"
 #include "pipeline/evaluation.hpp"
 
@@ -19,6 +21,36 @@ pipeline::EvaluationOptions pipeline_options(const StageSettings& settings) {
   o.bench = settings.bench;
   o.archive = false;  // the run's recorder archives every candidate, with its prompt and answer
   return o;
+}
+
+StageEvaluator::StageEvaluator(StageSettings settings, pipeline::Evaluator& pipeline)
+    : settings_(std::move(settings)), pipeline_(pipeline) {
+  if (settings_.model.enabled()) {
+    model_ = model::load_model(settings_.model.file,
+                               OperatorRegistry::from_environment(settings_.target.operators_dirs));
+  }
+}
+
+ModelVerdict Evaluator::model_check(const ModelCheckRequest& /*request*/) {
+  throw Error(ExitCode::kInternal, "run", "this evaluator has no model to check against");
+}
+
+ModelVerdict StageEvaluator::model_check(const ModelCheckRequest& request) {
+  if (!model_) return Evaluator::model_check(request);
+  const ModelGate& gate = settings_.model;
+  model::CheckOptions o;
+  o.phase = gate.phase;
+  o.layers = gate.layers;
+  if (!request.solution.empty())
+    o.use[settings_.target.operator_name] = std::filesystem::absolute(request.solution);
+  o.compile = make_compile_options(settings_.target.arch, settings_.target.use_cache);
+  o.time = true;
+  o.timed_passes = gate.timed_passes;
+  o.timeout_seconds = gate.timeout;
+  o.launch_timeout_seconds = settings_.launch_timeout;
+  o.gpu = request.gpu;
+  o.operators_dirs = settings_.target.operators_dirs;
+  return model_verdict(model::check_model(*model_, o), settings_.target.operator_name);
 }
 
 Evaluated StageEvaluator::evaluate(const EvaluationRequest& request) {

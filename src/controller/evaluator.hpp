@@ -2,9 +2,10 @@
 // small interface so that its decisions — promotion, the cascade, elites, dropout, budgets,
 // resume — are tested on the CPU with fakes (tests/search_test.cpp), as ninja tests its build
 // logic against a fake disk:
-// - Evaluator: one candidate file through the pipeline to a verdict, and the profile stage's
-//   diagnosis of a kernel. StageEvaluator is the real one (pipeline::Evaluator, which keeps the
-//   verdict cache, and profile_solution).
+// - Evaluator: one candidate file through the pipeline to a verdict, the profile stage's
+//   diagnosis of a kernel, and a model-check with a kernel substituted in the run's model
+//   (`run --model`). StageEvaluator is the real one (pipeline::Evaluator, which keeps the
+//   verdict cache, profile_solution and model::check_model).
 // - Clock: monotonic seconds, for the wall-time budget and the cascade's accounting.
 // The run's records go through RunRecorder (controller/recorder.hpp).
 #pragma once
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/model_gate.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/bench.hpp"
 #include "kharness/device.hpp"
@@ -72,6 +74,12 @@ class Evaluator {
   // The counters' diagnosis of a kernel (kharness/profile.hpp's diagnosis_text). Throws Error
   // when it cannot profile (exit 3: counters not permitted; 1: the kernel fails there).
   virtual std::string diagnose(const DiagnosisRequest& request) = 0;
+  // The run's model-check (`run --model`: StageSettings::model) with request.solution substituted
+  // for every node of the operator, its layer timed against the seeds' layer. A candidate that
+  // fails there is a verdict (passed false), not an exception; throws Error only for what ends
+  // the run (no GPU, a reference that fails). The default: an evaluator with no model to check
+  // against (exit 4).
+  virtual ModelVerdict model_check(const ModelCheckRequest& request);
 };
 
 // The pipeline for verdicts (pipeline::Evaluator: one load, one compile, the verdict cache; the
@@ -81,6 +89,7 @@ struct StageSettings {
   double eval_timeout = 300;   // seconds, a whole evaluation
   double launch_timeout = 10;  // the launch watchdog's limit
   bench::BenchOptions bench;
+  ModelGate model;  // in-model validation (`run --model`); disabled without a file
 };
 
 // The pipeline's options for a run with these settings: mode validate, nothing archived by it.
@@ -89,14 +98,16 @@ pipeline::EvaluationOptions pipeline_options(const StageSettings& settings);
 class StageEvaluator : public Evaluator {
  public:
   // `pipeline`: made with pipeline_options(settings) (its archive off: the recorder archives).
-  StageEvaluator(StageSettings settings, pipeline::Evaluator& pipeline)
-      : settings_(std::move(settings)), pipeline_(pipeline) {}
+  // With settings.model enabled, loads the model file (throws Error, exit 2, for a bad one).
+  StageEvaluator(StageSettings settings, pipeline::Evaluator& pipeline);
   Evaluated evaluate(const EvaluationRequest& request) override;
   std::string diagnose(const DiagnosisRequest& request) override;
+  ModelVerdict model_check(const ModelCheckRequest& request) override;
 
  private:
   StageSettings settings_;
   pipeline::Evaluator& pipeline_;
+  std::optional<model::Model> model_;  // with settings_.model enabled
 };
 
 class Clock {

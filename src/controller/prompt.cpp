@@ -333,12 +333,44 @@ std::string render_feedback(const std::string& id, const std::string& status,
   return out;
 }
 
+std::string render_model(const ModelGate& gate, const ModelVerdict& baseline,
+                         const std::string& best_id, std::optional<double> best_layer_speedup) {
+  std::string out = "# In the model\n";
+  out += fmt::format("This operator runs as {} {} of {}'s {} layer.",
+                     baseline.nodes.size() == 1 ? "node" : "nodes", join(baseline.nodes, ", "),
+                     gate.name, gate.phase);
+  if (baseline.share) {
+    const double share = *baseline.share;
+    out += fmt::format(
+        " With the shipped seeds it takes {:.1f}% of the layer time ({:.1f}% to {:.1f}% by "
+        "shape), so making it 2x faster saves about {:.1f}% of the layer, and no kernel of it can "
+        "save more than {:.1f}%.",
+        100 * share, 100 * baseline.share_min, 100 * baseline.share_max, 50 * share, 100 * share);
+  }
+  out += fmt::format(
+      "\nA candidate is promoted only if {} with it substituted still match the reference "
+      "layers (model-check: the hidden state's drift, and each node's own check inside the "
+      "layer, on the layer's real inputs and strides).\n",
+      gate.layers == 1 ? std::string("one layer") : fmt::format("{} layers", gate.layers));
+  if (gate.objective == Objective::kLayer) {
+    out += fmt::format(
+        "Candidates are ranked by the layer speedup over the seeds' layer (--objective layer); "
+        "the best so far, {}, gives {:.4f}x.\n",
+        best_id, best_layer_speedup.value_or(1.0));
+  }
+  return out;
+}
+
 Prompt build_prompt(const PromptParts& parts, std::size_t max_tokens) {
   Prompt p;
   std::size_t bound = max_tokens * kCharsPerToken;
   p.system = system_text();
   if (p.system.size() > bound / 2) p.system = fit(p.system, bound / 2, "instructions", p.cuts);
-  std::size_t room = bound > p.system.size() + 320 ? bound - p.system.size() - 320 : 0;
+  // The model paragraph goes in whole (a few hundred characters), before the shares.
+  std::string model = parts.model;
+  if (model.size() > bound / 8) model = fit(model, bound / 8, "model", p.cuts);
+  const std::size_t fixed = p.system.size() + model.size() + 320;
+  std::size_t room = bound > fixed ? bound - fixed : 0;
 
   std::string hints;
   if (!parts.hints.empty()) {
@@ -414,7 +446,7 @@ Prompt build_prompt(const PromptParts& parts, std::size_t max_tokens) {
     if (kn.size() > limit) kn = fit(kn, limit, "knowledge", p.cuts);
   }
   std::vector<std::string> sections;
-  for (const std::string* s : {&task, &hi, &best, &fb, &dg, &kn}) {
+  for (const std::string* s : {&task, &model, &hi, &best, &fb, &dg, &kn}) {
     if (!s->empty()) sections.push_back(*s);
   }
   sections.push_back(

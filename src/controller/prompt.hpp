@@ -2,7 +2,9 @@
 // with its own share of the bound: the task (definition, shapes, dtypes, tolerance, the solution
 // format), the current best kernel and its per-workload numbers, the latest feedback, the profile
 // diagnosis, knowledge from skills/ and a person's hints. A part under its share lends the rest
-// to the parts over theirs; whatever still does not fit is cut with a visible note.
+// to the parts over theirs; whatever still does not fit is cut with a visible note. With `run
+// --model`, a short paragraph on the operator in the model (its share of the layer time, the
+// model-check a promotion needs) goes in whole, ahead of the shares.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/model_gate.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/verdict.hpp"
 
@@ -45,6 +48,7 @@ struct PromptParts {
   std::string diagnosis;              // from the profile stage; may be empty
   std::vector<SkillSection> skills;   // in preference order
   std::vector<std::string> hints;     // a person's directions (--hint)
+  std::string model;                  // render_model; empty without --model
 };
 
 struct Prompt {
@@ -65,6 +69,13 @@ std::string render_best(const std::string& id, const std::string& source, const 
 std::string render_feedback(const std::string& id, const std::string& status,
                             const std::string& reason, const Verdict* verdict,
                             const std::string& note);
+
+// The operator in the run's model (`run --model`): its nodes, its share of the seeds' layer time
+// (`baseline`: the model-check of the seeds' layer at the start of the run) and what that share
+// bounds, the model-check a promotion needs, and under --objective layer the best kernel's layer
+// speedup (`best_id`, `best_layer_speedup`).
+std::string render_model(const ModelGate& gate, const ModelVerdict& baseline,
+                         const std::string& best_id, std::optional<double> best_layer_speedup);
 
 // Assembles the prompt within `max_tokens` (the whole prompt, system text included).
 Prompt build_prompt(const PromptParts& parts, std::size_t max_tokens);

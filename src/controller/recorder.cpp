@@ -44,6 +44,7 @@ json to_json(const CandidateRecord& r) {
           {"prompt_cuts", r.prompt_cuts},
           {"restart", r.restart},
           {"diagnosis", r.diagnosis},
+          {"model_check", r.model_check},
           {"has_source", !r.source.empty()}};
 }
 
@@ -78,6 +79,7 @@ CandidateRecord record_from_json(const json& j) {
   r.prompt_cuts = j.value("prompt_cuts", std::vector<std::string>{});
   r.restart = j.value("restart", "");
   r.diagnosis = j.value("diagnosis", "");
+  if (auto m = j.find("model_check"); m != j.end() && m->is_object()) r.model_check = *m;
   return r;
 }
 
@@ -104,6 +106,8 @@ void FileRecorder::record(const CandidateRecord& r) {
   if (!r.verdict.is_null()) put("verdict.json", json_util::dump(r.verdict, 2) + "\n");
   if (!r.best_verdict.is_null())
     put("best_verdict.json", json_util::dump(r.best_verdict, 2) + "\n");
+  if (!r.model_verdict.is_null())
+    put("model_check.json", json_util::dump(r.model_verdict, 2) + "\n");
   // Last: a candidate folder without record.json is one a killed run left unfinished.
   write_file_atomic((d / "record.json").string(), json_util::dump(to_json(r), 2) + "\n");
 }

@@ -46,8 +46,13 @@ struct CandidateRecord {
   // answered ("" when evaluated).
   std::string cache_key, cached_from;
   std::vector<std::string> prompt_cuts;
-  std::string restart;          // set on the first candidate after an optimisation-dropout restart
-  std::string diagnosis;        // for the best kernels: the profile stage's diagnosis of it
+  std::string restart;    // set on the first candidate after an optimisation-dropout restart
+  std::string diagnosis;  // for the best kernels: the profile stage's diagnosis of it
+  // In-model validation (`run --model`): what the model-check said of it (ModelVerdict's JSON:
+  // outcome, layer speedup, the operator's share), null when none ran; and the whole model-check
+  // verdict (candidates/<id>/model_check.json; not read back by --resume).
+  nlohmann::json model_check;
+  nlohmann::json model_verdict;
   nlohmann::json verdict;       // the last verdict (null when nothing ran)
   nlohmann::json best_verdict;  // for a promoted one: the verdict as the prompt shows it
   // The pipeline's archive record of the evaluation whose verdict this record keeps (compile log,
@@ -72,7 +77,7 @@ class RunRecorder {
 };
 
 // <run>/run.json, <run>/candidates/<id>/{record.json, system.txt, prompt.md, response.raw,
-// answer.md, solution.cu, verdict.json}, <run>/summary.{json,md}.
+// answer.md, solution.cu, verdict.json, model_check.json}, <run>/summary.{json,md}.
 class FileRecorder : public RunRecorder {
  public:
   explicit FileRecorder(std::filesystem::path dir) : dir_(std::move(dir)) {}

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "controller/answer.hpp"
+#include "controller/model_gate.hpp"
 #include "controller/prompt.hpp"
 #include "core/json_util.hpp"
 #include "core/pool.hpp"
@@ -54,6 +55,7 @@ StageSettings stage_settings(const SearchOptions& options) {
   s.eval_timeout = options.eval_timeout;
   s.launch_timeout = options.launch_timeout;
   s.bench = options.bench;
+  s.model = options.in_model;
   return s;
 }
 
@@ -91,6 +93,51 @@ double promotion_threshold(const Comparison& c, double min_gain) {
 
 namespace {
 
+// The model column of the summary table: "ok 1.0040x" (the layer speedup), the status of a
+// failed model-check, or "-" where none ran.
+std::string model_cell(const CandidateRecord& r) {
+  if (!r.model_check.is_object()) return "-";
+  if (!r.model_check.value("passed", false)) return r.model_check.value("status", "FAILED");
+  const json speedup = r.model_check.value("layer_speedup", json());
+  return speedup.is_number() ? fmt::format("ok {:.4f}x", speedup.get<double>()) : "ok";
+}
+
+// With --model, the summary's account of in-model validation: a line of text (empty without a
+// model) and `json_out`, its JSON (null without).
+std::string model_summary(const SearchResult& result, const SearchOptions& options,
+                          json& json_out) {
+  json_out = nullptr;
+  const ModelGate& gate = options.in_model;
+  if (!gate.enabled() || options.compile_only) return {};
+  std::optional<ModelVerdict> seeds, best;
+  for (const auto& r : result.candidates) {
+    if (!r.model_check.is_object()) continue;
+    try {
+      if (r.id == "c0000") seeds = model_verdict_from_json(r.model_check, r.id);
+      if (r.id == result.best_id) best = model_verdict_from_json(r.model_check, r.id);
+    } catch (const Error&) {
+      // a record edited by hand: the summary goes without it
+    }
+  }
+  const std::optional<double> share = seeds ? seeds->share : std::nullopt;
+  const std::optional<double> layer = best ? best->layer_speedup : std::nullopt;
+  json_out = {{"model", gate.name},
+              {"phase", gate.phase},
+              {"layers", gate.layers},
+              {"objective", std::string(objective_name(gate.objective))},
+              {"operator_share", share ? json(*share) : json(nullptr)},
+              {"best_layer_speedup", layer ? json(*layer) : json(nullptr)},
+              {"model_checks", result.model_checks},
+              {"model_failures", result.model_failures}};
+  return fmt::format(
+      "In the model ({}, objective {}): the operator takes {} of the seeds' layer time; the best "
+      "gives the layer {} over the seeds'; {} model-checks, {} failed\n",
+      model_label(gate), objective_name(gate.objective),
+      share ? fmt::format("{:.1f}%", 100 * *share) : std::string("an unknown part"),
+      layer ? fmt::format("{:.4f}x", *layer) : std::string("an unknown speedup"),
+      result.model_checks, result.model_failures);
+}
+
 // The run's summary, from `result` once its candidates, best kernel, spending and stop reason are
 // in: a table of every candidate, the best kernel and what it reached, the budget spent and the
 // shape cascade's savings, as text (printed at the end) and JSON (machine-readable).
@@ -99,9 +146,14 @@ void write_summary(SearchResult& result, const SearchOptions& options, const Ope
   int stopped = 0;
   double saved = 0, spent_reps = 0;
   json rows = json::array();
-  std::string table = fmt::format(
-      "| candidate | parent | status | stage | vs incumbent | score | tokens | cost | note |\n"
-      "|---|---|---|---|---|---|---|---|---|\n");
+  // With --model, a column says each candidate's model-check.
+  const bool model_column = options.in_model.enabled() && !options.compile_only;
+  std::string table =
+      model_column
+          ? "| candidate | parent | status | stage | vs incumbent | score | model | tokens | cost "
+            "| note |\n|---|---|---|---|---|---|---|---|---|---|\n"
+          : "| candidate | parent | status | stage | vs incumbent | score | tokens | cost | note "
+            "|\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : result.candidates) {
     rows.push_back(to_json(r));
     if (r.stage == "representatives") {
@@ -116,10 +168,11 @@ void write_summary(SearchResult& result, const SearchOptions& options, const Ope
     for (auto& ch : note)
       if (ch == '|' || ch == '\n') ch = ' ';
     table += fmt::format(
-        "| {}{} | {} | {} | {} | {} | {} | {} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
+        "| {}{} | {} | {} | {} | {} | {} | {}{} | ${:.4f} | {} |\n", r.id, r.promoted ? " *" : "",
         r.parent.empty() ? "-" : r.parent, r.status.name(), r.stage.empty() ? "-" : r.stage,
         r.speedup_vs_incumbent > 0 ? fmt::format("{:.3f}x", r.speedup_vs_incumbent) : "-",
         r.score > 0 ? fmt::format("{:.3f}x", r.score) : "-",
+        model_column ? model_cell(r) + " | " : std::string(),
         r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
   }
   std::string text =
@@ -194,6 +247,8 @@ void write_summary(SearchResult& result, const SearchOptions& options, const Ope
         "others: net ~{:.1f} s\n",
         reps.size(), op.workloads.size(), stopped, saved, spent_reps, saved - spent_reps);
   }
+  json in_model;
+  text += model_summary(result, options, in_model);
   if (result.fatal) text += "Stopped by: " + result.fatal->message() + "\n";
   result.summary = {{"schema", "kharness.run/1"},
                     {"operator", op.definition.name},
@@ -213,6 +268,7 @@ void write_summary(SearchResult& result, const SearchOptions& options, const Ope
                     {"cost_usd", result.cost},
                     {"seconds", result.seconds},
                     {"dropouts", result.dropouts},
+                    {"in_model", in_model},
                     {"cascade",
                      {{"representatives", reps},
                       {"stopped_early", stopped},
@@ -237,6 +293,10 @@ struct Search::Impl {
     double score = 0.0;
     std::map<std::string, double> speedup;  // uuid -> over the operator's baseline (estimated)
     std::optional<Verdict> display;         // verdict as the prompt shows it
+    // With --model: its layer speedup over the seeds' layer (1 for the seed) and that figure's
+    // relative noise, from its model-check.
+    std::optional<double> layer_speedup;
+    double layer_noise = 0.0;
   };
 
   SearchOptions options;
@@ -260,7 +320,11 @@ struct Search::Impl {
   double seconds_per_workload = 0.0;  // of a full validation (the seed's), for cascade savings
   int stall = 0, direction = 0, dropouts = 0, step = 0, next_id = 1;
   std::string profile_diagnosis;  // of the current best kernel
-  bool profiling = true;          // off after the first environment failure
+  // With --model: the seeds' layer as checked and timed at the start (the operator's share of the
+  // layer time, for the prompts), and the model-checks run so far and failed.
+  std::optional<ModelVerdict> baseline_model;
+  int model_checks = 0, model_failures = 0;
+  bool profiling = true;  // off after the first environment failure
   std::int64_t tokens = 0;
   double cost = 0.0;
   std::mt19937_64 rng;
@@ -334,6 +398,15 @@ struct Search::Impl {
     k.display = std::move(display);
     if (k.display) {
       for (const auto& w : k.display->workloads) k.speedup[w.uuid] = w.timing.speedup.value_or(1.0);
+    }
+    if (r.model_check.is_object()) {
+      try {
+        const ModelVerdict m = model_verdict_from_json(r.model_check, r.id);
+        k.layer_speedup = m.layer_speedup;
+        k.layer_noise = m.layer_noise;
+      } catch (const Error&) {
+        // a record edited by hand: the kernel is kept, without its layer speedup
+      }
     }
     return k;
   }
@@ -419,6 +492,7 @@ struct Search::Impl {
     r.best_verdict = to_json(display);
     seconds_per_workload =
         op.workloads.empty() ? 0 : r.gpu_seconds / static_cast<double>(op.workloads.size());
+    if (options.in_model.enabled() && !options.compile_only) check_seed_in_model(r);
     best = kernel_from(r, display);
     seed_score = best.score;
     add_elite(best);
@@ -427,6 +501,74 @@ struct Search::Impl {
     r.evaluated.reset();  // archived: the run's records keep no PTX or cubin in memory
     remember(r, &v);
     records.push_back(r);
+  }
+
+  void count_model_check(const ModelVerdict& m) {
+    ++model_checks;
+    if (!m.passed) ++model_failures;
+  }
+
+  // With --model, the seeds' layer, checked and timed once at the start: the baseline of every
+  // layer speedup, and the operator's share of the layer time that the prompts show. A seed whose
+  // layer fails model-check cannot start a run (the model, not a candidate, is wrong).
+  void check_seed_in_model(CandidateRecord& r) {
+    ModelVerdict m = evaluator.model_check({{}, first_gpu()});
+    count_model_check(m);
+    if (!m.passed) {
+      throw Error(ExitCode::kFailed, op.seed->string(),
+                  fmt::format("the seed cannot start a run: the seeds' layer fails model-check "
+                              "({}): {}",
+                              model_label(options.in_model), m.reason));
+    }
+    // The seeds' layer is the baseline layer: its speedup is 1 by definition; the ratio measured
+    // between two identical layers shows the noise only (layer_noise).
+    m.layer_speedup = 1.0;
+    r.model_check = to_json(m);
+    r.model_verdict = m.verdict;
+    baseline_model = std::move(m);
+  }
+
+  enum class InModel { kPassed, kFailed, kNotFaster };
+
+  // In-model validation (`run --model`) of a candidate whose kernel verdict would promote it
+  // (`kernel_note` says why): its model-check, kept on the record. kFailed: the layers do not
+  // pass; kNotFaster (--objective layer): they pass, but its layer speedup does not beat the
+  // best's by more than the combined noise. Sets the record's note either way.
+  InModel validate_in_model(CandidateRecord& r, const std::filesystem::path& file,
+                            const std::string& kernel_note) {
+    const ModelGate& gate = options.in_model;
+    if (!gate.enabled()) {
+      r.note = "promoted: " + kernel_note;
+      return InModel::kPassed;
+    }
+    const double start = clock.seconds();
+    const ModelVerdict m = evaluator.model_check({file, first_gpu()});
+    r.gpu_seconds += seconds_since(start);
+    count_model_check(m);
+    r.model_check = to_json(m);
+    r.model_verdict = m.verdict;
+    if (!m.passed) {
+      r.note = fmt::format("not promoted: {}, but fails model-check ({}): {}", kernel_note,
+                           model_label(gate), m.reason);
+      return InModel::kFailed;
+    }
+    const std::string layer =
+        m.layer_speedup ? fmt::format("{:.4f}x", *m.layer_speedup) : std::string("unknown");
+    if (gate.objective == Objective::kLayer) {
+      const double base = best.layer_speedup.value_or(1.0);
+      const double noise = std::hypot(m.layer_noise, best.layer_noise);
+      const double ratio = m.layer_speedup ? *m.layer_speedup / base : 0.0;
+      if (!(ratio > 1.0 + noise)) {
+        r.note = fmt::format(
+            "not promoted: {}, passes model-check, but its layer speedup {} does not beat the "
+            "best {}'s {:.4f}x by more than the noise ({:.2f}%)",
+            kernel_note, layer, best.id, base, 100 * noise);
+        return InModel::kNotFaster;
+      }
+    }
+    r.note = fmt::format("promoted: {}; passes model-check ({}), layer speedup {}", kernel_note,
+                         model_label(gate), layer);
+    return InModel::kPassed;
   }
 
   // Replays the records as run() made them, so the state is what the earlier session left: the
@@ -454,6 +596,15 @@ struct Search::Impl {
       }
       remember(r, has_verdict ? &v : nullptr);
       step = std::max(step, r.step);
+      if (r.model_check.is_object()) {
+        try {
+          const ModelVerdict m = model_verdict_from_json(r.model_check, r.id);
+          count_model_check(m);
+          if (r.id == "c0000") baseline_model = m;
+        } catch (const Error&) {
+          // a record edited by hand: counted as no model-check
+        }
+      }
       if (r.id == "c0000") {
         seed_score = r.score;
         seconds_per_workload =
@@ -472,9 +623,10 @@ struct Search::Impl {
         profile_diagnosis = r.diagnosis;
         add_elite(best);
         promoted_in_step = promoted_in_step || r.id != "c0000";
-      } else if (r.id != "c0000" && r.status.passed() && r.stage == "full" && has_verdict) {
-        // An elite as conclude() kept it: its speedups through the incumbent of its time, which
-        // is `best` here, as the records come in order.
+      } else if (r.id != "c0000" && r.status.passed() && r.stage == "full" && has_verdict &&
+                 !(r.model_check.is_object() && !r.model_check.value("passed", true))) {
+        // An elite as conclude() kept it (one that failed model-check is none): its speedups
+        // through the incumbent of its time, which is `best` here, as the records come in order.
         add_elite(kernel_from(r, through_incumbent(v, compare_with_incumbent(v, best.speedup))));
       }
     }
@@ -513,6 +665,8 @@ struct Search::Impl {
     parts.diagnosis = diagnosis_for_prompt();
     parts.skills = order_skills(skills, parts.diagnosis, direction + sample);
     parts.hints = options.hints;
+    if (baseline_model)
+      parts.model = render_model(options.in_model, *baseline_model, best.id, best.layer_speedup);
     Prompt p = build_prompt(parts, options.prompt_tokens);
     cuts = p.cuts;
     llm::Request req;
@@ -729,20 +883,28 @@ struct Search::Impl {
     r.score = display.score.mean_speedup.value_or(0.0);
     bool all = v.workloads.size() == n && c.complete;
     const double needed = promotion_threshold(c, options.min_gain);
-    if (all && c.score_ratio > needed) {
+    // Only a candidate its kernel verdict would promote gets a model-check (with --model): it
+    // decides.
+    const InModel in_model =
+        all && c.score_ratio > needed
+            ? validate_in_model(r, t.file,
+                                fmt::format("scores {:.3f}x the incumbent {} (noise {:.2f}%)",
+                                            c.score_ratio, best.id, 100 * c.noise))
+            : InModel::kNotFaster;
+    if (in_model == InModel::kFailed) return;  // wrong inside the model: not even an elite
+    if (in_model == InModel::kPassed) {
       r.promoted = true;
-      r.note = fmt::format("promoted: scores {:.3f}x the incumbent {} (noise {:.2f}%)",
-                           c.score_ratio, best.id, 100 * c.noise);
       r.best_verdict = to_json(display);
       r.parent = r.parent.empty() ? best.id : r.parent;
       best = kernel_from(r, display);
       add_elite(best);
       r.diagnosis = profile_diagnosis = diagnose(best.file);
     } else {
-      r.note = fmt::format(
-          "not promoted: scores {:.3f}x the incumbent {}; promotion needs more than {:.3f}x "
-          "(noise {:.2f}%, least gain {:g}%)",
-          c.score_ratio, best.id, needed, 100 * c.noise, 100 * options.min_gain);
+      if (r.note.empty())
+        r.note = fmt::format(
+            "not promoted: scores {:.3f}x the incumbent {}; promotion needs more than {:.3f}x "
+            "(noise {:.2f}%, least gain {:g}%)",
+            c.score_ratio, best.id, needed, 100 * c.noise, 100 * options.min_gain);
       add_elite(kernel_from(r, display));
     }
   }
@@ -932,6 +1094,8 @@ struct Search::Impl {
     result.cost = cost;
     result.seconds = seconds_since(t0);
     result.dropouts = dropouts;
+    result.model_checks = model_checks;
+    result.model_failures = model_failures;
     write_summary(result, options, op, reps, seconds_per_workload);
     recorder.finish(result.summary, result.summary_text);
     if (!options.out.empty()) write_file_atomic(options.out.string(), best.source);

@@ -68,6 +68,10 @@ struct SearchOptions {
   std::filesystem::path skills_dir;
   std::filesystem::path work_dir;  // the run folder: candidate files are evaluated from here
   std::filesystem::path out;       // the best kernel is written here at the end (optional)
+  // In-model validation (`--model`): a candidate its kernel verdict would promote is promoted
+  // only when the model's layers pass model-check with it substituted (and, with --objective
+  // layer, it speeds the layer up); the seeds' layer is checked and timed once at the start.
+  ModelGate in_model;
 };
 
 // The settings of the real pipeline (StageEvaluator) for a run with these options.
@@ -101,6 +105,9 @@ struct SearchResult {
   double cost = 0.0;
   double seconds = 0.0;
   int dropouts = 0;
+  // With --model: the model-checks run (the seeds' layer at the start included), and how many
+  // of them failed.
+  int model_checks = 0, model_failures = 0;
   nlohmann::json summary;    // machine-readable
   std::string summary_text;  // the table printed at the end
 };

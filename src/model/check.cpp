@@ -7,6 +7,7 @@
 #include "bench/cupti_timer.hpp"
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
+#include "device/watchdog.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -15,6 +16,7 @@
 #include "kharness/numeric.hpp"
 #include "kharness/solution.hpp"
 #include "kharness/text.hpp"
+#include "model/check_worker.hpp"
 #include "verify/compare.hpp"
 #include "verify/harness_kernels.hpp"
 
@@ -29,6 +31,17 @@ using verify::HarnessKernelsOptions;
 struct LayerFault {
   std::string what;
 };
+
+// Runs `f`; a CUDA error it throws is a LayerFault like a failed launch: an error a kernel left
+// behind (a trap, an illegal address) can surface at a later call, a copy or a synchronize.
+template <class F>
+auto faulting(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const device::CudaError& e) {
+    throw LayerFault{fmt::format("a CUDA error inside the layer: {}", e.what())};
+  }
+}
 
 // One operator's solution, compiled and loaded, ready to launch through its plan.
 struct Runnable {
@@ -311,14 +324,21 @@ void blame_drift(ShapeResult& s, const ModelTolerance& tol) {
   }
 }
 
+// Independent draws per tensor and layer: the first 8 bytes of a SHA-256 of the name.
+std::uint64_t stream_id(const std::string& what, int layer) {
+  std::string hex = sha256_hex(fmt::format("{}#{}", what, layer));
+  return std::stoull(hex.substr(0, 16), nullptr, 16);
+}
+
 class LayerRunner {
  public:
   LayerRunner(const Model& model, const Phase& phase, const CheckOptions& options, std::string arch,
-              std::size_t l2_bytes)
+              std::size_t l2_bytes, const ShapeSink& sink)
       : model_(model),
         phase_(phase),
         options_(options),
         arch_(std::move(arch)),
+        sink_(sink),
         l2_bytes_(l2_bytes) {}
 
   CheckResult run() {
@@ -330,6 +350,7 @@ class LayerRunner {
     std::map<std::string, fs::path> chosen = choose_solutions(model_, phase_, options_, arch_);
     for (const auto& [node, path] : chosen)
       result.solutions[node] = path.empty() ? "reference" : path.string();
+    if (sink_.begin) sink_.begin(result);
 
     harness_ = std::make_unique<HarnessKernels>(HarnessKernelsOptions{arch_});
     try {
@@ -355,19 +376,25 @@ class LayerRunner {
     } catch (const Error& e) {
       if (e.code() != ExitCode::kFailed) throw;
       result.error = e.message();
+      result.status = failed_status_;
       return result;
     }
     result.passed = true;
     for (const auto& shape : phase_.shapes) {
+      if (sink_.started) sink_.started(shape.label());
       ShapeResult s = run_shape(shape, result.layers);
+      if (sink_.finished) sink_.finished(s);
       result.passed = result.passed && s.passed;
-      if (!s.reason.empty() && s.layers.empty()) {  // a fault, not a drift
+      const bool fault = !s.reason.empty() && s.layers.empty();  // a fault, not a drift
+      if (fault) {
         result.error = s.reason;
-        result.shapes.push_back(std::move(s));
-        break;
+        result.status = Status::kRuntimeError;
       }
       result.shapes.push_back(std::move(s));
+      if (fault) break;
     }
+    if (!result.passed && result.status == Status::kPassed)
+      result.status = Status::kIncorrectNumerical;
     return result;
   }
 
@@ -394,6 +421,7 @@ class LayerRunner {
     copts.arch = arch_;
     r->compiled = compile_solution(r->solution, &op.definition, &op.workloads, copts);
     if (!r->compiled.ok()) {
+      failed_status_ = r->compiled.status;
       std::string first = r->compiled.diagnostics.empty() ? printable_line(bounded(r->compiled.log))
                                                           : r->compiled.diagnostics.front().message;
       throw Error(is_reference ? ExitCode::kInternal : ExitCode::kFailed, path.string(),
@@ -406,6 +434,7 @@ class LayerRunner {
           std::make_unique<device::PlanLauncher>(r->solution.plan, r->compiled.kernels, *r->module);
     } catch (const std::runtime_error& e) {
       // The plan does not fit its kernels (a parameter's size, a missing kernel).
+      failed_status_ = Status::kRuntimeError;
       throw Error(is_reference ? ExitCode::kInternal : ExitCode::kFailed, path.string(),
                   fmt::format("cannot launch for {}: {}", op.definition.name,
                               printable_line(bounded(e.what()))));
@@ -413,12 +442,6 @@ class LayerRunner {
     Runnable& out = *r;
     runnables_.emplace(key, std::move(r));
     return out;
-  }
-
-  // Independent draws per tensor and layer: the first 8 bytes of a SHA-256 of the name.
-  static std::uint64_t stream_id(const std::string& what, int layer) {
-    std::string hex = sha256_hex(fmt::format("{}#{}", what, layer));
-    return std::stoull(hex.substr(0, 16), nullptr, 16);
   }
 
   DeviceTensor random_tensor(const TensorType& type, const InputGenerator& gen, std::uint64_t id) {
@@ -550,6 +573,9 @@ class LayerRunner {
         fmt::format("layer {} node {} ({}, {})", layer, node.name, node.definition,
                     runnable.is_reference ? "reference" : runnable.path);
     device::LaunchOutcome outcome;
+    // What a hang names (the launch watchdog's label): the substituted kernels or a reference.
+    device::ActivityPhase phase(runnable.is_reference ? "model-check reference"
+                                                      : "model-check solution");
     try {
       if (std::int64_t bytes = runnable.launcher->workspace_bytes(env.axes); bytes > 0) {
         workspace = allocate(static_cast<std::size_t>(bytes));
@@ -644,8 +670,10 @@ class LayerRunner {
     std::vector<std::vector<double>> truth, got;
     NodeInputs timing_inputs;
     try {
-      truth = pass(shapes, layers, false, nullptr);
-      got = pass(shapes, layers, true, &s.nodes, options_.time ? &timing_inputs : nullptr);
+      truth = faulting([&] { return pass(shapes, layers, false, nullptr); });
+      got = faulting([&] {
+        return pass(shapes, layers, true, &s.nodes, options_.time ? &timing_inputs : nullptr);
+      });
     } catch (const LayerFault& fault) {
       s.reason = fault.what;
       return s;
@@ -669,7 +697,7 @@ class LayerRunner {
       // Only a layer that computes the right thing is worth timing.
       if (options_.time) {
         try {
-          s.timing = timer_->time(phase_nodes(), shapes, timing_inputs);
+          s.timing = faulting([&] { return timer_->time(phase_nodes(), shapes, timing_inputs); });
         } catch (const LayerFault& fault) {
           s.passed = false;
           s.reason = fault.what;
@@ -686,6 +714,8 @@ class LayerRunner {
   const Phase& phase_;
   const CheckOptions& options_;
   std::string arch_;
+  const ShapeSink& sink_;
+  Status failed_status_ = Status::kRuntimeError;  // of a solution that cannot run (runnable)
   device::Stream stream_;
   std::unique_ptr<HarnessKernels> harness_;
   std::map<std::string, std::unique_ptr<Runnable>> runnables_;
@@ -698,34 +728,7 @@ class LayerRunner {
   std::vector<std::int64_t> append_rows_;  // the cache row of each new token, in token order
 };
 
-nlohmann::json to_json(const Deviation& d) {
-  return {{"max_rel_error", d.max_rel_error}, {"cosine", d.cosine}, {"bias", d.bias}};
-}
-
 }  // namespace
-
-nlohmann::json to_json(const LayerTiming& t) {
-  nlohmann::json j;
-  j["passes"] = t.passes;
-  j["baseline_seconds"] = t.baseline_seconds;
-  j["seconds"] = t.seconds;
-  j["speedup"] = t.speedup;
-  j["baseline_node_sum"] = t.baseline_node_sum;
-  j["node_sum"] = t.node_sum;
-  j["sums_match"] = t.sums_match;
-  j["nodes"] = nlohmann::json::array();
-  for (const auto& n : t.nodes) {
-    j["nodes"].push_back({{"node", n.node},
-                          {"definition", n.definition},
-                          {"substituted", n.substituted},
-                          {"baseline_seconds", n.baseline_seconds},
-                          {"seconds", n.seconds},
-                          {"speedup", n.speedup},
-                          {"baseline_share", n.baseline_share},
-                          {"share", n.share}});
-  }
-  return j;
-}
 
 Deviation deviation(const std::vector<double>& got, const std::vector<double>& want) {
   double max_diff = 0, max_want = 0, dot = 0, gg = 0, ww = 0;
@@ -757,7 +760,7 @@ bool within(const Deviation& got, const ModelTolerance& tolerance) {
          std::fabs(got.bias) <= tolerance.max_bias;
 }
 
-CheckResult check_model(const Model& model, const CheckOptions& options) {
+const Phase& check_options(const Model& model, const CheckOptions& options) {
   const Phase* phase = model.find_phase(options.phase);
   if (!phase) {
     std::vector<std::string> names;
@@ -774,6 +777,12 @@ CheckResult check_model(const Model& model, const CheckOptions& options) {
     if (!fs::exists(path, ec))
       throw input_error("--use " + op, fmt::format("no solution '{}'", path.string()));
   }
+  return *phase;
+}
+
+CheckResult run_model_check(const Model& model, const CheckOptions& options,
+                            const ShapeSink& sink) {
+  const Phase& phase = check_options(model, options);
   device::Driver::instance().require();
   device::PrimaryContext context(0);
   std::string arch =
@@ -781,51 +790,9 @@ CheckResult check_model(const Model& model, const CheckOptions& options) {
   int l2_bytes = 0;
   device::Driver::instance().cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
                                                   context.device());
-  return LayerRunner(model, *phase, options, arch, static_cast<std::size_t>(std::max(l2_bytes, 0)))
+  return LayerRunner(model, phase, options, arch, static_cast<std::size_t>(std::max(l2_bytes, 0)),
+                     sink)
       .run();
-}
-
-nlohmann::json to_json(const CheckResult& r) {
-  nlohmann::json j;
-  j["model"] = r.model;
-  j["phase"] = r.phase;
-  j["layers"] = r.layers;
-  j["passed"] = r.passed;
-  j["tolerance"] = {{"max_rel_error", r.tolerance.max_rel_error},
-                    {"min_cosine", r.tolerance.min_cosine},
-                    {"max_bias", r.tolerance.max_bias}};
-  j["solutions"] = r.solutions;
-  if (!r.error.empty()) j["error"] = r.error;
-  j["shapes"] = nlohmann::json::array();
-  for (const auto& s : r.shapes) {
-    nlohmann::json js;
-    js["shape"] = s.label;
-    js["passed"] = s.passed;
-    js["layers"] = nlohmann::json::array();
-    for (const auto& l : s.layers) {
-      nlohmann::json jl = to_json(l.hidden);
-      jl["layer"] = l.layer;
-      js["layers"].push_back(jl);
-    }
-    js["nodes"] = nlohmann::json::array();
-    for (const auto& n : s.nodes) {
-      nlohmann::json jn = to_json(n.worst);
-      jn["layer"] = n.layer;
-      jn["node"] = n.node;
-      jn["definition"] = n.definition;
-      if (!n.own_failure.empty()) jn["own_check"] = n.own_failure;
-      js["nodes"].push_back(jn);
-    }
-    if (s.timing) js["timing"] = to_json(*s.timing);
-    if (!s.passed) {
-      js["failure"] = {{"layer", s.failing_layer},
-                       {"node", s.failing_node},
-                       {"definition", s.failing_definition},
-                       {"reason", s.reason}};
-    }
-    j["shapes"].push_back(js);
-  }
-  return j;
 }
 
 }  // namespace kharness::model

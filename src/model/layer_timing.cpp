@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "bench/statistics.hpp"
 #include "kharness/model_check.hpp"
 
 namespace kharness::model {
@@ -20,6 +21,14 @@ double median_span(const std::vector<PassTiming>& passes) {
   std::vector<double> spans;
   for (const auto& p : passes) spans.push_back(p.span_seconds);
   return median(spans);
+}
+
+// SE(median) / median of the passes' spans (+inf with fewer than 5).
+double span_noise(const std::vector<PassTiming>& passes) {
+  std::vector<double> spans;
+  for (const auto& p : passes) spans.push_back(p.span_seconds);
+  std::sort(spans.begin(), spans.end());
+  return bench::relative_median_noise(spans);
 }
 
 double median_node(const std::vector<PassTiming>& passes, const std::string& node) {
@@ -48,6 +57,7 @@ LayerTiming summarize_timing(const std::vector<std::pair<std::string, std::strin
   t.baseline_seconds = median_span(baseline);
   t.seconds = median_span(candidate);
   t.speedup = ratio(t.baseline_seconds, t.seconds);
+  t.noise = std::hypot(span_noise(baseline), span_noise(candidate));
   for (const auto& [node, definition] : nodes) {
     NodeTiming n;
     n.node = node;

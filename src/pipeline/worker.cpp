@@ -32,6 +32,7 @@
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
+#include "kharness/model_check.hpp"
 #include "kharness/profile.hpp"
 #include "kharness/verify.hpp"
 #include "pipeline/request.hpp"
@@ -117,9 +118,11 @@ class GpuSetup {
 int worker_main() {
   std::unique_ptr<GpuSetup> setup;  // begun before the request is read
   auto work = [&](const json& j, worker::ProtocolStream& protocol) {
-    // One worker for every GPU task: a profile's request says so (profile/profile.cpp), and
-    // takes its own lock and context as a timing does.
-    if (j.value("task", "evaluate") == "profile") return serve_profile(j, protocol);
+    // One worker for every GPU task: a profile's request says so (profile/profile.cpp), as a
+    // model-check's does (model/check_worker.cpp); each takes its own lock and context.
+    const std::string task = j.value("task", "evaluate");
+    if (task == "profile") return serve_profile(j, protocol);
+    if (task == "model_check") return model::serve_model_check(j, protocol);
     const Clock::time_point request_time = Clock::now();
     auto emit = [&](const json& line) { protocol.emit(line); };
     CheckRequest request = request_from_json(j);

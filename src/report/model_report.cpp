@@ -95,8 +95,12 @@ std::string model_markdown(const nlohmann::json& verdict, const std::string& sou
   const std::string phase = string_field(verdict, "phase", source, "");
   const bool passed = json_util::require(verdict, "passed", source, "").is_boolean() &&
                       verdict["passed"].get<bool>();
-  std::string out =
-      fmt::format("## model-check {} {}: {}\n\n", model, phase, passed ? "PASSED" : "FAILED");
+  // The status says how it failed (a drift, or a crash or hang inside the layer).
+  std::string outcome = passed ? "PASSED" : "FAILED";
+  if (auto status = verdict.find("status");
+      !passed && status != verdict.end() && status->is_string())
+    outcome += " (" + cell(status->get<std::string>()) + ")";
+  std::string out = fmt::format("## model-check {} {}: {}\n\n", model, phase, outcome);
   if (auto layers = verdict.find("layers"); layers != verdict.end() && layers->is_number())
     out += fmt::format("{} layers. ", layers->get<int>());
   if (auto tol = verdict.find("tolerance"); tol != verdict.end() && tol->is_object()) {

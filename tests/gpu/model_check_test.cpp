@@ -6,6 +6,7 @@
 // attention reads them, so a wrong key reaches the hidden state (before, nothing read k_out).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -220,6 +221,47 @@ TEST(ModelCheck, TimedDecodeLayerGivesSpeedupsSharesAndTheSumCheck) {
   std::ifstream html_in(html);
   std::string page((std::istreambuf_iterator<char>(html_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(page.find("Layer time by operator"), std::string::npos);
+}
+
+// The layers run in a worker process, as `check`'s trials do: a substituted kernel that traps
+// inside the layer is a RUNTIME_ERROR verdict (exit 1), and kharness itself goes on to write it.
+TEST(ModelCheck, AKernelThatTrapsInsideTheLayerIsARuntimeError) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  auto json = dir.path() / "verdict.json";
+  auto r = testing::kharness(
+      "model-check --model '" + testing::fixture("models/tiny.json").string() +
+      "' --layers 1 --use rmsnorm_h4096='" + testing::fixture("check/trap.cu").string() +
+      "' --json '" + json.string() + "'");
+  ASSERT_EQ(r.exit_code, 1) << r.out;
+  nlohmann::json v = read_json(json);
+  EXPECT_FALSE(v["passed"].get<bool>());
+  EXPECT_EQ(v["status"], "RUNTIME_ERROR") << v.dump(2);
+  EXPECT_NE(r.out.find("FAILED (RUNTIME_ERROR)"), std::string::npos) << r.out;
+  ASSERT_FALSE(v["shapes"].empty()) << v.dump(2);
+  EXPECT_EQ(v["shapes"][0]["shape"], "decode batch=1 kv=16");
+}
+
+// A kernel that never finishes inside the layer: the worker's launch watchdog declares the hang
+// within seconds (TIMEOUT, exit 1), naming the shape that was running, long before --timeout.
+TEST(ModelCheck, AKernelThatHangsInsideTheLayerIsATimeoutWithinSeconds) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir;
+  auto json = dir.path() / "verdict.json";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = testing::kharness(
+      "model-check --model '" + testing::fixture("models/tiny.json").string() +
+      "' --layers 1 --launch-timeout 2 --timeout 300 --use rmsnorm_h4096='" +
+      testing::fixture("check/infinite_loop.cu").string() + "' --json '" + json.string() + "'");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_LT(seconds, 120) << r.out;
+  nlohmann::json v = read_json(json);
+  EXPECT_EQ(v["status"], "TIMEOUT") << v.dump(2);
+  const std::string error = v.value("error", "");
+  EXPECT_NE(error.find("launch watchdog"), std::string::npos) << error;
+  EXPECT_NE(error.find("while shape decode batch=1 kv=16 was running"), std::string::npos) << error;
 }
 
 }  // namespace

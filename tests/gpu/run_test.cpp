@@ -92,5 +92,59 @@ TEST(RunGpu, ReplayFiveCandidatesOnRmsnorm) {
   EXPECT_EQ(summary2["best"], summary["best"]);
 }
 
+// `run --model`: a tune run on rmsnorm_h4096 validated in Llama's decode layer (2 layers a
+// model-check). The seeds' layer is checked and timed once at the start (its share of the layer
+// time goes into every prompt); every promoted candidate passed model-check; only candidates that
+// their kernel verdict would promote were model-checked, so the count stays bounded.
+TEST(RunGpu, TuneRunWithAModelPromotesOnlyWhatPassesModelCheck) {
+  if (!gpu_available())
+    GTEST_SKIP() << "no GPU: " << device::Driver::instance().unavailable_reason();
+  testing::TempDir tmp;
+  auto run = tmp.path() / "run";
+  auto r = testing::kharness("--archive '" + (tmp.path() / "archive").string() +
+                             "' run --operator rmsnorm_h4096 --model llama-3.1-8b --phase decode "
+                             "--model-layers 2 --provider tune --budget 4 --seed 1 --no-profile "
+                             "--run-dir '" +
+                             run.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::cout << r.out;
+  const json seed = record(run, "c0000");
+  ASSERT_TRUE(seed["model_check"].is_object()) << seed.dump(2);
+  EXPECT_TRUE(seed["model_check"]["passed"].get<bool>()) << seed.dump(2);
+  EXPECT_EQ(seed["model_check"]["layer_speedup"], 1.0);
+  const double share = seed["model_check"]["share"].get<double>();
+  EXPECT_GT(share, 0.0);
+  EXPECT_LT(share, 0.5);  // one RMSNorm among three large GEMMs and attention
+  EXPECT_EQ(seed["model_check"]["nodes"], json::array({"attn_norm"}));
+  EXPECT_TRUE(std::filesystem::exists(run / "candidates" / "c0000" / "model_check.json"));
+  const std::string prompt = read_file((run / "candidates" / "c0001" / "prompt.md").string());
+  EXPECT_NE(prompt.find("# In the model"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("% of the layer time"), std::string::npos) << prompt;
+  int checked = 1;  // the seeds' layer
+  const json summary = json::parse(read_file((run / "summary.json").string()));
+  for (const auto& c : summary["candidates"]) {
+    const std::string id = c["id"];
+    if (id == "c0000") continue;
+    const json rec = record(run, id);
+    SCOPED_TRACE(rec.dump(2));
+    if (rec["model_check"].is_object()) {
+      ++checked;
+      EXPECT_EQ(rec["status"], "PASSED");  // only a kernel verdict that would promote is checked
+      EXPECT_NE(rec["note"].get<std::string>().find("model-check"), std::string::npos);
+      if (rec["promoted"].get<bool>()) {
+        EXPECT_TRUE(rec["model_check"]["passed"].get<bool>());
+        EXPECT_GT(rec["model_check"]["layer_speedup"].get<double>(), 0.0);
+      }
+    } else {
+      EXPECT_FALSE(rec["promoted"].get<bool>()) << "promoted without a model-check";
+    }
+  }
+  EXPECT_EQ(summary["in_model"]["model_checks"], checked);
+  EXPECT_EQ(summary["in_model"]["model"], "llama-3.1-8b");
+  EXPECT_NE(r.out.find("In the model (llama-3.1-8b decode, 2 layers, objective kernel)"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace kharness
