@@ -117,7 +117,7 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
   --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
 # GPU tests: those that only check correctness run GPU_JOBS (default 4) at a time; those that time
 # kernels, read counters or measure wall time run alone afterwards.
-export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|IntegrityGpu|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^Fixtures/CheckFixture[.]'
+export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|IntegrityGpu|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^LaunchWatchdog[.]ProfileOf|^Fixtures/CheckFixture[.]'
 gpu_tests() {
   local rc=0
   rm -f "$LOGS/gpu-tests.xml" "$LOGS/gpu-tests-parallel.xml"
