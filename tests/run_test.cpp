@@ -409,6 +409,13 @@ TEST(Run, AResumedRunKeepsItsInModelValidation) {
                        "in-model validation"),
             std::string::npos)
       << r.out;
+  // A run folder from elsewhere is not trusted: a layer count no int holds is an input error.
+  json damaged = stored;
+  damaged["in_model"]["layers"] = 1e308;
+  write_file_atomic((layered / "run.json").string(), damaged.dump(2));
+  r = kharness(archive_arg(tmp) + "run --resume '" + layered.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("in_model.layers"), std::string::npos) << r.out;
 }
 
 // A run.json or record.json edited by hand with a wrong type: --resume said "internal error"

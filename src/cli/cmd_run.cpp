@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -21,6 +22,7 @@
 #include "controller/evaluator.hpp"
 #include "controller/recorder.hpp"
 #include "controller/search.hpp"
+#include "core/json_util.hpp"
 #include "kharness/archive.hpp"
 #include "kharness/model.hpp"
 #include "kharness/text.hpp"
@@ -154,7 +156,12 @@ void apply_stored_model(RunArgs& a, const json& s, const CLI::App& app, const st
   try {
     kept.in_model = stored.at("model").get<std::string>();
     kept.phase = stored.at("phase").get<std::string>();
-    kept.model_layers = stored.at("layers").get<int>();
+    // Read as a checked whole number: get<int>() of 1e308 would be a cast with undefined behaviour.
+    const std::int64_t layers = json_util::as_int(stored.at("layers"), source, "in_model.layers");
+    if (layers < 1 || layers > std::numeric_limits<int>::max())
+      throw input_error(source + ": in_model.layers",
+                        fmt::format("{} is not a layer count", layers));
+    kept.model_layers = static_cast<int>(layers);
     kept.objective = stored.at("objective").get<std::string>();
   } catch (const json::exception&) {
     throw input_error(source + ": in_model", "needs model, phase, layers and objective");
