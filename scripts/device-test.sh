@@ -9,7 +9,7 @@
 #
 # Environment: SKIP_STEPS (a regex of step names: configure build version doctor cpu-tests
 # gpu-tests operators bench-compile bench-check bench-validate measure run-command bench-aa cheats bench-integrity run-tune
-# bench-hopper-gemm bench-pool fib-peer check-families
+# bench-hopper-gemm bench-model bench-pool fib-peer check-families
 # bench-profile bench-timing memcheck), SKIP_TIMING=1 (no ncu comparison), GPU_TESTS (regex of GPU test names),
 # TIMING_ONLY and PROFILE_ONLY (the ONLY filters of bench-timing.sh and bench-profile.sh),
 # OPERATORS (regex of operators for the operators step), TUNE_OPS (operators of the tune runs,
@@ -329,6 +329,10 @@ step run-tune need_binary run_tune
 # table in bench-hopper-gemm.log, the geomeans the tables below quote.
 step bench-hopper-gemm need_binary env KHARNESS="$KHARNESS" OUT_DIR="$LOGS/hopper-gemm" \
   scripts/bench-hopper-gemm.sh
+# In-model validation: Llama-3.1-8B's layer with the seeds, with a biased kernel that passes its
+# own check (must fail in the layer), and with short tune runs' best kernels, timed (table in
+# bench-model.log; verdicts and reports in model/).
+step bench-model need_binary env OUT_DIR="$LOGS/model" scripts/bench-model.sh "$KHARNESS"
 # The worker pool on one GPU: score with --gpus 0 and --gpus 0,0, same verdicts,
 # latencies within 2%.
 step bench-pool need_binary scripts/bench-pool.sh "$KHARNESS"

@@ -208,18 +208,35 @@ if [[ -n "$ARCH_LIST" ]]; then
   say "TVM_FFI_CUDA_ARCH_LIST=\"$ARCH_LIST\" (what the arch-specific exports ask for)"
 fi
 
+# The GPU's SM clock and power while each side times (nvidia-smi every 100 ms): sustained
+# back-to-back launches can run at lower clocks than timing with gaps, which shows here.
+CLOCKS_PID=""
+clocks_start() {
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits \
+    -lms 100 >"$OUT/clocks-$1.csv" 2>/dev/null &
+  CLOCKS_PID=$!
+}
+clocks_stop() {
+  [[ -n "$CLOCKS_PID" ]] || return 0
+  kill "$CLOCKS_PID" 2>/dev/null; wait "$CLOCKS_PID" 2>/dev/null; CLOCKS_PID=""
+}
+
 # 4. FlashInfer-Bench's runner.
 say "flashinfer-bench run --local $DATASET"
+clocks_start fib
 set +e
 "$PY" -c 'import sys; from flashinfer_bench.cli.main import cli; sys.argv[0] = "flashinfer-bench"; cli()' \
   run --local "$DATASET" --timeout 300 >"$OUT/fib-run.log" 2>&1
 fib_rc=$?
 set -e
+clocks_stop
 tail -n 20 "$OUT/fib-run.log" >&2
 ((fib_rc == 0)) || say "flashinfer-bench exited $fib_rc (log: $OUT/fib-run.log)"
 
 # 5. kharness on the same sources (its own workloads of these operators; matched by axes below).
 if [[ "${FIB_PEER_SKIP_KHARNESS:-0}" != 1 ]]; then
+  clocks_start kharness
   for row in "${ROWS[@]}"; do
     IFS='|' read -r op name src <<<"$row"
     say "kharness validate $src --operator $op"
@@ -228,6 +245,7 @@ if [[ "${FIB_PEER_SKIP_KHARNESS:-0}" != 1 ]]; then
     KHARNESS_ALLOW_UNSANDBOXED=1 "$KHARNESS" validate "$src" --operator "$op" --json --max-time 1 \
       >"$OUT/kharness-$name.json" 2>"$OUT/kharness-$name.log" || say "kharness validate $src exited $?"
   done
+  clocks_stop
 fi
 
 # 6. The tables: one line per solution, then one per workload FlashInfer-Bench ran, with
@@ -306,6 +324,22 @@ print()
 print("FlashInfer-Bench times a host call with CUDA events (the launcher's checks, tensor-map "
       "encoding and launch overhead included); kharness times the kernels with CUPTI, L2 flushed: "
       "expect FIB to read higher on small workloads, and within a few percent on large ones.")
+for side in ("fib", "kharness"):
+    samples = []
+    path = os.path.join(out, "clocks-%s.csv" % side)
+    for line in open(path) if os.path.exists(path) else []:
+        try:
+            sm, power, temp = (float(x) for x in line.split(","))
+        except ValueError:
+            continue
+        if power > 150:  # samples while a kernel ran, not the host-side set-up between them
+            samples.append((sm, power, temp))
+    if samples:
+        sms = sorted(s[0] for s in samples)
+        print("%s: GPU busy in %d samples: SM clock median %.0f MHz (min %.0f), power median %.0f W, "
+              "max %.0f C" % ("FlashInfer-Bench" if side == "fib" else "kharness", len(samples),
+                              sms[len(sms) // 2], sms[0], sorted(s[1] for s in samples)[len(samples) // 2],
+                              max(s[2] for s in samples)))
 print("traces: %s/traces  logs: %s" % (dataset, out))
 sys.exit(0 if ok else 1)
 PY
