@@ -31,6 +31,13 @@ if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
 
+# CuTe and CUTLASS headers for the CuTe tests: KHARNESS_CUTLASS, else the .cutlass folder that
+# scripts/fetch-cutlass.sh fills (carry it to a machine that cannot reach PyPI); without either,
+# those tests skip.
+if [[ -z "${KHARNESS_CUTLASS:-}" && -f "$ROOT/.cutlass/include/cutlass/version.h" ]]; then
+  export KHARNESS_CUTLASS="$ROOT/.cutlass/include"
+fi
+
 # A fresh archive for this run: verdicts cached by an earlier run at the same commit must not
 # stand in for the tests and benchmarks of this one.
 export KHARNESS_ARCHIVE="$(mktemp -d)"
@@ -117,7 +124,7 @@ step cpu-tests ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOB
   --no-tests=ignore --output-junit "$PWD/$LOGS/cpu-tests.xml"
 # GPU tests: those that only check correctness run GPU_JOBS (default 4) at a time; those that time
 # kernels, read counters or measure wall time run alone afterwards.
-export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|IntegrityGpu|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^LaunchWatchdog[.]ProfileOf|^Fixtures/CheckFixture[.]'
+export SERIAL_GPU='^(ArchiveCacheGpu|BenchGpu|CheckMany|IntegrityGpu|CuptiTimerGpu|GpuEnvironment|HarnessKernelsGpu|HarnessKernelsGpuTest|MeasureGpu|ProfileGpu|RunGpu)[.]|^LaunchWatchdog[.]ProfileOf|^Fixtures/CheckFixture[.]|^CuteGpu[.]HopperGemmAgainstCublasLt$'
 gpu_tests() {
   local rc=0
   rm -f "$LOGS/gpu-tests.xml" "$LOGS/gpu-tests-parallel.xml"

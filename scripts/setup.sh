@@ -8,6 +8,9 @@
 #   SETUP_FUZZ=1 scripts/setup.sh   also installs what scripts/fuzz.sh needs (clang's libFuzzer).
 #   SETUP_BROWSER=1 scripts/setup.sh  also installs Chromium, for the HTML report's browser test
 #                                     (tests/html_browser.sh; it skips without it).
+#   SETUP_CUTLASS=1 scripts/setup.sh  also fetches the CUTLASS headers for CuTe solutions (the
+#                                     nvidia-cutlass wheel, with pip, into .cutlass: see
+#                                     scripts/fetch-cutlass.sh); never done at build time.
 #   SETUP_SLURM=1 scripts/setup.sh  also installs Slurm and munge, for the Slurm launcher's test
 #                                   (tests/slurm/run-slurm-test.sh, CTest label slurm).
 set -euo pipefail
@@ -92,4 +95,11 @@ TARGETS=()
 for t in ${BUILD_TARGETS:-}; do TARGETS+=(--target "$t"); done
 say "building $BUILD_DIR${BUILD_TARGETS:+ (${BUILD_TARGETS})}"
 cmake --build "$BUILD_DIR" --parallel "${JOBS:-$(nproc 2>/dev/null || echo 2)}" "${TARGETS[@]}"
+if [[ "${SETUP_CUTLASS:-0}" == 1 ]]; then
+  if "$ROOT/scripts/fetch-cutlass.sh" "$ROOT/.cutlass"; then
+    say "CuTe/CUTLASS headers: export KHARNESS_CUTLASS=$ROOT/.cutlass/include"
+  else
+    say "warning: no CUTLASS headers fetched; CuTe solutions need --cutlass DIR or KHARNESS_CUTLASS"
+  fi
+fi
 say "done: $BUILD_DIR/kharness"

@@ -363,6 +363,42 @@ extern "C" __global__ void k(float* out) {
   EXPECT_TRUE(plan.reload_reason.empty()) << plan.reload_reason;
   EXPECT_EQ(plan.count(), 5u);
   for (const auto& v : plan.vars) EXPECT_GT(v.size, 0u) << v.name;
+  // Each is placed in its section, none over another: the layout restore_spans checks.
+  for (const auto& a : plan.vars) {
+    ASSERT_TRUE(a.offset.has_value()) << a.name;
+    EXPECT_FALSE(a.section.empty()) << a.name;
+    for (const auto& b : plan.vars) {
+      if (&a == &b || a.section != b.section) continue;
+      EXPECT_TRUE(*a.offset + a.size <= *b.offset || *b.offset + b.size <= *a.offset)
+          << a.name << " and " << b.name << " overlap in " << a.section;
+    }
+  }
+}
+
+// One copy per section whose variables all sit where the cubin's layout puts them (one base);
+// anything else is copied variable by variable.
+TEST(RestoreSpans, OneCopyPerSectionThatKeepsTheCubinLayout) {
+  using device::CopySpan;
+  using device::PlacedVar;
+  const std::vector<PlacedVar> vars = {
+      {0x1008, 8, ".nv.global.init", 8},  // section A, base 0x1000
+      {0x1000, 4, ".nv.global.init", 0},
+      {0x1011, 1, ".nv.global.init", 17},  // padding between 0x100c and 0x1010 is covered
+      {0x2000, 4, ".nv.global", 0},        // section B: two bases, so one copy each
+      {0x3000, 4, ".nv.global", 16},
+      {0x5000, 8, "", std::nullopt},     // a PTX name without a place: its own copy
+      {0x6000, 0, ".nv.constant3", 0},   // nothing to copy
+      {0x0008, 4, ".nv.constant3", 16},  // below its offset: no base, its own copy
+  };
+  const std::vector<CopySpan> spans = device::restore_spans(vars);
+  const std::vector<std::pair<CUdeviceptr, std::uint64_t>> want = {
+      {0x0008, 4}, {0x1000, 0x12}, {0x2000, 4}, {0x3000, 4}, {0x5000, 8}};
+  ASSERT_EQ(spans.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(spans[i].ptr, want[i].first) << i;
+    EXPECT_EQ(spans[i].size, want[i].second) << i;
+  }
+  EXPECT_TRUE(device::restore_spans({}).empty());
 }
 
 TEST(CubinSymbols, NotAnElfImage) {

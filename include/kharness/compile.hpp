@@ -61,11 +61,41 @@ struct CompileLimits {
 // (which --allow-unsandboxed sets).
 CompileLimits default_compile_limits();
 
+// A CUTLASS release whose CuTe and CUTLASS headers solutions may include (`#include
+// <cute/tensor.hpp>`, `<cutlass/arch/barrier.h>`). It is trusted like the toolkit: the rules
+// allow names under its cute/ and cutlass/ folders, the compile sandbox lets NVRTC read those two
+// folders (nothing else of it), and its version is part of the compile cache key and the verdict.
+struct CutlassRoot {
+  std::filesystem::path include_dir;  // holds cute/ and cutlass/version.h
+  std::string version;                // "4.2.0", from cutlass/version.h; "?" when unreadable
+  std::string origin;                 // how it was found: "KHARNESS_CUTLASS", a wheel
+};
+// `dir` as a CUTLASS root: the include folder itself, a CUTLASS checkout (dir/include), or a
+// Python site-packages folder or an unpacked nvidia-cutlass wheel
+// (dir/cutlass_library/source/include). Throws input_error naming `what` when none of these holds
+// cutlass/version.h.
+CutlassRoot cutlass_root_at(const std::filesystem::path& dir, const std::string& what);
+// The CUTLASS root of this process: $KHARNESS_CUTLASS (which --cutlass sets; "none" means no
+// root), else the headers of an nvidia-cutlass wheel installed in a Python site-packages folder
+// ($VIRTUAL_ENV, $CONDA_PREFIX, $PYTHONUSERBASE or ~/.local, /usr/local/lib, /usr/lib; pip is
+// never run). nullopt when there is none. Throws Error (exit 2) when KHARNESS_CUTLASS names a
+// folder without CUTLASS headers.
+std::optional<CutlassRoot> find_cutlass();
+// Whether a source file of the solution includes a CuTe or CUTLASS header (`#include <cute/...>`
+// or `<cutlass/...>`, angled or quoted): such a solution is compiled against the CUTLASS root.
+bool includes_cutlass(const Solution& solution);
+// What a CuTe solution needs where no CUTLASS root is found: how to provide one, in one line.
+std::string cutlass_missing_hint();
+// The folders of a root NVRTC may read in the compile sandbox: its cute/ and cutlass/.
+std::vector<std::filesystem::path> cutlass_read_dirs(const CutlassRoot& root);
+
 struct CompileOptions {
   std::string arch = "sm_90a";  // normalised: "sm_90a", "sm_100a", ...
   std::vector<std::string> extra_options;
   std::filesystem::path cuda_include_dir;  // the toolkit's include/; empty: the built-in guess
-  std::filesystem::path cache_dir;         // empty: no cache
+  // The CUTLASS root for solutions that include CuTe or CUTLASS headers; unset: find_cutlass().
+  std::optional<CutlassRoot> cutlass;
+  std::filesystem::path cache_dir;  // empty: no cache
   bool use_cache = true;
   bool line_info = true;
   CompileLimits limits = default_compile_limits();
@@ -81,6 +111,10 @@ struct CompileResult {
   std::vector<KernelInfo> kernels;  // every .entry of the module
   std::string arch;
   std::string nvrtc_version;
+  // The CUTLASS release the solution was compiled against; empty when it includes no CuTe or
+  // CUTLASS header.
+  std::string cutlass_version;
+  std::string cutlass_include_dir;
   std::string cache_key;
   bool cache_hit = false;
   double seconds = 0.0;
@@ -139,6 +173,7 @@ struct CubinSymbol {
   std::string name;
   std::string section;
   std::uint64_t size = 0;
+  std::uint64_t offset = 0;  // where the object starts in its section (the symbol's value)
 };
 // Every such object of the symbol table (the authoritative list: it includes what inline PTX
 // declared inside function bodies, under the name ptxas gave it), or nullopt when `cubin` is not a

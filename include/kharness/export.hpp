@@ -37,6 +37,11 @@ struct FibExportOptions {
   // arch and a Solution carries no compile flags, so the export then guards the kernel source with
   // an #error that names the runner's setting (TVM_FFI_CUDA_ARCH_LIST), and says so in a note.
   std::string arch_specific;
+  // The CUTLASS release a CuTe solution compiled against (CompileResult::cutlass_*), empty for
+  // any other. A Solution carries no include paths, and 800 CUTLASS headers are not carried in
+  // it: the note and the description tell the runner where nvcc finds them (CPATH).
+  std::string cutlass_version;
+  std::string cutlass_include_dir;
 };
 
 // The TVM_FFI_CUDA_ARCH_LIST entry that makes tvm-ffi's nvcc build for an arch-specific target:

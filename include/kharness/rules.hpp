@@ -27,6 +27,9 @@ struct SourceRules {
   std::size_t max_file_bytes = 1 << 20;                    // one source file
   std::size_t max_total_bytes = 4 << 20;                   // all sources together
   std::vector<std::filesystem::path> system_include_dirs;  // the toolkit's include/
+  // A CUTLASS include root (CutlassRoot::include_dir): names under its cute/ and cutlass/ are
+  // allowed; empty: none was found, and such an include is refused saying how to provide one.
+  std::filesystem::path cutlass_include_dir;
 };
 
 std::vector<RuleViolation> check_source_rules(const Solution& solution, const SourceRules& rules);

@@ -204,6 +204,9 @@ std::unique_ptr<Contender> make_contender(const std::string& role, const Operato
     } else if (!c->globals->complete()) {
       spdlog::debug("{}: globals not resolved ({}): the module is reloaded every iteration", role,
                     join(c->globals->missing(), ", "));
+    } else {
+      spdlog::debug("{}: {} globals restored every iteration by {} copies of {} bytes", role,
+                    c->globals->count(), c->globals->copies(), c->globals->bytes());
     }
   }
   c->launcher = std::make_unique<device::PlanLauncher>(solution.solution->plan,

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <exception>
 
+#include "kharness/compile.hpp"
+#include "kharness/error.hpp"
 #include "kharness/text.hpp"
 #include "kharness/version.hpp"
 
@@ -37,7 +39,8 @@ void setup_logging(const GlobalOptions& options) {
 std::string typed_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--operators-dir" || arg == "--archive" || arg == "--compile-timeout") {
+    if (arg == "--operators-dir" || arg == "--archive" || arg == "--compile-timeout" ||
+        arg == "--cutlass") {
       ++i;
       continue;
     }
@@ -63,7 +66,7 @@ std::string usage_message(const CLI::ParseError& e, int argc, char** argv) {
       bool known = false;
       for (const char* k :
            {"-v", "-vv", "--verbose", "-q", "--quiet", "--operators-dir", "--archive",
-            "--compile-timeout", "--allow-unsandboxed", "-h", "--help", "--version"}) {
+            "--compile-timeout", "--allow-unsandboxed", "--cutlass", "-h", "--help", "--version"}) {
         known = known || arg == k;
       }
       if (arg.rfind("-", 0) == 0 && !known)
@@ -102,6 +105,12 @@ int run(int argc, char** argv) {
   app.add_flag("--allow-unsandboxed", global.allow_unsandboxed,
                "Evaluate untrusted solutions even where Linux Landlock is unavailable (the "
                "compiler then runs without its file sandbox; also KHARNESS_ALLOW_UNSANDBOXED=1)");
+
+  app.add_option("--cutlass", global.cutlass_dir,
+                 "CUTLASS release whose CuTe and CUTLASS headers solutions may include: its "
+                 "include folder or checkout (default: $KHARNESS_CUTLASS, else the headers of an "
+                 "installed nvidia-cutlass wheel)")
+      ->type_name("DIR");
 
   std::vector<std::pair<CLI::App*, Runner>> runners;
   for (const auto& command : commands()) {
@@ -155,6 +164,12 @@ int run(int argc, char** argv) {
     ::setenv("KHARNESS_COMPILE_TIMEOUT", fmt::format("{}", global.compile_timeout).c_str(), 1);
   if (global.allow_unsandboxed) ::setenv("KHARNESS_ALLOW_UNSANDBOXED", "1", 1);
   try {
+    if (!global.cutlass_dir.empty()) {
+      // Checked once here (a folder without CUTLASS headers is bad usage), then read by every
+      // compile, in this process and in the workers, as KHARNESS_CUTLASS.
+      const CutlassRoot root = cutlass_root_at(global.cutlass_dir, "--cutlass");
+      ::setenv("KHARNESS_CUTLASS", root.include_dir.c_str(), 1);
+    }
     for (auto& [sub, runner] : runners) {
       if (sub->parsed()) return static_cast<int>(runner(global));
     }

@@ -20,6 +20,7 @@ struct GlobalOptions {
   std::filesystem::path archive_dir;  // --archive; empty: $KHARNESS_ARCHIVE, else ./.kharness
   double compile_timeout = 0;         // --compile-timeout; 0: KHARNESS_COMPILE_TIMEOUT, else 60 s
   bool allow_unsandboxed = false;     // --allow-unsandboxed (also KHARNESS_ALLOW_UNSANDBOXED=1)
+  std::filesystem::path cutlass_dir;  // --cutlass; empty: KHARNESS_CUTLASS, else an installed wheel
 };
 
 // The work of a parsed subcommand; returns the process exit code.

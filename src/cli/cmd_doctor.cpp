@@ -4,13 +4,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "bench/measure.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/table.hpp"
 #include "core/json_util.hpp"
+#include "kharness/compile.hpp"
 #include "kharness/device.hpp"
+#include "kharness/error.hpp"
 #include "kharness/sandbox.hpp"
 #include "kharness/text.hpp"
 
@@ -41,6 +45,23 @@ std::string sandbox_line() {
       l.reason,
       limits.require_landlock ? " unless --allow-unsandboxed" : " (allowed: --allow-unsandboxed)",
       limits_text);
+}
+
+// The CUTLASS root solutions may include CuTe and CUTLASS headers from: its version, folder and
+// origin, or why there is none. A bad KHARNESS_CUTLASS is reported here, not fatal.
+struct CutlassLine {
+  std::optional<CutlassRoot> root;
+  std::string problem;  // set when there is no root
+};
+CutlassLine cutlass_line() {
+  CutlassLine line;
+  try {
+    line.root = find_cutlass();
+    if (!line.root) line.problem = cutlass_missing_hint();
+  } catch (const Error& e) {
+    line.problem = e.message();
+  }
+  return line;
 }
 
 std::string mhz(const std::optional<int>& v) { return v ? fmt::format("{} MHz", *v) : "?"; }
@@ -104,6 +125,14 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
     j["archive"] = archive_dir(global);
     j["compile_cache"] = default_cache_dir().string();
     j["cuda_include_dir"] = default_cuda_include_dir().string();
+    const CutlassLine cutlass = cutlass_line();
+    if (cutlass.root) {
+      j["cutlass"] = {{"version", cutlass.root->version},
+                      {"include_dir", cutlass.root->include_dir.string()},
+                      {"origin", cutlass.root->origin}};
+    } else {
+      j["cutlass"] = {{"version", nullptr}, {"reason", cutlass.problem}};
+    }
     const sandbox::LandlockSupport landlock = sandbox::landlock_support();
     const CompileLimits limits = default_compile_limits();
     j["sandbox"] = {{"landlock_abi", landlock.abi},
@@ -127,6 +156,10 @@ ExitCode run_doctor(bool json, const GlobalOptions& global) {
   out +=
       fmt::format("CUDA runtime   {} (static, built in)\n", cuda_version_string(r.runtime_version));
   out += fmt::format("NVRTC          {}\n", r.nvrtc_version.empty() ? "?" : r.nvrtc_version);
+  const CutlassLine cutlass = cutlass_line();
+  out += cutlass.root ? fmt::format("CUTLASS        {} in {} ({})\n", cutlass.root->version,
+                                    cutlass.root->include_dir.string(), cutlass.root->origin)
+                      : fmt::format("CUTLASS        none: {}\n", cutlass.problem);
   out += fmt::format("CUPTI          {}\n",
                      r.cupti_api_version ? fmt::format("API {}", r.cupti_api_version) : "?");
   out += fmt::format("NVML           {}\n",

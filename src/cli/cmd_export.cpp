@@ -65,6 +65,8 @@ ExitCode run_export(const ExportArgs& args, const GlobalOptions& global) {
   o.entry_symbol = args.entry_symbol;
   o.target_hardware = args.target_hardware;
   o.arch = arch;
+  o.cutlass_version = compiled.cutlass_version;
+  o.cutlass_include_dir = compiled.cutlass_include_dir;
   if (!exchange::tvm_ffi_arch(arch).empty()) {
     // FlashInfer-Bench builds for the GPU's plain arch: whether the kernels need the
     // arch-specific one (wgmma, setmaxnreg, tcgen05) is whether they compile without it.

@@ -199,8 +199,10 @@ std::string render_violations(const std::vector<RuleViolation>& violations) {
 }
 
 std::string render_compile_text(const std::string& what, const CompileResult& r) {
-  std::string out = fmt::format("{}: {} for {} in {:.3f} s{}\n", what, status_name(r.status),
-                                r.arch, r.seconds, r.cache_hit ? " (compile cache hit)" : "");
+  std::string out =
+      fmt::format("{}: {} for {}{} in {:.3f} s{}\n", what, status_name(r.status), r.arch,
+                  r.cutlass_version.empty() ? "" : " with CUTLASS " + r.cutlass_version, r.seconds,
+                  r.cache_hit ? " (compile cache hit)" : "");
   out += render_violations(r.violations);
   for (const auto& d : r.diagnostics) {
     out +=

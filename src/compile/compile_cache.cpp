@@ -38,10 +38,12 @@ std::optional<std::string> slurp(const fs::path& path) { return try_read_regular
 }  // namespace
 
 std::string make_key(const Solution& solution, const std::vector<std::string>& options,
-                     const std::string& arch, const std::string& nvrtc_version) {
+                     const std::string& arch, const std::string& nvrtc_version,
+                     const std::string& cutlass_version) {
   Sha256 h;
   h.field(fmt::format("kharness-compile-cache-v{}", kFormatVersion));
   h.field(nvrtc_version);
+  if (!cutlass_version.empty()) h.field("cutlass " + cutlass_version);
   h.field(arch);
   h.field(std::to_string(options.size()));
   for (const auto& o : options) {

@@ -34,8 +34,11 @@ struct Entry {
   std::vector<KernelInfo> kernels;
 };
 
+// `cutlass_version`: the CUTLASS release a CuTe solution compiles against ("" for any other, whose
+// key it leaves as it was): new headers under the same path are a new key.
 std::string make_key(const Solution& solution, const std::vector<std::string>& options,
-                     const std::string& arch, const std::string& nvrtc_version);
+                     const std::string& arch, const std::string& nvrtc_version,
+                     const std::string& cutlass_version = "");
 std::filesystem::path entry_dir(const std::filesystem::path& cache_dir, const std::string& key);
 // nullopt when missing or corrupt. Never throws.
 std::optional<Entry> load(const std::filesystem::path& cache_dir, const std::string& key);

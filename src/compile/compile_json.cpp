@@ -75,6 +75,9 @@ nlohmann::json to_json(const CompileResult& r) {
   j["status"] = std::string(status_name(r.status));
   j["arch"] = r.arch;
   j["nvrtc_version"] = r.nvrtc_version;
+  if (!r.cutlass_version.empty()) {
+    j["cutlass"] = {{"version", r.cutlass_version}, {"include_dir", r.cutlass_include_dir}};
+  }
   j["cache_key"] = r.cache_key;
   j["cache_hit"] = r.cache_hit;
   j["seconds"] = r.seconds;

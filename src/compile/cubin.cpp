@@ -103,9 +103,9 @@ std::optional<std::vector<CubinSymbol>> cubin_state_symbols(std::string_view cub
       std::uint32_t name = 0;
       std::uint8_t info = 0;
       std::uint16_t shndx = 0;
-      std::uint64_t size = 0;
+      std::uint64_t value = 0, size = 0;
       if (!read(cubin, e, name) || !read(cubin, e + 4, info) || !read(cubin, e + 6, shndx) ||
-          !read(cubin, e + 16, size)) {
+          !read(cubin, e + 8, value) || !read(cubin, e + 16, size)) {
         return std::nullopt;
       }
       // Defined objects only: an undefined one (section 0) or one in a special index
@@ -115,7 +115,7 @@ std::optional<std::vector<CubinSymbol>> cubin_state_symbols(std::string_view cub
       auto n = string_at(cubin, strings.offset, strings.size, name);
       if (!n) return std::nullopt;
       if (n->empty() || !seen.insert(*n).second) continue;
-      out.push_back(CubinSymbol{*n, sections[shndx].name, size});
+      out.push_back(CubinSymbol{*n, sections[shndx].name, size, value});
     }
   }
   return out;

@@ -13,6 +13,8 @@
 //   -I<cuda>/include [-I<cuda>/include/cccl]   NVRTC has no include path of its own; CUDA 13
 //                                  keeps libcu++ (cuda/barrier, cuda/pipeline, cuda/std/...,
 //                                  also needed by cooperative_groups.h) under include/cccl
+//   -I<cutlass root> -default-device   only for a solution that includes CuTe or CUTLASS
+//                                  headers (cutlass.cpp finds the root)
 //   CompileOptions::extra_options  from the person running kharness: trusted, not checked
 //   plan.compile_options           from the solution: only the allow-list below
 #include <fmt/format.h>
@@ -431,6 +433,44 @@ fs::path default_cache_dir() {
   return {};
 }
 
+namespace {
+
+// The rules a solution must meet before NVRTC sees it: its sources, its plan's compile options,
+// and its plan against the definition and workloads (or, without a definition, that it launches
+// something). Violations without a place of their own point at the plan.
+std::vector<RuleViolation> check_solution_rules(const Solution& solution,
+                                                const Definition* definition,
+                                                const std::vector<Workload>* workloads,
+                                                const SourceRules& source_rules) {
+  std::vector<RuleViolation> violations = check_source_rules(solution, source_rules);
+  auto [plan_file, plan_line] = split_where(solution.plan_source);
+  for (const auto& option : solution.plan.compile_options) {
+    std::string why = refuse_option(option);
+    if (!why.empty()) {
+      violations.push_back({"compile_option", fmt::format("compile option '{}' {}", option, why),
+                            plan_file, plan_line});
+    }
+  }
+  std::vector<RuleViolation> plan_violations;
+  if (definition != nullptr) {
+    static const std::vector<Workload> kNoWorkloads;
+    plan_violations = check_plan_rules(solution.plan, *definition,
+                                       workloads != nullptr ? *workloads : kNoWorkloads);
+  } else if (solution.plan.launches.empty() && !solution.plan.has_variants()) {
+    plan_violations.push_back({"no_launches", "the plan has no launches", "", 0});
+  }
+  for (auto& v : plan_violations) {
+    if (v.file.empty()) {
+      v.file = plan_file;
+      v.line = plan_line;
+    }
+    violations.push_back(std::move(v));
+  }
+  return violations;
+}
+
+}  // namespace
+
 CompileResult compile_solution(const Solution& solution, const Definition* definition,
                                const std::vector<Workload>* workloads,
                                const CompileOptions& options) {
@@ -455,36 +495,24 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
   }
   SourceRules source_rules;
   source_rules.system_include_dirs = toolkit_include_dirs(include_dir);
+  // A solution that includes CuTe or CUTLASS headers compiles against the CUTLASS root (the rules
+  // refuse such an include, saying how to provide one, where there is none).
+  std::optional<CutlassRoot> cutlass;
+  if (includes_cutlass(solution)) {
+    cutlass = options.cutlass ? options.cutlass : find_cutlass();
+    if (cutlass) {
+      source_rules.cutlass_include_dir = cutlass->include_dir;
+      result.cutlass_version = cutlass->version;
+      result.cutlass_include_dir = cutlass->include_dir.string();
+    }
+  }
 
   // Rules first: a rejected solution never reaches NVRTC.
-  result.violations = check_source_rules(solution, source_rules);
-  auto [plan_file, plan_line] = split_where(solution.plan_source);
-  for (const auto& option : solution.plan.compile_options) {
-    std::string why = refuse_option(option);
-    if (!why.empty()) {
-      result.violations.push_back({"compile_option",
-                                   fmt::format("compile option '{}' {}", option, why), plan_file,
-                                   plan_line});
-    }
-  }
-  std::vector<RuleViolation> plan_violations;
-  if (definition != nullptr) {
-    static const std::vector<Workload> kNoWorkloads;
-    plan_violations = check_plan_rules(solution.plan, *definition,
-                                       workloads != nullptr ? *workloads : kNoWorkloads);
-  } else if (solution.plan.launches.empty() && !solution.plan.has_variants()) {
-    plan_violations.push_back({"no_launches", "the plan has no launches", "", 0});
-  }
-  for (auto& v : plan_violations) {
-    if (v.file.empty()) {
-      v.file = plan_file;
-      v.line = plan_line;
-    }
-    result.violations.push_back(std::move(v));
-  }
+  result.violations = check_solution_rules(solution, definition, workloads, source_rules);
   if (!result.violations.empty()) {
     return finish(Status::kRejected);
   }
+  auto [plan_file, plan_line] = split_where(solution.plan_source);
 
   std::vector<std::string> nvrtc_options = {"--gpu-architecture=" + result.arch};
   if (!gives_std(solution.plan.compile_options) && !gives_std(options.extra_options)) {
@@ -497,6 +525,15 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
   for (const auto& dir : source_rules.system_include_dirs) {
     nvrtc_options.push_back("-I" + dir.string());
   }
+  std::vector<fs::path> read_dirs = source_rules.system_include_dirs;
+  if (cutlass) {
+    // CUTLASS and CuTe declare many constexpr functions and lambdas without __device__, which
+    // NVRTC takes for host code and refuses: -default-device makes them device code (CUTLASS
+    // 4.2 under NVRTC 13.0 needs nothing else). NVRTC reads only cute/ and cutlass/ of the root.
+    nvrtc_options.push_back("-I" + cutlass->include_dir.string());
+    nvrtc_options.emplace_back("-default-device");
+    for (auto& dir : cutlass_read_dirs(*cutlass)) read_dirs.push_back(std::move(dir));
+  }
   nvrtc_options.insert(nvrtc_options.end(), options.extra_options.begin(),
                        options.extra_options.end());
   nvrtc_options.insert(nvrtc_options.end(), solution.plan.compile_options.begin(),
@@ -504,8 +541,8 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
 
   // --no-cache (use_cache = false) bypasses the cache entirely: no read, no write.
   const bool use_cache = options.use_cache && !options.cache_dir.empty();
-  result.cache_key =
-      compile_cache::make_key(solution, nvrtc_options, result.arch, result.nvrtc_version);
+  result.cache_key = compile_cache::make_key(solution, nvrtc_options, result.arch,
+                                             result.nvrtc_version, result.cutlass_version);
   std::optional<compile_cache::Entry> entry;
   if (use_cache) {
     entry = compile_cache::load(options.cache_dir, result.cache_key);
@@ -516,8 +553,7 @@ CompileResult compile_solution(const Solution& solution, const Definition* defin
   } else {
     const auto nvrtc_start = std::chrono::steady_clock::now();
     std::string limit_hit;
-    NvrtcOutput out = run_nvrtc(solution, nvrtc_options, source_rules.system_include_dirs,
-                                options.limits, limit_hit);
+    NvrtcOutput out = run_nvrtc(solution, nvrtc_options, read_dirs, options.limits, limit_hit);
     spdlog::debug(
         "compile: NVRTC {} for {} in {:.3f} s: {}", solution.entry_source().path, result.arch,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - nvrtc_start).count(),

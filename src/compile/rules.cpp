@@ -12,7 +12,9 @@
 //   file_size, total_size  a file, or all files together, above SourceRules' limits
 //   empty_source           the entry file has no code (only whitespace and comments)
 //   include_path           an #include that is not a CUDA toolkit header (a file under
-//                          SourceRules::system_include_dirs) or one of the solution's own files
+//                          SourceRules::system_include_dirs), a CuTe or CUTLASS header of the
+//                          CUTLASS root (cute/..., cutlass/... under
+//                          SourceRules::cutlass_include_dir) or one of the solution's own files
 //                          (named by its path as the solution lists it); absolute paths, '..'
 //                          components, computed includes (#include MACRO), #include_next and
 //                          #import are refused outright. A <header> not found under the
@@ -513,6 +515,23 @@ bool is_toolkit_header(const std::string& name, const std::vector<fs::path>& dir
   return false;
 }
 
+// A CuTe or CUTLASS header (cute/..., cutlass/...) is allowed from the CUTLASS root only, like a
+// toolkit header; without a root the violation says how to provide one. False when `name` is not
+// such a header (the caller judges it).
+bool judge_cutlass_include(const std::string& name, const std::string& shown,
+                           const SourceRules& rules, int line, FileScan& scan) {
+  if (name.rfind("cute/", 0) != 0 && name.rfind("cutlass/", 0) != 0) return false;
+  if (rules.cutlass_include_dir.empty()) {
+    scan.add("include_path", fmt::format("{}: {}", shown, cutlass_missing_hint()), line);
+  } else if (!is_toolkit_header(name, {rules.cutlass_include_dir})) {
+    scan.add("include_path",
+             fmt::format("{}: not a header of the CUTLASS release in {}", shown,
+                         rules.cutlass_include_dir.string()),
+             line);
+  }
+  return true;
+}
+
 // The file an #include (or a __has_include) names after its opening '<' or '"' (`rest` starts
 // there): a toolkit header or one of the solution's own files; anything else is an include_path
 // violation. `what` is how the message names the construct ("#include", "__has_include").
@@ -542,6 +561,7 @@ void judge_include(std::string_view rest, const std::string& what,
   }
   bool is_own = std::find(own.begin(), own.end(), name) != own.end();
   if (is_own || is_toolkit_header(name, rules.system_include_dirs)) return;
+  if (judge_cutlass_include(name, shown, rules, line, scan)) return;
   if (open == '<') {
     scan.add("include_path",
              fmt::format("{}: not a CUDA toolkit header (NVRTC has no C/C++ standard "

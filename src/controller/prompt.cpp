@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/json_util.hpp"
 #include "kharness/arch.hpp"
+#include "kharness/compile.hpp"
+#include "kharness/error.hpp"
 #include "kharness/text.hpp"
 
 namespace kharness::controller {
@@ -172,7 +175,8 @@ Rules (a solution that breaks one is REJECTED or fails, and the attempt is waste
 - Write every output element on every call; never read or write outside the buffers; never modify
   inputs; results must be deterministic. Outputs of timed runs are checked too: no caching of
   results between calls, no skipping work.
-- Only headers NVRTC ships (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, cooperative_groups.h, cuda/...).
+- Only headers NVRTC ships (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, cooperative_groups.h, cuda/...),
+  and CuTe/CUTLASS headers where the task says they are available.
 - Accuracy: within the stated tolerance of an fp32-accumulating reference.
 
 Answer format: a short explanation of the idea (a few sentences), then exactly ONE fenced
@@ -181,6 +185,30 @@ comment `/* kharness {JSON} */` (see the task for the plan's fields), followed b
 Do not include other ```cuda blocks.
 )TXT";
 }
+
+namespace {
+
+// CuTe and CUTLASS are offered only where kharness can compile them: a CUTLASS root is found.
+std::string cutlass_note() {
+  std::optional<CutlassRoot> root;
+  try {
+    root = find_cutlass();
+  } catch (const Error&) {
+    return "";  // a bad KHARNESS_CUTLASS: the compile says so, the prompt offers nothing
+  }
+  if (!root) return "";
+  return fmt::format(R"TXT(CuTe and CUTLASS {} headers are available (#include <cute/tensor.hpp>,
+<cutlass/arch/barrier.h>, ...; kharness compiles such a file with -default-device, and the first
+compile takes several seconds). Device code only: no make_tma_copy/make_tma_atom (host), take TMA
+descriptors from the plan's tensor_maps and issue them with SM90_TMA_LOAD_2D::copy(&map, &mbar,
+hint, smem_ptr, x, y); GMMA through make_tiled_mma(SM90_64xNx16_F32F16F16_SS<GMMA::Major::K,
+GMMA::Major::K>{{}}) on smem layouts tiled from GMMA::Layout_K_SW128_Atom. Avoid the name `half`
+(cuda_fp16.h defines it): use cutlass::half_t under another alias.
+)TXT",
+                     root->version);
+}
+
+}  // namespace
 
 std::string render_task(const Operator& op, const std::string& arch) {
   const Definition& d = op.definition;
@@ -252,6 +280,7 @@ template instantiations with their own extern "C" names (extern "C" __global__ v
 names the variant that served each workload.
 )TXT",
                      d.name);
+  out += cutlass_note();
   return out;
 }
 

@@ -5,15 +5,16 @@
 // state of a freshly loaded module — what the correctness stage gives it by reloading the module
 // every trial — so nothing a launch leaves in them reaches the next one
 // (docs/correctness.md#state-reset: no state survives an iteration), at the cost of one small copy
-// per variable instead of a module load. Where some variable cannot be named, the module is
-// reloaded instead. The initial bytes are kept in pageable host memory, which no kernel can
-// address.
+// per contiguous span of variables instead of a module load. Where some variable cannot be named,
+// the module is reloaded instead. The initial bytes are kept in pageable host memory, which no
+// kernel can address.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,35 @@
 namespace kharness::device {
 
 // One variable to restore by name; `size` is what the cubin's symbol table says it holds (0:
-// unknown), checked against what the driver resolves.
+// unknown), checked against what the driver resolves. `section` and `offset` place it in the
+// cubin's layout (unset for a name only the PTX gives).
 struct StateVar {
   std::string name;
   std::uint64_t size = 0;
+  std::string section;
+  std::optional<std::uint64_t> offset;
 };
+
+// A variable where the driver put it, with its place in the cubin (StateVar::section, offset).
+struct PlacedVar {
+  CUdeviceptr ptr = 0;
+  std::uint64_t size = 0;
+  std::string section;
+  std::optional<std::uint64_t> offset;
+};
+// A range of device memory restored by one copy.
+struct CopySpan {
+  CUdeviceptr ptr = 0;
+  std::uint64_t size = 0;
+};
+// The copies that restore `vars`, in address order. The variables of one section whose addresses
+// all keep the cubin's layout (address - offset is one base for every one of them: the driver
+// loaded the section as one block) are restored by one copy from the lowest to the highest end,
+// alignment padding and any unnamed object between them included (restored too: the reset only
+// widens); every other variable gets a copy of its own. Variables of size 0 get none. A module of
+// CuTe code compiled with -default-device has thousands of constants (cuda::std and cute traits)
+// in two sections: two copies per iteration instead of thousands.
+std::vector<CopySpan> restore_spans(const std::vector<PlacedVar>& vars);
 
 // What resetting a module's state takes, from its PTX and cubin (no GPU needed): the variables to
 // restore by name, and why restoring them cannot be the whole reset (empty: it can).
@@ -55,19 +80,20 @@ class ModuleGlobals {
   // Every name resolved: restore() resets every variable it was given.
   bool complete() const { return missing_.empty(); }
   const std::vector<std::string>& missing() const { return missing_; }
-  std::size_t count() const { return vars_.size(); }
+  std::size_t count() const { return resolved_; }       // variables resolved
+  std::size_t copies() const { return spans_.size(); }  // copies per restore (restore_spans)
   std::size_t bytes() const;
 
-  // Enqueues the copy of every variable's initial bytes on `stream`.
+  // Enqueues the copy of every resolved variable's initial bytes on `stream`.
   void restore(CUstream stream) const;
 
  private:
-  struct Var {
-    std::string name;
+  struct Span {
     CUdeviceptr ptr = 0;
     std::vector<std::uint8_t> initial;
   };
-  std::vector<Var> vars_;
+  std::vector<Span> spans_;
+  std::size_t resolved_ = 0;
   std::vector<std::string> missing_;
 };
 

@@ -921,6 +921,20 @@ FibExport export_fib_solution(const Solution& solution, const Definition& defini
   j["sources"] = sources;
   j["description"] = description;
 
+  if (!options.cutlass_version.empty()) {
+    // nvcc preprocesses with the host compiler, which reads CPATH: the one way to add an include
+    // folder to FlashInfer-Bench's fixed build command.
+    std::string setting = fmt::format("CPATH=\"{}\"", options.cutlass_include_dir);
+    out.notes.push_back(fmt::format(
+        "the kernel includes CuTe/CUTLASS {} headers, which a Solution does not carry: run "
+        "FlashInfer-Bench with {} (the folder holding cute/ and cutlass/ of that release)",
+        options.cutlass_version, setting));
+    description += fmt::format(
+        " Needs the CUTLASS {} headers: run FlashInfer-Bench with CPATH set to the folder "
+        "holding cute/ and cutlass/.",
+        options.cutlass_version);
+    j["description"] = description;
+  }
   if (!options.arch_specific.empty()) {
     std::string setting = fmt::format("TVM_FFI_CUDA_ARCH_LIST=\"{}\"", list);
     out.notes.push_back(fmt::format(

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <system_error>
 #include <utility>
 
 #include "core/json_util.hpp"
+#include "kharness/compile.hpp"
 #include "kharness/error.hpp"
 #include "kharness/operators.hpp"
 #include "kharness/solution.hpp"
@@ -387,6 +389,12 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     // The operator's workloads (the held-out ones among them) as this evaluation runs them.
     for (const auto& w : op.workloads) parts.workloads += json_util::dump(to_json(w));
     for (const auto& f : loaded.reference.sources) parts.harness += f.path + f.content;
+    if (includes_cutlass(loaded.candidate)) {
+      // Other CUTLASS headers may compile the same source into another kernel.
+      const std::optional<CutlassRoot> root = find_cutlass();
+      parts.harness += "\ncutlass: " + (root ? root->version + " " + root->include_dir.string()
+                                             : std::string("none"));
+    }
     if (op.baseline) {
       for (const auto& f : load_solution(*op.baseline).sources) parts.harness += f.path + f.content;
     }

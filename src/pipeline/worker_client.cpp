@@ -117,6 +117,8 @@ Verdict check_loaded(const CheckRequest& request, const verify::Loaded& loaded, 
                                   {"cuda", cuda_version_string(env.driver.cuda_version)},
                                   {"nvrtc", env.nvrtc_version},
                                   {"kharness", fmt::format("{} ({})", kVersion, kGitCommit)}});
+  if (!loaded.candidate_compiled.cutlass_version.empty())
+    verdict.environment["cutlass"] = loaded.candidate_compiled.cutlass_version;
 
   std::unique_ptr<worker::WorkerProcess> worker =
       prepared.worker ? std::move(prepared.worker) : start_worker(request);

@@ -90,6 +90,38 @@ extern "C" __global__ void k(unsigned long long* out) {
   EXPECT_EQ(run(module, 2), (std::vector<std::uint64_t>{1, 0}));
 }
 
+// Many variables of two sections (initialised and zero-initialised, of mixed sizes so that
+// padding lies between them), as CuTe code under -default-device has by the thousand: the driver
+// keeps the cubin's layout, so restoring them takes one copy per section, and every one comes back.
+TEST_F(ModuleStateGpuTest, ManyGlobalsAreRestoredByOneCopyPerSection) {
+  std::string decls, body;
+  for (int i = 0; i < 64; ++i) {
+    decls += "__device__ unsigned char b" + std::to_string(i) + " = " + std::to_string(i) +
+             ";\n__device__ unsigned long long z" + std::to_string(i) + ";\n";
+    body += "  out[" + std::to_string(i) + "] = b" + std::to_string(i) + " + 1000 * z" +
+            std::to_string(i) + ";\n  b" + std::to_string(i) + " += 1;\n  z" + std::to_string(i) +
+            " += 1;\n";
+  }
+  const CompileResult r =
+      compile(decls + "extern \"C\" __global__ void k(unsigned long long* out) {\n" + body + "}\n");
+  ASSERT_TRUE(r.ok());
+  const device::StatePlan plan = device::plan_state_reset(r.ptx, r.cubin);
+  ASSERT_TRUE(plan.reload_reason.empty()) << plan.reload_reason;
+  device::Module module(r.cubin);
+  device::ModuleGlobals globals(module, plan.vars);
+  ASSERT_TRUE(globals.complete());
+  EXPECT_EQ(globals.count(), 128u);
+  std::printf("128 globals: %zu copies of %zu bytes in all per restore\n", globals.copies(),
+              globals.bytes());
+  EXPECT_LE(globals.copies(), 2u) << "one copy per section where the driver keeps the layout";
+  std::vector<std::uint64_t> first(64);
+  for (int i = 0; i < 64; ++i) first[i] = static_cast<std::uint64_t>(i);
+  EXPECT_EQ(run(module, 64), first);
+  EXPECT_NE(run(module, 64), first);  // the first launch's writes stayed
+  globals.restore(stream_->get());
+  EXPECT_EQ(run(module, 64), first);
+}
+
 TEST_F(ModuleStateGpuTest, AFunctionScopeGlobalKeepsStateUntilTheReload) {
   const CompileResult r = compile(R"(
 __device__ __noinline__ unsigned long long remember(unsigned long long v) {
