@@ -375,24 +375,32 @@ extern "C" __global__ void k(float* out) {
   }
 }
 
-// One copy per section whose variables all sit where the cubin's layout puts them (one base);
-// anything else is copied variable by variable.
+// One copy per section whose variables all sit where the cubin's layout puts them (one base) in
+// one driver allocation; anything else is copied variable by variable.
 TEST(RestoreSpans, OneCopyPerSectionThatKeepsTheCubinLayout) {
   using device::CopySpan;
   using device::PlacedVar;
   const std::vector<PlacedVar> vars = {
-      {0x1008, 8, ".nv.global.init", 8},  // section A, base 0x1000
-      {0x1000, 4, ".nv.global.init", 0},
-      {0x1011, 1, ".nv.global.init", 17},  // padding between 0x100c and 0x1010 is covered
-      {0x2000, 4, ".nv.global", 0},        // section B: two bases, so one copy each
-      {0x3000, 4, ".nv.global", 16},
-      {0x5000, 8, "", std::nullopt},     // a PTX name without a place: its own copy
-      {0x6000, 0, ".nv.constant3", 0},   // nothing to copy
-      {0x0008, 4, ".nv.constant3", 16},  // below its offset: no base, its own copy
+      {0x1008, 8, ".nv.global.init", 8, 0x1000},  // section A, base 0x1000, one allocation
+      {0x1000, 4, ".nv.global.init", 0, 0x1000},
+      {0x1011, 1, ".nv.global.init", 17, 0x1000},  // padding between 0x100c and 0x1010 is covered
+      {0x2000, 4, ".nv.global", 0, 0x2000},        // section B: two bases, so one copy each
+      {0x3000, 4, ".nv.global", 16, 0x3000},
+      {0x5000, 8, "", std::nullopt, 0x5000},     // a PTX name without a place: its own copy
+      {0x6000, 0, ".nv.constant3", 0, 0x6000},   // nothing to copy
+      {0x0008, 4, ".nv.constant3", 16, 0x0008},  // below its offset: no base, its own copy
+      // Section C keeps the layout (one base, 0x7000) but lies in two allocations, as the driver
+      // may place a large array apart: a copy across both would be an invalid argument.
+      {0x7000, 0x200, ".nv.global.c", 0, 0x7000},
+      {0x7200, 0x80000, ".nv.global.c", 0x200, 0x7200},
+      // Section D keeps the layout, but where the allocation is unknown nothing is merged.
+      {0x90000, 4, ".nv.global.d", 0, 0},
+      {0x90008, 4, ".nv.global.d", 8, 0},
   };
   const std::vector<CopySpan> spans = device::restore_spans(vars);
   const std::vector<std::pair<CUdeviceptr, std::uint64_t>> want = {
-      {0x0008, 4}, {0x1000, 0x12}, {0x2000, 4}, {0x3000, 4}, {0x5000, 8}};
+      {0x0008, 4},      {0x1000, 0x12},  {0x2000, 4},     {0x3000, 4},    {0x5000, 8},
+      {0x7000, 0x200},  {0x7200, 0x80000}, {0x90000, 4},  {0x90008, 4}};
   ASSERT_EQ(spans.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(spans[i].ptr, want[i].first) << i;

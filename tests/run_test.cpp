@@ -416,6 +416,17 @@ TEST(Run, AResumedRunKeepsItsInModelValidation) {
   r = kharness(archive_arg(tmp) + "run --resume '" + layered.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("in_model.layers"), std::string::npos) << r.out;
+  // A run folder does not get to name a file for this machine to read: a model given by path is
+  // used only when the command line repeats it.
+  json by_path = stored;
+  by_path["in_model"]["model"] = "/etc/passwd.json";
+  write_file_atomic((layered / "run.json").string(), by_path.dump(2));
+  r = kharness(archive_arg(tmp) + "run --resume '" + layered.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("run.json: in_model.model: names the model file '/etc/passwd.json'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 // A run.json or record.json edited by hand with a wrong type: --resume said "internal error"

@@ -172,6 +172,15 @@ void apply_stored_model(RunArgs& a, const json& s, const CLI::App& app, const st
                                           "in-model validation",
                                           flag, kept_value));
   };
+  // A model named by path is a file read from this machine: like where answers come from, a run
+  // folder from elsewhere does not get to name one. The command line must repeat it.
+  const bool is_path = kept.in_model.find('/') != std::string::npos ||
+                       std::filesystem::path(kept.in_model).extension() == ".json";
+  if (is_path && app.count("--model") == 0)
+    throw input_error(source + ": in_model.model",
+                      fmt::format("names the model file '{}'; a model file named by a run folder is "
+                                  "read only when the command line names it too: give --model {}",
+                                  kept.in_model, kept.in_model));
   agree("--model", a.in_model, kept.in_model);
   agree("--phase", a.phase, kept.phase);
   agree("--model-layers", a.model_layers, kept.model_layers);

@@ -64,6 +64,7 @@ namespace kharness::device {
   X(cuModuleUnload, 2000, true)                              \
   X(cuModuleGetFunction, 2000, true)                         \
   X(cuModuleGetGlobal, 3020, true)                           \
+  X(cuMemGetAddressRange, 3020, true)                        \
   X(cuFuncGetAttribute, 2020, true)                          \
   X(cuFuncSetAttribute, 9000, true)                          \
   X(cuFuncSetCacheConfig, 3000, true)                        \

@@ -57,8 +57,9 @@ std::vector<CopySpan> restore_spans(const std::vector<PlacedVar>& vars) {
       continue;
     }
     Section& s = sections[v.section];
-    if (v.ptr < *v.offset ||
-        (!s.vars.empty() && v.ptr - *v.offset != s.vars.front()->ptr - *s.vars.front()->offset)) {
+    if (v.ptr < *v.offset || v.allocation == 0 ||
+        (!s.vars.empty() && (v.ptr - *v.offset != s.vars.front()->ptr - *s.vars.front()->offset ||
+                             v.allocation != s.vars.front()->allocation))) {
       s.laid_out = false;
     }
     s.vars.push_back(&v);
@@ -95,7 +96,10 @@ ModuleGlobals::ModuleGlobals(const Module& module, const std::vector<StateVar>& 
       missing_.push_back(fmt::format("{} ({} bytes, the cubin says {})", var.name, size, var.size));
       continue;
     }
-    placed.push_back(PlacedVar{ptr, size, var.section, var.offset});
+    CUdeviceptr allocation = 0;
+    std::size_t allocation_size = 0;
+    if (d.cuMemGetAddressRange(&allocation, &allocation_size, ptr) != CUDA_SUCCESS) allocation = 0;
+    placed.push_back(PlacedVar{ptr, size, var.section, var.offset, allocation});
   }
   resolved_ = placed.size();
   for (const CopySpan& span : restore_spans(placed)) {

@@ -38,6 +38,11 @@ struct PlacedVar {
   std::uint64_t size = 0;
   std::string section;
   std::optional<std::uint64_t> offset;
+  // The driver allocation that holds it (cuMemGetAddressRange; 0: unknown). One copy may cross
+  // variables only inside one allocation: a copy across two is an invalid argument, and the
+  // driver does allocate a section's variables separately (seen on driver 580: a small array and
+  // a 512 KiB one whose addresses happened to keep the cubin's layout, in two allocations).
+  CUdeviceptr allocation = 0;
 };
 // A range of device memory restored by one copy.
 struct CopySpan {
@@ -45,8 +50,9 @@ struct CopySpan {
   std::uint64_t size = 0;
 };
 // The copies that restore `vars`, in address order. The variables of one section whose addresses
-// all keep the cubin's layout (address - offset is one base for every one of them: the driver
-// loaded the section as one block) are restored by one copy from the lowest to the highest end,
+// all keep the cubin's layout (address - offset is one base for every one of them) and lie in one
+// driver allocation (the driver loaded the section as one block) are restored by one copy from the
+// lowest to the highest end,
 // alignment padding and any unnamed object between them included (restored too: the reset only
 // widens); every other variable gets a copy of its own. Variables of size 0 get none. A module of
 // CuTe code compiled with -default-device has thousands of constants (cuda::std and cute traits)

@@ -91,9 +91,10 @@ extern "C" __global__ void k(unsigned long long* out) {
 }
 
 // Many variables of two sections (initialised and zero-initialised, of mixed sizes so that
-// padding lies between them), as CuTe code under -default-device has by the thousand: the driver
-// keeps the cubin's layout, so restoring them takes one copy per section, and every one comes back.
-TEST_F(ModuleStateGpuTest, ManyGlobalsAreRestoredByOneCopyPerSection) {
+// padding lies between them), as CuTe code under -default-device has by the thousand: every one
+// comes back, whether the driver kept the cubin's layout in one allocation (one copy per section)
+// or placed them apart (one copy each: what driver 580 did on an H100).
+TEST_F(ModuleStateGpuTest, ManyGlobalsAreAllRestored) {
   std::string decls, body;
   for (int i = 0; i < 64; ++i) {
     decls += "__device__ unsigned char b" + std::to_string(i) + " = " + std::to_string(i) +
@@ -113,7 +114,8 @@ TEST_F(ModuleStateGpuTest, ManyGlobalsAreRestoredByOneCopyPerSection) {
   EXPECT_EQ(globals.count(), 128u);
   std::printf("128 globals: %zu copies of %zu bytes in all per restore\n", globals.copies(),
               globals.bytes());
-  EXPECT_LE(globals.copies(), 2u) << "one copy per section where the driver keeps the layout";
+  EXPECT_GE(globals.copies(), 2u);
+  EXPECT_LE(globals.copies(), 128u);
   std::vector<std::uint64_t> first(64);
   for (int i = 0; i < 64; ++i) first[i] = static_cast<std::uint64_t>(i);
   EXPECT_EQ(run(module, 64), first);
