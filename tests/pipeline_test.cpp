@@ -41,19 +41,19 @@ class PipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ::setenv("KHARNESS_CACHE", (dir_.path() / "compile-cache").string().c_str(), 1);
-    options_.command = "check";
+    options_.archive.command = "check";
     options_.mode = Mode::kCompile;
     options_.target.operator_name = "rmsnorm_h4096";
     options_.target.operators_dirs = {testing::source_dir() / "operators"};
-    options_.archive_dir = dir_.path() / "archive";
+    options_.archive.dir = dir_.path() / "archive";
     options_.target.arch = "sm_90a";
-    options_.seed = 1;
+    options_.check.seed = 1;
     options_.seed_given = true;
   }
   void TearDown() override { ::unsetenv("KHARNESS_CACHE"); }
 
   testing::TempDir dir_;
-  pipeline::EvaluationOptions options_;
+  pipeline::Request options_;
 };
 
 TEST_F(PipelineTest, LoadsOnceCompilesOnceAndTheSecondEvaluationIsACacheHit) {
