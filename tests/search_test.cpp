@@ -603,7 +603,7 @@ TEST_F(SearchTest, ACandidateTimedAgainstAReplacedIncumbentIsTimedAgain) {
   EXPECT_NEAR(r.best_score, kBaselineLatency / 0.7, 1e-9);
   // Every evaluation of the run has its own seed.
   std::set<std::uint64_t> seeds;
-  for (const auto& c : pipeline_.calls()) seeds.insert(c.seed);
+  for (const auto& c : pipeline_.calls()) seeds.insert(c.seed.value());
   EXPECT_EQ(seeds.size(), pipeline_.calls().size());
 }
 
@@ -793,7 +793,7 @@ TEST_F(SearchTest, AResumedRunDecidesAsTheUninterruptedRunWould) {
   SearchResult uninterrupted = run(whole, "whole");
   auto seeds_of = [&](const std::string& id) {
     std::vector<std::uint64_t> seeds;
-    for (const auto& c : pipeline_.calls_of(id)) seeds.push_back(c.seed);
+    for (const auto& c : pipeline_.calls_of(id)) seeds.push_back(c.seed.value());
     return seeds;
   };
   std::map<std::string, std::vector<std::uint64_t>> whole_seeds;
@@ -834,7 +834,7 @@ TEST_F(SearchTest, AResumedRunDecidesAsTheUninterruptedRunWould) {
     EXPECT_NEAR(a.score, b.score, 1e-12) << a.id;
     if (i == 0) continue;
     std::vector<std::uint64_t> seeds;
-    for (const auto& c : fresh.calls_of(b.id)) seeds.push_back(c.seed);
+    for (const auto& c : fresh.calls_of(b.id)) seeds.push_back(c.seed.value());
     EXPECT_EQ(seeds, whole_seeds[a.id]) << a.id;
     EXPECT_EQ(feedback_ids(whole_requests.at(i - 1).user),
               feedback_ids(split_requests.at(i - 1).user))
