@@ -22,6 +22,7 @@
 #include "kharness/subprocess.hpp"
 #include "kharness/text.hpp"
 #include "pipeline/evaluation.hpp"
+#include "pipeline/request.hpp"
 #include "test_util.hpp"
 
 namespace kharness {
@@ -41,19 +42,19 @@ class PipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ::setenv("KHARNESS_CACHE", (dir_.path() / "compile-cache").string().c_str(), 1);
-    options_.command = "check";
+    options_.archive.command = "check";
     options_.mode = Mode::kCompile;
     options_.target.operator_name = "rmsnorm_h4096";
     options_.target.operators_dirs = {testing::source_dir() / "operators"};
-    options_.archive_dir = dir_.path() / "archive";
+    options_.archive.dir = dir_.path() / "archive";
     options_.target.arch = "sm_90a";
-    options_.seed = 1;
+    options_.check.seed = 1;
     options_.seed_given = true;
   }
   void TearDown() override { ::unsetenv("KHARNESS_CACHE"); }
 
   testing::TempDir dir_;
-  pipeline::EvaluationOptions options_;
+  pipeline::Request options_;
 };
 
 TEST_F(PipelineTest, LoadsOnceCompilesOnceAndTheSecondEvaluationIsACacheHit) {
@@ -371,13 +372,14 @@ TEST(EarlyWorker, GivenItsRequestItTakesTheLockFromItsEnvironment) {
   testing::TempDir locks;
   Subprocess worker(worker_options(locks.path()));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the parent's compile
-  nlohmann::json request = {{"solution", testing::fixture("good/rmsnorm_simple.cu").string()},
-                            {"operator", "rmsnorm_h4096"},
-                            {"operators_dirs", {(testing::source_dir() / "operators").string()}},
-                            {"arch", "sm_90a"},
-                            {"use_cache", false},
-                            {"mode", "check"}};
-  SubprocessResult r = worker.finish(request.dump());
+  pipeline::Request request;
+  request.candidate.solution = testing::fixture("good/rmsnorm_simple.cu");
+  request.target.operator_name = "rmsnorm_h4096";
+  request.target.operators_dirs = {testing::source_dir() / "operators"};
+  request.target.arch = "sm_90a";
+  request.target.use_cache = false;
+  request.mode = Mode::kCheck;
+  SubprocessResult r = worker.finish(pipeline::request_json(request).dump());
   EXPECT_EQ(r.exit_code, 3) << r.describe() << "\n" << r.stderr_data;
   EXPECT_GE(r.input_seconds, 0.2);
   nlohmann::json line = nlohmann::json::parse(r.stdout_data, nullptr, false);

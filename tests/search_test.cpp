@@ -131,7 +131,7 @@ class FakeEvaluator : public controller::Evaluator {
     Verdict v;
     v.definition = op_.definition.name;
     v.source = q.solution.string();
-    v.seed = q.seed;
+    v.seed = q.seed.value_or(0);
     if (k.status == "COMPILE_ERROR" || k.status == "REJECTED") {
       v.status = *parse_status(k.status);
       v.failure = Failure{k.status == "REJECTED" ? "bad_input" : "compile", "it does not build",
@@ -143,7 +143,7 @@ class FakeEvaluator : public controller::Evaluator {
     if (uuids.empty()) {
       for (const auto& w : op_.workloads) uuids.push_back(w.uuid);
     }
-    const FakeKernel incumbent = q.incumbent.empty() ? FakeKernel{} : kernel(q.incumbent);
+    const FakeKernel incumbent = q.baseline.empty() ? FakeKernel{} : kernel(q.baseline);
     bool untimed_left = k.untimed;
     double sum = 0;
     for (const auto& uuid : uuids) {
@@ -161,7 +161,7 @@ class FakeEvaluator : public controller::Evaluator {
       } else if (untimed_left && !rep) {
         untimed_left = false;  // checked, but no timing
       } else {
-        const double base = q.incumbent.empty() ? kBaselineLatency : incumbent.latency;
+        const double base = q.baseline.empty() ? kBaselineLatency : incumbent.latency;
         const double speedup = base / k.latency;
         w.timing = timing_from_json({{"speedup", speedup},
                                      {"candidate", {{"median", k.latency}, {"noise", k.noise}}},
@@ -174,7 +174,7 @@ class FakeEvaluator : public controller::Evaluator {
       v.suspect = kFasterThanLight;
       v.workloads[0].suspect = Failure{kFasterThanLight, "below the bound", json::object()};
     }
-    if (q.incumbent.empty() && v.passed())
+    if (q.baseline.empty() && v.passed())
       v.score = score_from_json({{"mean_speedup", sum / static_cast<double>(uuids.size())}});
     clock_.advance(kSecondsPerWorkload * static_cast<double>(uuids.size()));
     return v;
@@ -332,8 +332,8 @@ class SearchTest : public ::testing::Test {
       : op_(OperatorRegistry::from_environment({}).load(kOperator)),
         seed_source_(read_file(seed_for(op_, "sm_90a")->string())),
         pipeline_(op_, clock_) {
-    options_.target.operator_name = kOperator;
-    options_.target.arch = "sm_90a";
+    options_.evaluation.target.operator_name = kOperator;
+    options_.evaluation.target.arch = "sm_90a";
     options_.provider = "fake";
     options_.model = "m";
     options_.budget = 1;
@@ -379,7 +379,7 @@ TEST_F(SearchTest, TheSeedIsValidatedOnEveryWorkloadAgainstTheOperatorsBaseline)
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].mode, Mode::kValidate);
   EXPECT_TRUE(calls[0].workloads.empty());  // all of them
-  EXPECT_TRUE(calls[0].incumbent.empty());  // against the operator's baseline
+  EXPECT_TRUE(calls[0].baseline.empty());   // against the operator's baseline
   EXPECT_EQ(calls[0].seed, options_.seed + 7919);
   // The best kernel is profiled, the seed first: its diagnosis goes into the prompts.
   EXPECT_EQ(pipeline_.diagnosed(), std::vector<std::string>{"c0000"});
@@ -428,7 +428,7 @@ TEST_F(SearchTest, AFasterCandidateIsPromotedAfterTheCascadeAndAFullValidation) 
   EXPECT_TRUE(calls[1].workloads.empty());
   for (const auto& call : calls) {
     EXPECT_EQ(call.mode, Mode::kValidate);
-    EXPECT_EQ(id_of(call.incumbent), "c0000");
+    EXPECT_EQ(id_of(call.baseline), "c0000");
   }
   // The new best is profiled; the run's best kernel is written out.
   EXPECT_EQ(pipeline_.diagnosed(), (std::vector<std::string>{"c0000", "c0001"}));
@@ -458,7 +458,7 @@ TEST_F(SearchTest, NoPromotionWithinTheNoiseOrTheLeastGain) {
   // Every one was validated in full (promising on the representatives) against the seed.
   for (const char* id : {"c0001", "c0002", "c0003"}) {
     EXPECT_EQ(record(r, id).stage, "full") << id;
-    EXPECT_EQ(id_of(pipeline_.calls_of(id).back().incumbent), "c0000") << id;
+    EXPECT_EQ(id_of(pipeline_.calls_of(id).back().baseline), "c0000") << id;
   }
 }
 
@@ -597,13 +597,13 @@ TEST_F(SearchTest, ACandidateTimedAgainstAReplacedIncumbentIsTimedAgain) {
   EXPECT_EQ(r.best_id, "c0002");
   auto calls = pipeline_.calls_of("c0002");
   ASSERT_EQ(calls.size(), 3u);
-  EXPECT_EQ(id_of(calls[1].incumbent), "c0000");
-  EXPECT_EQ(id_of(calls[2].incumbent), "c0001");
+  EXPECT_EQ(id_of(calls[1].baseline), "c0000");
+  EXPECT_EQ(id_of(calls[2].baseline), "c0001");
   EXPECT_NEAR(record(r, "c0002").speedup_vs_incumbent, 0.8 / 0.7, 1e-9);
   EXPECT_NEAR(r.best_score, kBaselineLatency / 0.7, 1e-9);
   // Every evaluation of the run has its own seed.
   std::set<std::uint64_t> seeds;
-  for (const auto& c : pipeline_.calls()) seeds.insert(c.seed);
+  for (const auto& c : pipeline_.calls()) seeds.insert(c.seed.value());
   EXPECT_EQ(seeds.size(), pipeline_.calls().size());
 }
 
@@ -773,7 +773,7 @@ TEST_F(SearchTest, ResumeCarriesOnFromTheRunFolder) {
   // The seed is not evaluated again; the next candidate is timed against the restored best.
   auto calls = pipeline_.calls();
   for (std::size_t i = before; i < calls.size(); ++i) EXPECT_NE(id_of(calls[i].solution), "c0000");
-  EXPECT_EQ(id_of(pipeline_.calls_of("c0003").front().incumbent), "c0001");
+  EXPECT_EQ(id_of(pipeline_.calls_of("c0003").front().baseline), "c0001");
   EXPECT_EQ(second.best_id, "c0003");
   EXPECT_EQ(second.tokens, 4 * 1100);  // the earlier session's usage counts
   EXPECT_EQ(FileRecorder(options_.work_dir).load_candidates().size(), 5u);
@@ -793,7 +793,7 @@ TEST_F(SearchTest, AResumedRunDecidesAsTheUninterruptedRunWould) {
   SearchResult uninterrupted = run(whole, "whole");
   auto seeds_of = [&](const std::string& id) {
     std::vector<std::uint64_t> seeds;
-    for (const auto& c : pipeline_.calls_of(id)) seeds.push_back(c.seed);
+    for (const auto& c : pipeline_.calls_of(id)) seeds.push_back(c.seed.value());
     return seeds;
   };
   std::map<std::string, std::vector<std::uint64_t>> whole_seeds;
@@ -834,7 +834,7 @@ TEST_F(SearchTest, AResumedRunDecidesAsTheUninterruptedRunWould) {
     EXPECT_NEAR(a.score, b.score, 1e-12) << a.id;
     if (i == 0) continue;
     std::vector<std::uint64_t> seeds;
-    for (const auto& c : fresh.calls_of(b.id)) seeds.push_back(c.seed);
+    for (const auto& c : fresh.calls_of(b.id)) seeds.push_back(c.seed.value());
     EXPECT_EQ(seeds, whole_seeds[a.id]) << a.id;
     EXPECT_EQ(feedback_ids(whole_requests.at(i - 1).user),
               feedback_ids(split_requests.at(i - 1).user))
@@ -1015,10 +1015,10 @@ TEST(StageEvaluator, AMalformedCandidateIsARejectedVerdictNotAnError) {
   write_file_atomic(file.string(),
                     "/* kharness\n{\"definition\": \"rmsnorm_h4096\", \"launches\": oops}\n*/\n");
   controller::StageSettings settings;
-  settings.target.operator_name = kOperator;
-  pipeline::EvaluationOptions options = controller::pipeline_options(settings);
-  options.archive_dir = dir.path() / "archive";
-  pipeline::Evaluator pipeline(options);
+  settings.request = controller::run_request();
+  settings.request.target.operator_name = kOperator;
+  settings.request.archive.dir = dir.path() / "archive";
+  pipeline::Evaluator pipeline(settings.request);
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = file;
@@ -1041,11 +1041,11 @@ TEST(StageEvaluator, AnArchivedCandidateAnswersTheSameKernelAgain) {
   std::filesystem::create_directories(dir.path() / "second");
   write_file_atomic((dir.path() / "second" / "c0001.cu").string(), seed);  // another run's file
   controller::StageSettings settings;
-  settings.target.operator_name = kOperator;
-  settings.target.arch = "sm_90a";
-  pipeline::EvaluationOptions options = controller::pipeline_options(settings);
-  options.archive_dir = dir.path() / "archive";
-  pipeline::Evaluator pipeline(options);
+  settings.request = controller::run_request();
+  settings.request.target.operator_name = kOperator;
+  settings.request.target.arch = "sm_90a";
+  settings.request.archive.dir = dir.path() / "archive";
+  pipeline::Evaluator pipeline(settings.request);
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = dir.path() / "c0001.cu";
@@ -1086,11 +1086,11 @@ TEST(StageEvaluator, AnArchivedCandidateTimedAgainstTheIncumbentAnswersAgain) {
       read_file((testing::source_dir() / "operators" / kOperator / "seed.cu").string());
   write_file_atomic((dir.path() / "c0001.cu").string(), seed);
   controller::StageSettings settings;
-  settings.target.operator_name = kOperator;
-  settings.target.arch = "sm_90a";
-  pipeline::EvaluationOptions options = controller::pipeline_options(settings);
-  options.archive_dir = dir.path() / "archive";
-  pipeline::Evaluator pipeline(options);
+  settings.request = controller::run_request();
+  settings.request.target.operator_name = kOperator;
+  settings.request.target.arch = "sm_90a";
+  settings.request.archive.dir = dir.path() / "archive";
+  pipeline::Evaluator pipeline(settings.request);
   controller::StageEvaluator evaluator(settings, pipeline);
   EvaluationRequest q;
   q.solution = dir.path() / "c0001.cu";

@@ -47,7 +47,7 @@ class ShapeEvaluator : public controller::Evaluator {
   controller::Evaluated evaluate(const controller::EvaluationRequest& q) override {
     const Solution candidate = load_solution(q.solution);
     std::optional<Solution> incumbent;
-    if (!q.incumbent.empty()) incumbent = load_solution(q.incumbent);
+    if (!q.baseline.empty()) incumbent = load_solution(q.baseline);
     Verdict v;
     v.definition = op_.definition.name;
     v.source = q.solution.string();
@@ -102,8 +102,8 @@ TEST(TuneDispatch, TheRunPromotesTheCompositionOfEachBucketsBest) {
   ShapeEvaluator evaluator(op);
   FixedClock clock;
   controller::SearchOptions options;
-  options.target.operator_name = "rmsnorm_h4096";
-  options.target.arch = "sm_90a";
+  options.evaluation.target.operator_name = "rmsnorm_h4096";
+  options.evaluation.target.arch = "sm_90a";
   options.provider = "tune";
   options.budget = 24;
   options.patience = 0;

@@ -261,10 +261,10 @@ TEST(Watchdog, NoLimitIsNoWatchdog) {
 
 // ---- the parent end: a worker's lines and exit into a verdict ----
 
-CheckRequest request() {
-  CheckRequest r;
-  r.timeout_seconds = 300;
-  r.launch_timeout_seconds = 10;
+pipeline::Request request() {
+  pipeline::Request r;
+  r.timeouts.seconds = 300;
+  r.timeouts.launch_seconds = 10;
   return r;
 }
 

@@ -41,31 +41,16 @@ namespace kharness::cli {
 namespace {
 
 struct CheckArgs {
+  // What every evaluation of the invocation shares, its flags bound straight to its fields: the
+  // mode, the operator, the limits, the correctness and timing options, --holdout.
+  // invocation_request completes it (operator folders, arch, seed, sharing, archive).
+  pipeline::Request request;
   // score: report files
   std::string json_file, junit_file, markdown_file, traces_file;
-  std::string csv_file;        // every mode: one row per solution x workload
-  int holdout = 0;             // --holdout N: held-out shapes per definition (kharness/holdout.hpp)
-  std::string mode = "check";  // "check", "bench" or "validate"
-  std::string timing = "adaptive";
-  std::string timer = "cupti";
-  double max_noise = 0.005;
-  double max_time = 2.0;
-  int warmup = 10, iterations = 50, num_trials = 3, input_sets = 3;
-  double warmup_seconds = 0.05;
-  std::string state_reset = "auto";
-  bool no_baseline = false;
-  std::string baseline;  // "" (the operator's), "cublaslt", or a solution path
-  std::string sol = "datasheet";
+  std::string csv_file;  // every mode: one row per solution x workload
   std::vector<std::string> solutions;
-  std::string operator_name;
-  std::vector<std::string> workloads;
-  int trials = 3;
-  std::string seed;
-  double atol = -1, rtol = -1, matched_ratio = -1;
-  double timeout = 60;
-  double launch_timeout = 10;
-  std::string arch;
-  bool no_cache = false;
+  std::string seed;  // as given ("": random)
+  std::string arch;  // as given ("": this GPU)
   bool json = false;
   std::string gpus;          // --gpus all|LIST; "": all visible GPUs (one worker without GPU work)
   std::string shard;         // score --shard I/N; "": everything
@@ -161,28 +146,25 @@ std::string render_verdict(const Verdict& v, int verbosity) {
 
 // Before anything else (the driver included): a bad number is bad usage (2) on any machine.
 // Comparisons are written !(x > 0) so that NaN is refused too.
-void validate_args(const CheckArgs& args, const CLI::App& app) {
-  if (args.trials < 1) throw input_error("--trials", "must be at least 1");
-  if (args.input_sets < 2)
+void validate_args(const CheckArgs& args) {
+  const pipeline::Request& r = args.request;
+  if (r.check.trials < 1) throw input_error("--trials", "must be at least 1");
+  if (r.bench.input_sets < 2)
     throw input_error("--input-sets", "must be at least 2 (inputs are visited in a random order)");
-  if (!(args.max_noise > 0)) throw input_error("--max-noise", "must be > 0");
-  if (!(args.timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
-  validate_launch_timeout(args.launch_timeout);
-  if (!(args.max_time > 0)) throw input_error("--max-time", "must be > 0 seconds");
-  if (args.warmup < 0) throw input_error("--warmup-runs", "must be >= 0");
-  if (!(args.warmup_seconds >= 0)) throw input_error("--warmup-seconds", "must be >= 0");
-  if (args.iterations < 1) throw input_error("--iterations", "must be at least 1");
-  if (args.num_trials < 1) throw input_error("--num-trials", "must be at least 1");
-  if (args.holdout < 0 || args.holdout > 1000)
+  if (!(r.bench.max_noise > 0)) throw input_error("--max-noise", "must be > 0");
+  if (!(r.timeouts.seconds > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  validate_launch_timeout(r.timeouts.launch_seconds);
+  if (!(r.bench.max_seconds > 0)) throw input_error("--max-time", "must be > 0 seconds");
+  if (r.bench.warmup < 0) throw input_error("--warmup-runs", "must be >= 0");
+  if (!(r.bench.warmup_seconds >= 0)) throw input_error("--warmup-seconds", "must be >= 0");
+  if (r.bench.iterations < 1) throw input_error("--iterations", "must be at least 1");
+  if (r.bench.trials < 1) throw input_error("--num-trials", "must be at least 1");
+  if (r.holdout < 0 || r.holdout > 1000)
     throw input_error("--holdout", "must be between 0 and 1000 workloads per definition");
-  // The tolerances default to the definition's (-1 below means "not given"); bench has none.
-  auto given = [&](const char* name) {
-    const CLI::Option* option = app.get_option_no_throw(name);
-    return option != nullptr && option->count() > 0;
-  };
-  if (given("--atol") && !(args.atol >= 0)) throw input_error("--atol", "must be >= 0");
-  if (given("--rtol") && !(args.rtol >= 0)) throw input_error("--rtol", "must be >= 0");
-  if (given("--required-matched-ratio") && !(args.matched_ratio > 0 && args.matched_ratio <= 1)) {
+  // The tolerances default to the definition's (unset: not given); bench has none.
+  if (r.check.atol && !(*r.check.atol >= 0)) throw input_error("--atol", "must be >= 0");
+  if (r.check.rtol && !(*r.check.rtol >= 0)) throw input_error("--rtol", "must be >= 0");
+  if (const auto& m = r.check.required_matched_ratio; m && !(*m > 0 && *m <= 1)) {
     throw input_error("--required-matched-ratio", "must be in (0, 1]");
   }
   validate_gpus_flag(args.gpus);
@@ -204,7 +186,7 @@ struct Pool {
 
 Pool make_pool(const CheckArgs& args) {
   Pool pool;
-  pool.gpus = resolve_gpus(args.gpus, args.mode != "compile", !args.arch.empty());
+  pool.gpus = resolve_gpus(args.gpus, args.request.mode != Mode::kCompile, !args.arch.empty());
   pool.arch = args.arch.empty() && pool.gpus[0] && !pool.gpus[0]->arch.empty()
                   ? normalize_arch(pool.gpus[0]->arch)
                   : resolve_arch(args.arch);
@@ -212,48 +194,25 @@ Pool make_pool(const CheckArgs& args) {
   return pool;
 }
 
-// The pipeline's options for one invocation (pipeline/evaluation.hpp) from the command line.
-// `sharing`: the most workers on one GPU (each worker's --timeout is that many times longer, as it
-// may wait for the others' timings).
-pipeline::EvaluationOptions evaluation_options(
-    const CheckArgs& args, const GlobalOptions& global, std::uint64_t seed, std::string arch,
-    const std::string& command, int sharing = 1,
-    const nlohmann::json& run_info = nlohmann::json::object()) {
-  pipeline::EvaluationOptions o;
-  o.command = command;
-  o.mode = parse_enum<Mode>(args.mode).value();
-  o.target = make_target(args.operator_name, global, std::move(arch), args.no_cache);
-  o.archive_dir = global.archive_dir;
-  o.seed = seed;
-  o.seed_given = !args.seed.empty();
-  o.timeout_seconds = args.timeout;
-  o.launch_timeout_seconds = args.launch_timeout;
-  o.sharing = sharing;
-  o.check.trials = args.trials;
-  for (const auto& w : args.workloads) o.check.workloads.push_back(w);
-  if (args.atol >= 0) o.check.atol = args.atol;
-  if (args.rtol >= 0) o.check.rtol = args.rtol;
-  if (args.matched_ratio >= 0) o.check.required_matched_ratio = args.matched_ratio;
-  // CLI11 checked the names (IsMember) before this point.
-  o.bench.protocol = parse_enum<Protocol>(args.timing).value();
-  o.bench.timer = parse_enum<Timer>(args.timer).value();
-  o.bench.warmup = args.warmup;
-  o.bench.warmup_seconds = args.warmup_seconds;
-  o.bench.iterations = args.iterations;
-  o.bench.trials = args.num_trials;
-  o.bench.max_noise = args.max_noise;
-  o.bench.max_seconds = args.max_time;
-  o.bench.input_sets = args.input_sets;
-  o.bench.state_reset = parse_enum<StateReset>(args.state_reset).value();
-  o.bench.baseline = !args.no_baseline;
-  o.bench.sol = parse_enum<SolSource>(args.sol).value();
-  o.bench.baseline_solution = args.baseline.empty() || args.baseline == "cublaslt"
-                                  ? args.baseline
-                                  : std::filesystem::absolute(args.baseline).string();
-  o.holdout = args.holdout;
-  o.solutions = args.solutions;
-  o.run_info = run_info;
-  return o;
+// The shared request of one invocation (pipeline/request.hpp): the flags' request, completed with
+// what the command line gives only once resolved: the catalogue folders, the pool's arch and
+// sharing (each worker's --timeout is that many times longer, as it may wait for the others'
+// timings), the seed, and the archive's run record.
+pipeline::Request invocation_request(const CheckArgs& args, const GlobalOptions& global,
+                                     std::uint64_t seed, const Pool& pool,
+                                     const std::string& command,
+                                     const nlohmann::json& run_info = nlohmann::json::object()) {
+  pipeline::Request r = args.request;
+  r.target.operators_dirs = global.operators_dirs;
+  r.target.arch = pool.arch;
+  r.sharing = pool.sharing;
+  r.check.seed = seed;
+  r.seed_given = !args.seed.empty();
+  r.archive.dir = global.archive_dir;
+  r.archive.command = command;
+  r.archive.solutions = args.solutions;
+  r.archive.run_info = run_info;
+  return r;
 }
 
 // " (cached: verdict of candidate ID)" or "".
@@ -262,14 +221,14 @@ std::string cached_note(const pipeline::Evaluation& r) {
                                : fmt::format(" (cached: verdict of candidate {})", r.cached_from);
 }
 
-ExitCode run_check(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
-  validate_args(args, app);
-  require_compile_sandbox(args.mode);
+ExitCode run_check(const CheckArgs& args, const GlobalOptions& global) {
+  validate_args(args);
+  const std::string mode(name_of(args.request.mode));
+  require_compile_sandbox(mode);
   if (!args.csv_file.empty()) check_output_file("--csv", args.csv_file);
   std::uint64_t seed = parse_seed_flag("--seed", args.seed);
   Pool pool = make_pool(args);
-  pipeline::Evaluator evaluator(
-      evaluation_options(args, global, seed, pool.arch, args.mode, pool.sharing));
+  pipeline::Evaluator evaluator(invocation_request(args, global, seed, pool, mode));
   nlohmann::json all = nlohmann::json::array();
   std::vector<Verdict> verdicts;
   bool all_passed = true;
@@ -396,7 +355,8 @@ std::vector<Verdict> verdicts_from_archive(const CheckArgs& args,
   }
   auto load = [&](const archive::CandidateSummary& c, long* index) {
     archive::StoredCandidate stored = a.load(c.id);
-    if (!stored.record.verdict) return missing_verdict(c.origin, args.operator_name, dir.string());
+    if (!stored.record.verdict)
+      return missing_verdict(c.origin, args.request.target.operator_name, dir.string());
     Verdict v = *stored.record.verdict;
     v.source = c.origin;  // a reused verdict names the submission it was first evaluated for
     const nlohmann::json& extra = stored.record.extra;
@@ -409,8 +369,9 @@ std::vector<Verdict> verdicts_from_archive(const CheckArgs& args,
   if (!solutions.empty()) {
     for (const auto& path : solutions) {
       auto it = newest.find(path);
-      out.push_back(it == newest.end() ? missing_verdict(path, args.operator_name, dir.string())
-                                       : load(it->second, nullptr));
+      out.push_back(it == newest.end()
+                        ? missing_verdict(path, args.request.target.operator_name, dir.string())
+                        : load(it->second, nullptr));
     }
     return out;
   }
@@ -426,8 +387,8 @@ std::vector<Verdict> verdicts_from_archive(const CheckArgs& args,
   return out;
 }
 
-ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI::App& app) {
-  validate_args(args, app);
+ExitCode run_score(const CheckArgs& args, const GlobalOptions& global) {
+  validate_args(args);
   if (args.from_archive.empty()) require_compile_sandbox("score");
   // A report path that cannot be written fails now, not after every solution has been scored.
   for (const auto& [option, file] :
@@ -457,8 +418,7 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
     std::uint64_t seed = parse_seed_flag("--seed", args.seed);
     Pool pool = make_pool(args);
     run_info["workers"] = pool.gpus.size();
-    pipeline::Evaluator evaluator(
-        evaluation_options(args, global, seed, pool.arch, "score", pool.sharing, run_info));
+    pipeline::Evaluator evaluator(invocation_request(args, global, seed, pool, "score", run_info));
     std::vector<pipeline::Submission> queue;
     for (std::size_t index : mine) {
       const std::string& path = solutions[index];
@@ -517,12 +477,12 @@ ExitCode run_score(const CheckArgs& args, const GlobalOptions& global, const CLI
 // The options every mode shares, then the timing options for bench and validate.
 Runner setup_mode(CLI::App& app, const std::string& mode) {
   auto args = std::make_shared<CheckArgs>();
-  args->mode = mode;
-  if (mode != "check") args->timeout = 300;
-  if (mode == "score") args->mode = "validate";
+  pipeline::Request& r = args->request;
+  r.mode = mode == "score" ? Mode::kValidate : parse_enum<Mode>(mode).value();
+  if (mode != "check") r.timeouts.seconds = 300;
   if (mode == "validate" || mode == "score") {
     app.add_flag_callback(
-        "--compile-only", [args] { args->mode = "compile"; },
+        "--compile-only", [args] { args->request.mode = Mode::kCompile; },
         "Only compile and check the rules (no GPU needed)");
   }
   CLI::Option* solutions = app.add_option(
@@ -531,19 +491,19 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                       : "Solutions (.cu, folder or FlashInfer-Bench JSON); each in its own worker");
   if (mode != "score") solutions->required();  // score --from-archive may go without
   add_gpus_option(app, &args->gpus);
-  add_operator_option(app, &args->operator_name);
-  app.add_option("--workloads", args->workloads,
+  add_operator_option(app, &r.target.operator_name);
+  app.add_option("--workloads", r.check.workloads,
                  "Only these workloads (uuids or prefixes; repeatable or comma-separated)")
       ->delimiter(',')
       ->type_name("UUID");
-  app.add_option("--timeout", args->timeout,
+  app.add_option("--timeout", r.timeouts.seconds,
                  mode == "check" ? "Wall-clock limit per solution in seconds (default 60)"
                                  : "Wall-clock limit per solution in seconds (default 300)");
-  add_launch_timeout_option(app, &args->launch_timeout);
+  add_launch_timeout_option(app, &r.timeouts.launch_seconds);
   app.add_option("--seed", args->seed, "Base seed, to replay a verdict (default: random, printed)");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
-  app.add_flag(
-      "--no-cache", args->no_cache,
+  app.add_flag_callback(
+      "--no-cache", [args] { args->request.target.use_cache = false; },
       "Recompute everything: bypass the verdict cache (the archive) and the compile cache");
   if (mode == "score") {
     app.add_option("--json", args->json_file, "Write the results as JSON (schema kharness.score/1)")
@@ -571,59 +531,62 @@ Runner setup_mode(CLI::App& app, const std::string& mode) {
                  "Write CSV (RFC 4180): a header, then one row per solution and workload")
       ->type_name("FILE");
   if (mode != "bench") {
-    app.add_option("--holdout", args->holdout,
+    app.add_option("--holdout", r.holdout,
                    "Add N held-out workloads per definition, drawn within the shipped shapes' "
                    "range from KHARNESS_HOLDOUT_SEED (random when unset; recorded as a hash)")
         ->type_name("N");
   }
   if (mode != "bench") {
-    app.add_option("--trials", args->trials,
+    app.add_option("--trials", r.check.trials,
                    "Correctness trials per workload, each with fresh inputs (default 3)");
-    app.add_option("--atol", args->atol, "Absolute tolerance (default: the definition's)");
-    app.add_option("--rtol", args->rtol, "Relative tolerance (default: the definition's)");
-    app.add_option("--required-matched-ratio", args->matched_ratio,
-                   "Fraction of elements that must match (default: the definition's)");
+    // Unset unless given: the definition's tolerances hold.
+    auto tolerance = [&app](const char* name, std::optional<double>* value, const char* help) {
+      app.add_option_function<double>(
+          name, [value](double v) { *value = v; }, help);
+    };
+    tolerance("--atol", &r.check.atol, "Absolute tolerance (default: the definition's)");
+    tolerance("--rtol", &r.check.rtol, "Relative tolerance (default: the definition's)");
+    tolerance("--required-matched-ratio", &r.check.required_matched_ratio,
+              "Fraction of elements that must match (default: the definition's)");
   }
   if (mode != "check") {
-    app.add_option("--timing", args->timing,
-                   "adaptive (stop at --max-noise) or official (FlashInfer-Bench's protocol)")
-        ->check(CLI::IsMember({"adaptive", "official"}));
-    app.add_option("--timer", args->timer,
-                   "cupti (default) or events (CUDA events, for comparison only)")
-        ->check(CLI::IsMember({"cupti", "events"}));
-    app.add_option("--max-noise", args->max_noise,
+    bench::BenchOptions& b = r.bench;
+    add_enum_option(app, "--timing", &b.protocol,
+                    "adaptive (stop at --max-noise) or official (FlashInfer-Bench's protocol)");
+    add_enum_option(app, "--timer", &b.timer,
+                    "cupti (default) or events (CUDA events, for comparison only)");
+    app.add_option("--max-noise", b.max_noise,
                    "Adaptive: relative noise of the median to reach (default 0.005)");
-    app.add_option("--max-time", args->max_time,
+    app.add_option("--max-time", b.max_seconds,
                    "Adaptive: seconds per workload before giving up on the noise (default 2)");
-    app.add_option("--warmup-runs", args->warmup, "Warmup iterations (default 10)");
-    app.add_option("--warmup-seconds", args->warmup_seconds,
+    app.add_option("--warmup-runs", b.warmup, "Warmup iterations (default 10)");
+    app.add_option("--warmup-seconds", b.warmup_seconds,
                    "Adaptive: fewer warmup iterations once they would take longer than this "
                    "(default 0.05; 0: always --warmup-runs)");
-    app.add_option("--iterations", args->iterations,
+    app.add_option("--iterations", b.iterations,
                    "Official: timed iterations per trial (default 50)");
-    app.add_option("--num-trials", args->num_trials, "Official: trials (default 3)");
-    app.add_option("--input-sets", args->input_sets,
+    app.add_option("--num-trials", b.trials, "Official: trials (default 3)");
+    app.add_option("--input-sets", b.input_sets,
                    "Input sets visited in a seeded random order during timing (default 3)");
-    app.add_option("--state-reset", args->state_reset,
-                   "How a kernel's __device__ variables are reset before every iteration: auto "
-                   "(initial bytes copied back) or reload (the module reloaded; to measure) "
-                   "(default auto)")
-        ->check(CLI::IsMember({"auto", "reload"}));
-    app.add_flag("--no-baseline", args->no_baseline,
-                 "Do not time the operator's baseline (no speedup)");
-    app.add_option("--baseline", args->baseline,
+    add_enum_option(app, "--state-reset", &b.state_reset,
+                    "How a kernel's __device__ variables are reset before every iteration: auto "
+                    "(initial bytes copied back) or reload (the module reloaded; to measure) "
+                    "(default auto)");
+    app.add_flag_callback(
+        "--no-baseline", [args] { args->request.bench.baseline = false; },
+        "Do not time the operator's baseline (no speedup)");
+    // As given: resolve_baseline (pipeline/request.hpp) makes a path absolute.
+    app.add_option("--baseline", b.baseline_solution,
                    "Baseline to time against: a solution, or 'cublaslt' (built-in cuBLASLt, for "
                    "GEMM operators) (default: the operator's)")
         ->excludes("--no-baseline");
-    app.add_option("--sol", args->sol,
-                   "Speed-of-light ceilings: datasheet (configs/gpus) or measured (from "
-                   "`kharness doctor --measure`) (default datasheet)")
-        ->check(CLI::IsMember({"datasheet", "measured"}));
+    add_enum_option(app, "--sol", &b.sol,
+                    "Speed-of-light ceilings: datasheet (configs/gpus) or measured (from "
+                    "`kharness doctor --measure`) (default datasheet)");
   }
-  CLI::App* self = &app;
   if (mode == "score")
-    return [args, self](const GlobalOptions& global) { return run_score(*args, global, *self); };
-  return [args, self](const GlobalOptions& global) { return run_check(*args, global, *self); };
+    return [args](const GlobalOptions& global) { return run_score(*args, global); };
+  return [args](const GlobalOptions& global) { return run_check(*args, global); };
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ std::string utc_stamp() {
 // The run's settings as run.json keeps them (never a key: those come from the environment).
 json settings(const RunArgs& a, const std::string& arch, std::uint64_t seed) {
   return {{"schema", "kharness.run/1"},
-          {"operator", a.search.target.operator_name},
+          {"operator", a.search.evaluation.target.operator_name},
           {"provider", a.provider},
           {"model", a.model},
           {"base_url", a.base_url},
@@ -203,7 +203,7 @@ void apply_stored(RunArgs& a, const json& s, const CLI::App& app, const std::str
       }
     }
   };
-  take("--operator", "operator", a.search.target.operator_name);
+  take("--operator", "operator", a.search.evaluation.target.operator_name);
   take("--provider", "provider", a.provider);
   take("--llm-model", "model", a.model);
   // Where answers come from is never read back: a run folder from elsewhere (a CI artifact, a
@@ -296,8 +296,8 @@ void validate_args(const RunArgs& args) {
   // !(x >= 0) also refuses NaN.
   if (!(o.max_cost >= 0)) throw input_error("--max-cost", "must be >= 0 (0: no limit)");
   if (!(o.max_time >= 0)) throw input_error("--max-time", "must be >= 0 (0: no limit)");
-  if (!(o.eval_timeout > 0)) throw input_error("--timeout", "must be > 0 seconds");
-  validate_launch_timeout(o.launch_timeout);
+  if (!(o.evaluation.timeouts.seconds > 0)) throw input_error("--timeout", "must be > 0 seconds");
+  validate_launch_timeout(o.evaluation.timeouts.launch_seconds);
   if (!(args.command_timeout > 0)) throw input_error("--command-timeout", "must be > 0 seconds");
   if (!(o.request_timeout > 0)) throw input_error("--request-timeout", "must be > 0 seconds");
   if (!controller::parse_objective(args.objective))
@@ -331,7 +331,7 @@ controller::ModelGate resolve_in_model(const RunArgs& args, const GlobalOptions&
                     "model is --llm-model");
   }
   const model::Model m = model::load_model(gate.file, make_registry(global));
-  controller::model_nodes_of(m, args.phase, args.search.target.operator_name);
+  controller::model_nodes_of(m, args.phase, args.search.evaluation.target.operator_name);
   gate.name = m.name;
   gate.phase = args.phase;
   if (args.model_layers > m.layers)
@@ -362,7 +362,7 @@ ProviderChoice choose_provider(const RunArgs& args, const GlobalOptions& global,
   po.answers_used = earlier == 0 ? 0 : earlier - 1;  // all but the seed
   po.config = llm::load_config(args.providers_config);
   po.cancel = &g_stop;
-  po.context = {{"operator", args.search.target.operator_name},
+  po.context = {{"operator", args.search.evaluation.target.operator_name},
                 {"arch", arch},
                 {"compile_only", args.search.compile_only},
                 {"seed", seed},
@@ -399,11 +399,12 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
     apply_stored_model(args, stored, app, (run_dir / "run.json").string());
     earlier = files->load_candidates();
   } else {
-    if (args.search.target.operator_name.empty())
+    if (args.search.evaluation.target.operator_name.empty())
       throw input_error("--operator", "required (or --resume RUN)");
     run_dir =
         args.run_dir.empty()
-            ? fs::path("runs") / fmt::format("{}-{}", args.search.target.operator_name, utc_stamp())
+            ? fs::path("runs") /
+                  fmt::format("{}-{}", args.search.evaluation.target.operator_name, utc_stamp())
             : fs::path(args.run_dir);
     std::error_code ec;
     if (fs::exists(run_dir / "run.json", ec))
@@ -425,8 +426,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
         global.archive_dir.empty() ? archive::Archive::default_dir() : global.archive_dir;
     try {
       store.emplace(dir);
-      archived = std::make_unique<controller::ArchiveRecorder>(*files, *store,
-                                                               args.search.target.operator_name);
+      archived = std::make_unique<controller::ArchiveRecorder>(
+          *files, *store, args.search.evaluation.target.operator_name);
       if (!earlier.empty()) archived->load_run();  // re-links the archive run of the run folder
       recorder_ptr = archived.get();
     } catch (const Error& e) {
@@ -453,10 +454,10 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
 
   // The flags bound to args.search are in place; the rest is resolved here.
   controller::SearchOptions so = args.search;
-  so.target.operators_dirs = global.operators_dirs;
-  so.target.arch = arch;
+  so.evaluation.target.operators_dirs = global.operators_dirs;
+  so.evaluation.target.arch = arch;
   // A worker may wait for the other workers' timings on its GPU (gpu_sharing).
-  so.eval_timeout *= gpu_sharing(so.gpus);
+  so.evaluation.timeouts.seconds *= gpu_sharing(so.gpus);
   so.provider = args.provider;
   so.model = llm::resolve_model(args.provider, po);
   so.prices = po.config;
@@ -465,8 +466,8 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   so.cascade = !args.no_cascade;
   so.profile = !args.no_profile;
   so.seed = seed;
-  so.target.use_cache = !args.no_cache;
-  so.bench.baseline = true;
+  so.evaluation.target.use_cache = !args.no_cache;
+  so.evaluation.bench.baseline = true;
   so.skills_dir = data_dir() / "skills";
   so.work_dir = run_dir;
   so.out = args.out;
@@ -477,10 +478,9 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   // One pipeline for the run's evaluations: each candidate loaded and compiled once, its verdict
   // looked up in the archive's verdict cache (a second run of the same candidates reuses them);
   // the recorder archives, with the cache key.
+  so.evaluation.archive.dir = global.archive_dir;
   const controller::StageSettings stage = controller::stage_settings(so);
-  pipeline::EvaluationOptions po_eval = controller::pipeline_options(stage);
-  po_eval.archive_dir = global.archive_dir;
-  pipeline::Evaluator pipeline(po_eval);
+  pipeline::Evaluator pipeline(stage.request);
   controller::StageEvaluator evaluator(stage, pipeline);
   controller::Search search(so, evaluator, *provider, *recorder_ptr, &g_stop);
   if (!earlier.empty()) search.resume(earlier);
@@ -493,7 +493,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
   ProgressLine line;
   if (!global.quiet)
     std::fprintf(stderr, "kharness run: %s on %s with %s%s; records in %s\n",
-                 so.target.operator_name.c_str(), arch.c_str(), args.provider.c_str(),
+                 so.evaluation.target.operator_name.c_str(), arch.c_str(), args.provider.c_str(),
                  so.model.empty() ? "" : (" (" + so.model + ")").c_str(), run_dir.c_str());
   controller::SearchResult result;
   try {
@@ -525,7 +525,7 @@ ExitCode run_run(RunArgs args, const GlobalOptions& global, const CLI::App& app)
 Runner setup_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   const controller::SearchOptions& d = args->search;  // the defaults the help states
-  app.add_option("--operator", args->search.target.operator_name, "Operator to optimise")
+  app.add_option("--operator", args->search.evaluation.target.operator_name, "Operator to optimise")
       ->type_name("NAME");
   app.add_option("--provider", args->provider,
                  "anthropic, openai, command, replay or tune (default: anthropic/openai when "
@@ -595,9 +595,10 @@ Runner setup_run(CLI::App& app) {
   app.add_option("--out", args->out, "Write the best kernel here at the end")->type_name("FILE");
   app.add_option("--arch", args->arch, "Target (default: this GPU)")->type_name("ARCH");
   app.add_option("--seed", args->seed, "Base seed for checks and the search (default: random)");
-  app.add_option("--timeout", args->search.eval_timeout,
-                 fmt::format("Wall-clock limit per evaluation (default {:g} s)", d.eval_timeout));
-  add_launch_timeout_option(app, &args->search.launch_timeout);
+  app.add_option("--timeout", args->search.evaluation.timeouts.seconds,
+                 fmt::format("Wall-clock limit per evaluation (default {:g} s)",
+                             d.evaluation.timeouts.seconds));
+  add_launch_timeout_option(app, &args->search.evaluation.timeouts.launch_seconds);
   app.add_flag("--no-cache", args->no_cache, "Bypass the compile cache and the verdict cache");
   app.add_option("--model", args->in_model,
                  "Validate candidates in this model's layer (models/NAME or a model file): a "

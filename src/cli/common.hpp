@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/cli.hpp"
+#include "core/enum_names.hpp"
 #include "kharness/compile.hpp"
 #include "kharness/device.hpp"
 #include "kharness/error.hpp"
@@ -48,6 +49,30 @@ int gpu_sharing(const std::vector<std::optional<GpuInfo>>& gpus);
 // --launch-timeout SECONDS, on every command that runs a worker: the launch watchdog's limit
 // (device/watchdog.hpp). `seconds` holds the default the help states.
 void add_launch_timeout_option(CLI::App& app, double* seconds);
+
+// An option whose value is one of E's names (core/enum_names.hpp), stored straight into `value`:
+// the help lists the names ("TEXT:{adaptive,official}") and a value that is none of them is bad
+// usage naming them ("--timing: foo not in {adaptive,official}"), as CLI11's IsMember words it.
+template <class E>
+CLI::Option* add_enum_option(CLI::App& app, const std::string& name, E* value,
+                             const std::string& help) {
+  std::string names;
+  for (const auto& [e, n] : enum_names<E>()) names += (names.empty() ? "" : ",") + std::string(n);
+  const std::string allowed = "{" + names + "}";
+  // A transform: the name becomes the enum's number, which CLI11 stores into the enum.
+  CLI::Validator by_name(
+      [allowed](std::string& input) -> std::string {
+        for (const auto& [e, n] : enum_names<E>()) {
+          if (n == input) {
+            input = std::to_string(static_cast<int>(e));
+            return {};
+          }
+        }
+        return input + " not in " + allowed;
+      },
+      allowed);
+  return app.add_option(name, *value, help)->transform(by_name)->type_name("TEXT");
+}
 // Before anything runs: > 0 (NaN refused), else input_error naming --launch-timeout (exit 2).
 void validate_launch_timeout(double seconds);
 

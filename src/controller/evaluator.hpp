@@ -24,25 +24,20 @@
 #include "kharness/device.hpp"
 #include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
+#include "pipeline/request.hpp"
 
 namespace kharness::pipeline {
 class Evaluator;
-struct EvaluationOptions;
 }  // namespace kharness::pipeline
 
 namespace kharness::controller {
 
-struct EvaluationRequest {
-  std::filesystem::path solution;
-  Mode mode = Mode::kValidate;         // kValidate (check, then time) or kCompile
-  std::vector<std::string> workloads;  // uuids; empty: all of the operator's
-  // The kernel timed interleaved with the candidate as its baseline (the incumbent), so each
-  // workload's timing.speedup is incumbent latency / candidate latency. Empty: the operator's own
-  // baseline.
-  std::filesystem::path incumbent;
-  std::optional<GpuInfo> gpu;  // the pool worker's GPU; nullopt: the first visible one
-  std::uint64_t seed = 0;      // the evaluation's seed (inputs, trial order)
-};
+// One candidate file to evaluate: the pipeline's Candidate. The search sets its mode (kValidate:
+// check, then time; or kCompile), its workloads (uuids; empty: all of the operator's), its seed
+// (inputs, trial order), the pool worker's GPU, and as its baseline the incumbent, timed
+// interleaved with it so that each workload's timing.speedup is incumbent latency / candidate
+// latency (empty: the operator's own baseline).
+using EvaluationRequest = pipeline::Candidate;
 
 struct DiagnosisRequest {
   std::filesystem::path solution;
@@ -85,19 +80,16 @@ class Evaluator {
 // The pipeline for verdicts (pipeline::Evaluator: one load, one compile, the verdict cache; the
 // run's recorder archives), profile_solution for the diagnosis, with the run's fixed settings.
 struct StageSettings {
-  Target target;
-  double eval_timeout = 300;   // seconds, a whole evaluation
-  double launch_timeout = 10;  // the launch watchdog's limit
-  bench::BenchOptions bench;
+  // What every evaluation of the run shares (the pipeline::Evaluator is made with it): for a run,
+  // mode validate and archive.enabled false (stage_settings); its target and launch timeout serve
+  // the profiles and model-checks too.
+  pipeline::Request request;
   ModelGate model;  // in-model validation (`run --model`); disabled without a file
 };
 
-// The pipeline's options for a run with these settings: mode validate, nothing archived by it.
-pipeline::EvaluationOptions pipeline_options(const StageSettings& settings);
-
 class StageEvaluator : public Evaluator {
  public:
-  // `pipeline`: made with pipeline_options(settings) (its archive off: the recorder archives).
+  // `pipeline`: made with settings.request (its archive off: the recorder archives).
   // With settings.model enabled, loads the model file (throws Error, exit 2, for a bad one).
   StageEvaluator(StageSettings settings, pipeline::Evaluator& pipeline);
   Evaluated evaluate(const EvaluationRequest& request) override;

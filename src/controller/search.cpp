@@ -49,14 +49,17 @@ std::vector<std::string> bucket_representatives(const Operator& op) {
   return reps;
 }
 
+pipeline::Request run_request() {
+  pipeline::Request r;
+  r.mode = Mode::kValidate;
+  r.timeouts.seconds = 300;
+  r.archive.command = "run";
+  r.archive.enabled = false;
+  return r;
+}
+
 StageSettings stage_settings(const SearchOptions& options) {
-  StageSettings s;
-  s.target = options.target;
-  s.eval_timeout = options.eval_timeout;
-  s.launch_timeout = options.launch_timeout;
-  s.bench = options.bench;
-  s.model = options.in_model;
-  return s;
+  return {options.evaluation, options.in_model};
 }
 
 Comparison compare_with_incumbent(const Verdict& v, const std::map<std::string, double>& weight) {
@@ -175,9 +178,9 @@ void write_summary(SearchResult& result, const SearchOptions& options, const Ope
         model_column ? model_cell(r) + " | " : std::string(),
         r.answer.usage.input_tokens + r.answer.usage.output_tokens, r.cost_usd, note);
   }
-  std::string text =
-      fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name, options.target.arch,
-                  options.compile_only ? "compile only" : "validated");
+  std::string text = fmt::format("# kharness run: {} on {} ({})\n\n", op.definition.name,
+                                 options.evaluation.target.arch,
+                                 options.compile_only ? "compile only" : "validated");
   text += table;
   // The best kernel's record: its speed-of-light fraction (mean over its timed workloads) and,
   // from the tune provider, the knob configuration it instantiates.
@@ -252,7 +255,7 @@ void write_summary(SearchResult& result, const SearchOptions& options, const Ope
   if (result.fatal) text += "Stopped by: " + result.fatal->message() + "\n";
   result.summary = {{"schema", "kharness.run/1"},
                     {"operator", op.definition.name},
-                    {"arch", options.target.arch},
+                    {"arch", options.evaluation.target.arch},
                     {"provider", options.provider},
                     {"model", options.model},
                     {"compile_only", options.compile_only},
@@ -340,13 +343,13 @@ struct Search::Impl {
         clock(c),
         rng(options.seed ^ 0x5eedULL),
         t0(c.seconds()) {
-    op = OperatorRegistry::from_environment(options.target.operators_dirs)
-             .load(options.target.operator_name);
-    op.seed =
-        seed_for(op, options.target.arch);  // the arch's own seed (TMA, wgmma) when it has one
+    op = OperatorRegistry::from_environment(options.evaluation.target.operators_dirs)
+             .load(options.evaluation.target.operator_name);
+    op.seed = seed_for(
+        op, options.evaluation.target.arch);  // the arch's own seed (TMA, wgmma) when it has one
     reps = bucket_representatives(op);
-    task_text = render_task(op, options.target.arch);
-    skills = load_skills(options.skills_dir, op, options.target.arch);
+    task_text = render_task(op, options.evaluation.target.arch);
+    skills = load_skills(options.skills_dir, op, options.evaluation.target.arch);
     profiling = options.profile && !options.compile_only;
     scratch = options.work_dir / "solutions";
     std::filesystem::create_directories(scratch);
@@ -376,7 +379,7 @@ struct Search::Impl {
     req.solution = file;
     req.mode = mode;
     req.workloads = workloads;
-    req.incumbent = base;
+    req.baseline = base;
     req.gpu = gpu ? gpu : first_gpu();
     req.seed = options.seed + 7919 * counter;
     Evaluated e = evaluator.evaluate(req);
@@ -677,7 +680,7 @@ struct Search::Impl {
     req.reasoning_effort = options.reasoning_effort;
     req.timeout_seconds = options.request_timeout;
     std::vector<std::string> dirs;
-    for (const auto& d : options.target.operators_dirs) dirs.push_back(d.string());
+    for (const auto& d : options.evaluation.target.operators_dirs) dirs.push_back(d.string());
     // Facts for providers that do not read prose (tune: operator, operators_dirs, budget,
     // rng_seed).
     req.context = {{"operator", op.definition.name},
@@ -686,7 +689,7 @@ struct Search::Impl {
                    {"rng_seed", options.seed},
                    {"definition_file", op.definition_file.string()},
                    {"seed", op.seed ? op.seed->string() : ""},
-                   {"arch", options.target.arch},
+                   {"arch", options.evaluation.target.arch},
                    {"best_id", best.id},
                    {"best_score", best.score},
                    {"seed_score", seed_score},  // tune: the seed is evaluated, skip its defaults

@@ -24,11 +24,19 @@
 #include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 #include "llm/provider.hpp"
+#include "pipeline/request.hpp"
 
 namespace kharness::controller {
 
+// What every evaluation of a run shares, before the command line: mode validate (each candidate
+// says compile under --compile-only), a 300 s limit per evaluation, and no archiving by the
+// pipeline (the run's recorder archives every candidate, with its prompt and answer).
+pipeline::Request run_request();
+
 struct SearchOptions {
-  Target target;
+  // The run's evaluations: the Target (operator, arch, caches), the limits and the timing
+  // options; each candidate adds its own seed, workloads and incumbent (EvaluationRequest).
+  pipeline::Request evaluation = run_request();
   std::string provider;  // name, for records and prices
   std::string model;
   nlohmann::json prices = nlohmann::json::object();  // the providers config
@@ -61,10 +69,6 @@ struct SearchOptions {
   // every workload only when it passes there at about the incumbent's score or better.
   bool cascade = true;
   std::uint64_t seed = 0;  // base seed for checks and the search's own choices
-  // The pipeline's settings, for the StageEvaluator (stage_settings below).
-  double eval_timeout = 300;
-  double launch_timeout = 10;  // the launch watchdog's limit, in evaluations and profiles
-  bench::BenchOptions bench;
   std::filesystem::path skills_dir;
   std::filesystem::path work_dir;  // the run folder: candidate files are evaluated from here
   std::filesystem::path out;       // the best kernel is written here at the end (optional)

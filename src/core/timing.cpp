@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/enum_names.hpp"
 #include "core/json_util.hpp"
 
 namespace kharness {
@@ -11,52 +12,14 @@ namespace {
 
 using nlohmann::json;
 
-// ---- enum names ----
-
-template <class E>
-struct Names;
-template <>
-struct Names<Protocol> {
-  static constexpr std::pair<Protocol, std::string_view> kTable[] = {
-      {Protocol::kAdaptive, "adaptive"}, {Protocol::kOfficial, "official"}};
-};
-template <>
-struct Names<Timer> {
-  static constexpr std::pair<Timer, std::string_view> kTable[] = {{Timer::kCupti, "cupti"},
-                                                                  {Timer::kEvents, "events"}};
-};
-template <>
-struct Names<SolSource> {
-  static constexpr std::pair<SolSource, std::string_view> kTable[] = {
-      {SolSource::kDatasheet, "datasheet"}, {SolSource::kMeasured, "measured"}};
-};
-template <>
-struct Names<StateReset> {
-  static constexpr std::pair<StateReset, std::string_view> kTable[] = {
-      {StateReset::kAuto, "auto"}, {StateReset::kReload, "reload"}};
-};
-template <>
-struct Names<Mode> {
-  static constexpr std::pair<Mode, std::string_view> kTable[] = {{Mode::kCompile, "compile"},
-                                                                 {Mode::kCheck, "check"},
-                                                                 {Mode::kBench, "bench"},
-                                                                 {Mode::kValidate, "validate"}};
-};
-template <>
-struct Names<StopReason> {
-  static constexpr std::pair<StopReason, std::string_view> kTable[] = {
-      {StopReason::kNotFinished, "not_finished"},
-      {StopReason::kNoiseMet, "noise_met"},
-      {StopReason::kTimeLimit, "time_limit"},
-      {StopReason::kSampleCount, "sample_count"}};
-};
+// ---- enum names (core/enum_names.hpp) ----
 
 template <class E>
 std::string_view lookup_name(E value) {
-  for (const auto& [e, name] : Names<E>::kTable) {
+  for (const auto& [e, name] : enum_names<E>()) {
     if (e == value) return name;
   }
-  return Names<E>::kTable[0].second;
+  return enum_names<E>()[0].second;
 }
 
 // ---- numbers ----
@@ -243,7 +206,7 @@ std::string_view name_of(StopReason value) { return lookup_name(value); }
 
 template <class E>
 std::optional<E> parse_enum(std::string_view name) {
-  for (const auto& [e, n] : Names<E>::kTable) {
+  for (const auto& [e, n] : enum_names<E>()) {
     if (n == name) return e;
   }
   return std::nullopt;

@@ -37,11 +37,10 @@ std::filesystem::path make_private_cache() {
   return tmpl;
 }
 
-// The baseline solution a request times the candidate against, when it is a file (not the
-// operator's own, not "cublaslt"): the verdict cache keys it by its content.
-std::string baseline_file(const CheckRequest& request) {
-  const std::string& b = request.bench.baseline_solution;
-  return b == "cublaslt" ? "" : b;
+// The baseline solution a request times the candidate against when it is the caller's (--baseline
+// PATH, the controller's incumbent): the verdict cache keys it by its content, not its path.
+bool keyed_baseline_file(const Request& request) {
+  return request.baseline.kind == Baseline::Kind::kSolution && !request.baseline.from_operator;
 }
 
 }  // namespace
@@ -57,9 +56,9 @@ Verdict bad_input_verdict(const std::string& path, const std::string& definition
   return v;
 }
 
-Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
-  if (!options_.target.use_cache) private_compile_cache_ = make_private_cache();
-  if (options_.holdout > 0) {
+Evaluator::Evaluator(Request shared) : shared_(std::move(shared)) {
+  if (!shared_.target.use_cache) private_compile_cache_ = make_private_cache();
+  if (shared_.holdout > 0) {
     holdout_seed_ = holdout_seed_from_environment();
     if (!holdout_seed_.from_environment) {
       spdlog::warn(
@@ -68,23 +67,21 @@ Evaluator::Evaluator(EvaluationOptions options) : options_(std::move(options)) {
           holdout_seed_hash(holdout_seed_.value));
     }
   }
-  std::filesystem::path dir =
-      options_.archive_dir.empty() ? archive::Archive::default_dir() : options_.archive_dir;
+  const ArchiveSettings& settings = shared_.archive;
+  std::filesystem::path dir = settings.dir.empty() ? archive::Archive::default_dir() : settings.dir;
   try {
     archive_.emplace(dir);
-    if (!options_.archive) return;  // read for the verdict cache only: the caller archives
-    verify::CheckOptions check = options_.check;
-    check.seed = options_.seed;
-    nlohmann::json opts = {{"mode", std::string(name_of(options_.mode))},
-                           {"arch", options_.target.arch},
-                           {"check", check.to_json()},
-                           {"bench", options_.bench.to_json()}};
-    nlohmann::json info = {{"command", options_.command},
-                           {"operator", options_.target.operator_name},
-                           {"solutions", options_.solutions},
+    if (!settings.enabled) return;  // read for the verdict cache only: the caller archives
+    nlohmann::json opts = {{"mode", std::string(name_of(shared_.mode))},
+                           {"arch", shared_.target.arch},
+                           {"check", shared_.check.to_json()},
+                           {"bench", shared_.bench.to_json()}};
+    nlohmann::json info = {{"command", settings.command},
+                           {"operator", shared_.target.operator_name},
+                           {"solutions", settings.solutions},
                            {"options", opts},
-                           {"cache", options_.target.use_cache}};
-    info.update(options_.run_info);
+                           {"cache", shared_.target.use_cache}};
+    info.update(settings.run_info);
     run_id_ = archive_->begin_run(info);
   } catch (const Error& e) {
     spdlog::warn("not archiving (and no verdict cache): {}", e.message());
@@ -113,29 +110,31 @@ void Evaluator::finish() {
 
 Evaluation Evaluator::evaluate(const std::string& path, const std::optional<GpuInfo>& gpu,
                                const nlohmann::json& extra) {
-  EvaluationRequest in;
-  in.path = path;
-  in.gpu = gpu;
-  in.extra = extra;
-  return evaluate(in);
+  Candidate candidate;
+  candidate.solution = path;
+  candidate.gpu = gpu;
+  candidate.extra = extra;
+  return evaluate(std::move(candidate));
 }
 
-Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
+Evaluation Evaluator::evaluate(Candidate in) {
   Evaluation result;
-  CheckRequest request;
+  Request& request = result.request;
   std::optional<verify::Loaded> loaded;
-  const std::string& path = in.path;
-  const nlohmann::json& extra = in.extra;
-  std::string op_name = options_.target.operator_name;
+  const std::string path = in.solution.string();
+  const nlohmann::json extra = in.extra;
+  std::string op_name = shared_.target.operator_name;
   try {
     // Loaded once: the candidate (parsed here), its operator and the reference; the cache key,
     // the compile, the worker's request and the archive's record all read this one load.
     Solution candidate = load_solution(path);
     ++result.loads;
     if (op_name.empty()) op_name = candidate.plan.definition;
-    request = make_request(in, op_name);
+    request = make_request(std::move(in), op_name);
     loaded = verify::load(std::move(candidate), request.target.operator_name,
-                          request.target.operators_dirs, request.extra_workloads);
+                          request.target.operators_dirs, request.holdout_workloads);
+    // The one choice of the baseline: the cache key, the worker and the verdict all read it.
+    request.baseline = resolve_baseline(request, loaded->op);
   } catch (const Error& e) {
     if (e.code() != ExitCode::kUsage) throw;
     return bad_input(std::move(result), path, op_name, e, extra);
@@ -145,9 +144,9 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   // Under --no-cache the key is only the archive's record of the evaluation: made alongside the
   // compile.
   std::string key;
-  if (archive_ && options_.target.use_cache) key = cache_key(request, *loaded);
+  if (archive_ && shared_.target.use_cache) key = cache_key(request, *loaded);
   result.cache_key = key;
-  if (!key.empty() && options_.target.use_cache) {
+  if (!key.empty() && shared_.target.use_cache) {
     if (auto stored = cached(key, path)) {
       if (stored->record.verdict) {
         result.verdict = *stored->record.verdict;
@@ -163,7 +162,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
         record->response.clear();
         record->usage = nullptr;
         record->extra = extra;
-        if (options_.archive) result.candidate_id = archive(*record);
+        if (shared_.archive.enabled) result.candidate_id = archive(*record);
         result.record = std::move(record);
         return result;
       }
@@ -181,7 +180,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
     if (gpu_work && gpu_available()) prepared.worker = start_worker(request);
     const auto compile_start = std::chrono::steady_clock::now();
     verify::compile(*loaded, compile_options(request), [&] {
-      if (archive_ && !options_.target.use_cache) key = cache_key(request, *loaded);
+      if (archive_ && !shared_.target.use_cache) key = cache_key(request, *loaded);
       if (!gpu_work) return;
       prepared.environment = environment();
       if (prepared.environment->gpu_ready())
@@ -218,7 +217,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
   record->ptx = loaded->candidate_compiled.ptx;
   record->cubin = loaded->candidate_compiled.cubin;
   record->extra = extra;
-  if (archive_ && options_.archive) result.candidate_id = archive(*record);
+  if (archive_ && shared_.archive.enabled) result.candidate_id = archive(*record);
   result.record = std::move(record);
   spdlog::debug("{}: loaded {}x, compiled {}x{}", path, result.loads, result.compiles,
                 loaded->candidate_compiled.cache_hit ? " (compile cache hit)" : "");
@@ -227,7 +226,7 @@ Evaluation Evaluator::evaluate(const EvaluationRequest& in) {
 
 Evaluation Evaluator::reject(const std::string& path, const Error& error,
                              const nlohmann::json& extra) {
-  return bad_input(Evaluation{}, path, options_.target.operator_name, error, extra);
+  return bad_input(Evaluation{}, path, shared_.target.operator_name, error, extra);
 }
 
 // A malformed submission is that submission's failure (REJECTED "bad_input"), not the end of a
@@ -246,7 +245,7 @@ Evaluation Evaluator::bad_input(Evaluation result, const std::string& path,
 // archive, and a merge of shards' archives, holds a verdict for every submission scored.
 void Evaluator::archive_failure(const std::string& path, const Verdict& v,
                                 const nlohmann::json& extra) {
-  if (!archive_ || !options_.archive) return;
+  if (!archive_ || !shared_.archive.enabled) return;
   archive::CandidateRecord record;
   record.name = v.solution;
   record.operator_name = v.definition;
@@ -274,14 +273,13 @@ std::optional<archive::StoredCandidate> Evaluator::cached(const std::string& key
 // The held-out shapes of an operator (drawn once per operator), or none. An operator that cannot
 // be found gets none here: the load says why.
 const HoldoutDraw* Evaluator::holdout_for(const std::string& op_name) const {
-  if (options_.holdout <= 0 || op_name.empty()) return nullptr;
+  if (shared_.holdout <= 0 || op_name.empty()) return nullptr;
   try {
     std::lock_guard<std::mutex> lock(draws_mutex_);  // the pool's workers draw concurrently
     auto it = draws_.find(op_name);
     if (it == draws_.end()) {
-      Operator op =
-          OperatorRegistry::from_environment(options_.target.operators_dirs).load(op_name);
-      it = draws_.emplace(op_name, draw_holdout(op, options_.holdout, holdout_seed_.value)).first;
+      Operator op = OperatorRegistry::from_environment(shared_.target.operators_dirs).load(op_name);
+      it = draws_.emplace(op_name, draw_holdout(op, shared_.holdout, holdout_seed_.value)).first;
       for (const auto& note : it->second.notes) spdlog::warn("--holdout: {}", note);
     }
     return &it->second;
@@ -291,40 +289,28 @@ const HoldoutDraw* Evaluator::holdout_for(const std::string& op_name) const {
 }
 
 // What the verdict says of the held-out shapes: how many, and the seed only as a hash.
-void Evaluator::record_holdout(const CheckRequest& request, const std::string& op_name,
+void Evaluator::record_holdout(const Request& request, const std::string& op_name,
                                Verdict& v) const {
-  if (options_.holdout <= 0) return;
+  if (shared_.holdout <= 0) return;
   nlohmann::json uuids = nlohmann::json::array();
-  for (const auto& w : request.extra_workloads) uuids.push_back(w.value("uuid", ""));
+  for (const auto& w : request.holdout_workloads) uuids.push_back(w.value("uuid", ""));
   const HoldoutDraw* draw = holdout_for(op_name);
-  v.score.holdout = {{"requested", options_.holdout},
-                     {"drawn", request.extra_workloads.size()},
+  v.score.holdout = {{"requested", shared_.holdout},
+                     {"drawn", request.holdout_workloads.size()},
                      {"seed_hash", holdout_seed_hash(holdout_seed_.value)},
                      {"seed_from_environment", holdout_seed_.from_environment},
                      {"workloads", uuids},
                      {"notes", draw ? draw->notes : std::vector<std::string>{}}};
 }
 
-CheckRequest Evaluator::make_request(const EvaluationRequest& in,
-                                     const std::string& op_name) const {
-  CheckRequest request;
-  request.solution = in.path;
-  request.gpu = in.gpu;
-  request.target = options_.target;
+Request Evaluator::make_request(Candidate candidate, const std::string& op_name) const {
+  Request request = with_candidate(shared_, std::move(candidate));
   request.compile_cache_dir = private_compile_cache_;
-  request.timeout_seconds = options_.timeout_seconds * options_.sharing;
-  request.launch_timeout_seconds = options_.launch_timeout_seconds;
-  request.options = options_.check;
-  request.options.seed = in.seed.value_or(options_.seed);
-  if (in.workloads) request.options.workloads = *in.workloads;
-  request.mode = in.mode.value_or(options_.mode);
-  request.bench = options_.bench;
-  if (!in.baseline_solution.empty()) request.bench.baseline_solution = in.baseline_solution;
   if (const HoldoutDraw* draw = holdout_for(op_name)) {
-    for (const auto& w : draw->workloads) request.extra_workloads.push_back(to_json(w));
+    for (const auto& w : draw->workloads) request.holdout_workloads.push_back(to_json(w));
     // --workloads narrows the shipped workloads; the held-out ones are always checked.
-    if (!request.options.workloads.empty() && !draw->workloads.empty())
-      request.options.workloads.push_back("holdout-");
+    if (!request.check.workloads.empty() && !draw->workloads.empty())
+      request.check.workloads.push_back("holdout-");
   }
   return request;
 }
@@ -332,27 +318,27 @@ CheckRequest Evaluator::make_request(const EvaluationRequest& in,
 // What changes a verdict, besides the candidate, the operator and the machine. The seed counts
 // only when given: a verdict under a random seed stands for any seed (so each candidate of a run,
 // evaluated under its own seed, is keyed as under any).
-nlohmann::json Evaluator::cache_options(const CheckRequest& request) const {
+nlohmann::json Evaluator::cache_options(const Request& request) const {
   nlohmann::json j = {{"mode", std::string(name_of(request.mode))},
-                      {"arch", options_.target.arch},
-                      {"check", request.options.to_json()}};
-  if (!options_.seed_given) j["check"].erase("seed");
-  if (options_.holdout > 0) {
-    j["holdout"] = {{"count", options_.holdout},
+                      {"arch", request.target.arch},
+                      {"check", request.check.to_json()}};
+  if (!request.seed_given) j["check"].erase("seed");
+  if (request.holdout > 0) {
+    j["holdout"] = {{"count", request.holdout},
                     {"seed_hash", holdout_seed_hash(holdout_seed_.value)}};
   }
   if (request.mode == Mode::kCompile) {
     j.erase("check");
   } else {
     // A launch slower than this is a TIMEOUT under one limit and may pass under another.
-    j["launch_timeout"] = options_.launch_timeout_seconds;
+    j["launch_timeout"] = request.timeouts.launch_seconds;
   }
   if (request.mode == Mode::kBench || request.mode == Mode::kValidate) {
     j["bench"] = request.bench.to_json();
     // A baseline file by its content (cache_key), not its path: the controller's incumbent is a
     // new file per run with the same kernel in it.
-    if (!baseline_file(request).empty()) j["bench"]["baseline_solution"] = "file (by content)";
-    j["timeout"] = options_.timeout_seconds;
+    if (keyed_baseline_file(request)) j["bench"]["baseline_solution"] = "file (by content)";
+    j["timeout"] = request.timeouts.seconds;
   }
   // A worker run under a tool (compute-sanitizer) can fail where a plain one passes.
   if (const char* wrapper = std::getenv("KHARNESS_WORKER_WRAPPER"); wrapper && *wrapper)
@@ -375,7 +361,7 @@ static std::vector<SourceFile> keyed_sources(const Solution& solution) {
 }
 
 // The verdict cache key, or "" when the candidate cannot be keyed (the check then reports why).
-std::string Evaluator::cache_key(const CheckRequest& request, const verify::Loaded& loaded) {
+std::string Evaluator::cache_key(const Request& request, const verify::Loaded& loaded) {
   try {
     const Operator& op = loaded.op;
     archive::CacheKeyParts parts;
@@ -398,22 +384,23 @@ std::string Evaluator::cache_key(const CheckRequest& request, const verify::Load
     if (op.baseline) {
       for (const auto& f : load_solution(*op.baseline).sources) parts.harness += f.path + f.content;
     }
-    if (const std::string b = baseline_file(request);
-        !b.empty() && request.mode != Mode::kCompile) {
+    if (keyed_baseline_file(request) && request.mode != Mode::kCompile) {
       parts.harness += "\nbaseline solution:\n";
       // By file name too: the controller's incumbent is the same kernel in each run's folder.
-      for (const auto& f : keyed_sources(load_solution(b))) parts.harness += f.path + f.content;
+      for (const auto& f : keyed_sources(load_solution(request.baseline.solution)))
+        parts.harness += f.path + f.content;
     }
     if (request.mode != Mode::kCompile) {
       const EnvironmentReport env = environment();
       if (!env.gpu_ready()) return "";  // the check says "no GPU"
-      parts.gpu = request.gpu ? request.gpu->name : env.gpus[0].name;
+      parts.gpu = request.candidate.gpu ? request.candidate.gpu->name : env.gpus[0].name;
       parts.driver = env.driver.nvidia_version;
     }
     parts.kharness_version = fmt::format("{} ({})", kVersion, kGitCommit);
     return archive::verdict_cache_key(parts);
   } catch (const Error& e) {
-    spdlog::debug("no verdict cache key for {}: {}", request.solution.string(), e.message());
+    spdlog::debug("no verdict cache key for {}: {}", request.candidate.solution.string(),
+                  e.message());
     return "";
   }
 }

@@ -4,7 +4,8 @@
 // in the archive's verdict cache, on a miss compiles once (the worker's compiles are hits of the
 // same compile cache: a private one under --no-cache) and runs the worker (verify, then time),
 // and archives the candidate with the artifacts of that one compile. A malformed solution
-// becomes a REJECTED verdict here, once. Data flows one way: request -> Evaluation.
+// becomes a REJECTED verdict here, once. Data flows one way: Request (pipeline/request.hpp) ->
+// Evaluation.
 #pragma once
 
 #include <cstdint>
@@ -26,55 +27,22 @@
 #include "kharness/target.hpp"
 #include "kharness/verdict.hpp"
 #include "kharness/verify.hpp"
+#include "pipeline/request.hpp"
 #include "verify/load.hpp"
 
 namespace kharness::pipeline {
-
-// What every evaluation of one invocation shares.
-struct EvaluationOptions {
-  std::string command = "check";  // kept in the archive's run record
-  Mode mode = Mode::kCheck;
-  Target target;                      // use_cache: the verdict cache too
-  std::filesystem::path archive_dir;  // empty: archive::Archive::default_dir()
-  std::uint64_t seed = 0;
-  bool seed_given = false;  // a verdict under a random seed stands for any seed in the cache
-  double timeout_seconds = 60;
-  double launch_timeout_seconds = 10;
-  int sharing = 1;  // the most workers on one GPU: each worker's timeout is that many times longer
-  verify::CheckOptions check;                          // trials, workloads, tolerances (seed: set)
-  bench::BenchOptions bench;                           // the timing options
-  int holdout = 0;                                     // --holdout N
-  std::vector<std::string> solutions;                  // for the run record
-  nlohmann::json run_info = nlohmann::json::object();  // added to the run record
-  // false: the verdict cache is read but nothing is archived and no archive run is begun: the
-  // caller archives Evaluation::record itself (the controller's recorder, whose record of a
-  // candidate holds its prompt and answer too).
-  bool archive = true;
-};
-
-// One solution to evaluate, with what may differ between the evaluations of one invocation (the
-// controller's: each candidate its own seed, workloads and incumbent).
-struct EvaluationRequest {
-  std::string path;
-  std::optional<GpuInfo> gpu;  // the worker's GPU; nullopt: the first visible one
-  // Kept in the candidate's record.json (score keeps the submission's place there).
-  nlohmann::json extra = nlohmann::json::object();
-  std::optional<Mode> mode;                           // else the options' mode
-  std::optional<std::uint64_t> seed;                  // else the options' seed
-  std::optional<std::vector<std::string>> workloads;  // uuids; else the options' check.workloads
-  // A solution timed interleaved with the candidate as its baseline (the controller's incumbent);
-  // empty: the options' bench baseline. The verdict cache keys it by its content, not its path.
-  std::string baseline_solution;
-};
 
 struct Evaluation {
   Verdict verdict;
   std::string candidate_id;  // "" when not archived
   std::string cached_from;   // the candidate whose verdict was reused; "" when evaluated
   std::string cache_key;     // the verdict cache's key of this evaluation; "" when not keyed
+  // This evaluation's request as the pipeline completed it (the candidate's changes applied, the
+  // held-out workloads drawn, the baseline resolved): what the worker was sent, or would have been.
+  Request request;
   // The archive's record of this evaluation, as the pipeline builds it for every command:
   // sources, plan, compile summary and log, PTX, cubin, verdict, cache key (a verdict-cache hit:
-  // the stored candidate's artifacts). Null for a malformed solution. Under options.archive the
+  // the stored candidate's artifacts). Null for a malformed solution. Under archive.enabled the
   // pipeline archives it; otherwise the caller does, with what it adds (the controller: prompt,
   // answer, usage, parent and step).
   std::shared_ptr<const archive::CandidateRecord> record;
@@ -100,7 +68,8 @@ Verdict bad_input_verdict(const std::string& path, const std::string& definition
 // evaluation: a warning.
 class Evaluator {
  public:
-  explicit Evaluator(EvaluationOptions options);
+  // `shared`: what every evaluation of the invocation shares (its per-evaluation part is ignored).
+  explicit Evaluator(Request shared);
   Evaluator(const Evaluator&) = delete;  // finishes its run once
   Evaluator& operator=(const Evaluator&) = delete;
   ~Evaluator();
@@ -115,7 +84,9 @@ class Evaluator {
   // not compile (exit 4).
   Evaluation evaluate(const std::string& path, const std::optional<GpuInfo>& gpu = std::nullopt,
                       const nlohmann::json& extra = nlohmann::json::object());
-  Evaluation evaluate(const EvaluationRequest& request);
+  // The candidate under the shared request (with_candidate), its held-out workloads and its
+  // baseline (resolve_baseline: the one place it is chosen).
+  Evaluation evaluate(Candidate candidate);
   // A submission refused before it is read (score's walk found a symlink): its REJECTED verdict,
   // archived like any malformed submission's.
   Evaluation reject(const std::string& path, const Error& error,
@@ -126,15 +97,15 @@ class Evaluator {
                        const Error& e, const nlohmann::json& extra);
   std::optional<archive::StoredCandidate> cached(const std::string& key, const std::string& path);
   const HoldoutDraw* holdout_for(const std::string& op_name) const;
-  void record_holdout(const CheckRequest& request, const std::string& op_name, Verdict& v) const;
-  CheckRequest make_request(const EvaluationRequest& in, const std::string& op_name) const;
-  nlohmann::json cache_options(const CheckRequest& request) const;
-  std::string cache_key(const CheckRequest& request, const verify::Loaded& loaded);
+  void record_holdout(const Request& request, const std::string& op_name, Verdict& v) const;
+  Request make_request(Candidate candidate, const std::string& op_name) const;
+  nlohmann::json cache_options(const Request& request) const;
+  std::string cache_key(const Request& request, const verify::Loaded& loaded);
   EnvironmentReport environment();
   std::string archive(const archive::CandidateRecord& record);
   void archive_failure(const std::string& path, const Verdict& v, const nlohmann::json& extra);
 
-  EvaluationOptions options_;
+  Request shared_;
   std::optional<archive::Archive> archive_;
   std::string run_id_;
   std::optional<EnvironmentReport> env_;

@@ -125,10 +125,10 @@ int worker_main() {
     if (task == "model_check") return model::serve_model_check(j, protocol);
     const Clock::time_point request_time = Clock::now();
     auto emit = [&](const json& line) { protocol.emit(line); };
-    CheckRequest request = request_from_json(j);
+    const Request request = request_from_json(j);
     // A launch that does not finish ends this process in seconds, with a `hang` line.
     std::unique_ptr<device::Watchdog> watchdog =
-        protocol.watch_launches(request.launch_timeout_seconds);
+        protocol.watch_launches(request.timeouts.launch_seconds);
     auto t0 = Clock::now();
     // The candidate and the reference: compile cache hits of the parent's compile, while the GPU
     // set-up goes on.
@@ -159,36 +159,33 @@ int worker_main() {
     if (request.mode != Mode::kBench) {
       v = verify::evaluate_correctness(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                                        {&loaded.candidate, &loaded.candidate_compiled},
-                                       request.options, sink);
+                                       request.check, sink);
     } else {
       v.solution = loaded.candidate.name;
       v.definition = loaded.op.definition.name;
-      v.seed = request.options.seed;
+      v.seed = request.check.seed;
     }
     if (request.mode != Mode::kCheck && v.passed()) {
       auto t3 = std::chrono::steady_clock::now();
+      // The baseline the pipeline resolved (pipeline/request.hpp), compiled like the candidate:
+      // the built-in cuBLASLt GEMM, a solution, or none (no speedup).
       bench::BenchOptions bench_options = request.bench;
-      // The baseline, compiled like the candidate; an operator without one gets no speedup.
       std::unique_ptr<Solution> baseline;
       std::unique_ptr<CompileResult> baseline_compiled;
-      // `--baseline cublaslt` (or a definition's "baseline": "cublaslt") times the built-in
-      // cuBLASLt GEMM instead; `--baseline PATH` another solution.
-      std::string chosen = bench_options.baseline_solution;
-      if (chosen.empty() && loaded.op.definition.kharness.baseline == "cublaslt")
-        chosen = "cublaslt";
-      bench_options.baseline_solution = chosen;
-      std::optional<std::filesystem::path> baseline_path =
-          chosen.empty() ? loaded.op.baseline : std::optional<std::filesystem::path>(chosen);
-      if (bench_options.baseline && chosen == "cublaslt") {
+      const Baseline& chosen = request.baseline;
+      bench_options.baseline = chosen.kind != Baseline::Kind::kNone;
+      bench_options.baseline_solution =
+          chosen.kind == Baseline::Kind::kCublasLt ? "cublaslt" : chosen.solution.string();
+      if (chosen.kind == Baseline::Kind::kCublasLt) {
         baseline = std::make_unique<Solution>();
         baseline->name = "cublaslt";
-      } else if (bench_options.baseline && baseline_path) {
-        baseline = std::make_unique<Solution>(load_solution(*baseline_path));
+      } else if (chosen.kind == Baseline::Kind::kSolution) {
+        baseline = std::make_unique<Solution>(load_solution(chosen.solution));
         baseline_compiled = std::make_unique<CompileResult>(compile_solution(
             *baseline, &loaded.op.definition, &loaded.op.workloads, compile_options(request)));
         if (!baseline_compiled->ok()) {
-          throw Error(chosen.empty() ? ExitCode::kInternal : ExitCode::kUsage,
-                      baseline_path->string(), "the baseline does not compile");
+          throw Error(chosen.from_operator ? ExitCode::kInternal : ExitCode::kUsage,
+                      chosen.solution.string(), "the baseline does not compile");
         }
       }
       verify::Compiled base{baseline.get(), baseline_compiled.get()};
@@ -197,7 +194,7 @@ int worker_main() {
       device::ActivityPhase phase("timing");
       bench::benchmark(loaded.op, {&loaded.reference, &loaded.reference_compiled},
                        {&loaded.candidate, &loaded.candidate_compiled}, baseline ? &base : nullptr,
-                       request.options, bench_options, v);
+                       request.check, bench_options, v);
       v.phases["timing"] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
     }

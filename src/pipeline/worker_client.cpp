@@ -42,8 +42,8 @@ json gpu_record(const GpuInfo& g) {
 }
 
 // The failure of a worker stopped by its launch watchdog.
-Failure hang_failure(const CheckRequest& request, const json& hang, const std::string& running) {
-  const double limit = hang.value("limit_seconds", request.launch_timeout_seconds);
+Failure hang_failure(const Request& request, const json& hang, const std::string& running) {
+  const double limit = hang.value("limit_seconds", request.timeouts.launch_seconds);
   const std::string label = hang.value("label", "");
   const std::string call = hang.value("call", "");
   Failure f{"timeout",
@@ -60,30 +60,30 @@ Failure hang_failure(const CheckRequest& request, const json& hang, const std::s
 
 }  // namespace
 
-std::unique_ptr<worker::WorkerProcess> start_worker(const CheckRequest& request) {
-  return std::make_unique<worker::WorkerProcess>(
-      worker::WorkerCall{"__worker", "worker", json(), request.timeout_seconds, request.gpu});
+std::unique_ptr<worker::WorkerProcess> start_worker(const Request& request) {
+  return std::make_unique<worker::WorkerProcess>(worker::WorkerCall{
+      "__worker", "worker", json(), worker_timeout_seconds(request), request.candidate.gpu});
 }
 
-GpuInfo evaluation_gpu(const CheckRequest& request, const EnvironmentReport& env) {
+GpuInfo evaluation_gpu(const Request& request, const EnvironmentReport& env) {
   // The probe's record where it lists the request's GPU; the pool's record where it does not.
   GpuInfo gpu = env.gpus.at(0);
-  if (request.gpu) {
-    gpu = *request.gpu;
+  if (const std::optional<GpuInfo>& asked = request.candidate.gpu) {
+    gpu = *asked;
     for (const auto& g : env.gpus) {
-      if (!request.gpu->uuid.empty() && g.uuid == request.gpu->uuid) gpu = g;
+      if (!asked->uuid.empty() && g.uuid == asked->uuid) gpu = g;
     }
   }
   read_clocks(gpu);  // fresh: the clocks at the start of this evaluation
   return gpu;
 }
 
-Verdict check_loaded(const CheckRequest& request, const verify::Loaded& loaded, Prepared prepared) {
+Verdict check_loaded(const Request& request, const verify::Loaded& loaded, Prepared prepared) {
   Verdict verdict;
   verdict.solution = loaded.candidate.name;
-  verdict.source = request.solution.string();
+  verdict.source = request.candidate.solution.string();
   verdict.definition = loaded.op.definition.name;
-  verdict.seed = request.options.seed;
+  verdict.seed = request.check.seed;
   verdict.compile = compile_summary(loaded.candidate_compiled);
   if (!loaded.candidate_compiled.ok()) {
     const CompileResult& c = loaded.candidate_compiled;
@@ -125,12 +125,11 @@ Verdict check_loaded(const CheckRequest& request, const verify::Loaded& loaded, 
   return verdict_from_worker(request, std::move(verdict), worker->send(request_json(request)));
 }
 
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
-                            const SubprocessResult& r) {
+Verdict verdict_from_worker(const Request& request, Verdict verdict, const SubprocessResult& r) {
   return verdict_from_worker(request, std::move(verdict), worker::read_reply(r, "worker"));
 }
 
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
+Verdict verdict_from_worker(const Request& request, Verdict verdict,
                             const worker::WorkerReply& reply) {
   const SubprocessResult& r = reply.process;
   verdict.worker_stderr = r.stderr_data;
@@ -179,9 +178,9 @@ Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
     verdict.status = Status::kTimeout;
     failure = Failure{
         "timeout",
-        fmt::format("no verdict within {:.0f} s{}", request.timeout_seconds,
+        fmt::format("no verdict within {:.0f} s{}", worker_timeout_seconds(request),
                     running.empty() ? "" : fmt::format(" (workload {} was running)", running)),
-        {{"timeout_seconds", request.timeout_seconds}}};
+        {{"timeout_seconds", worker_timeout_seconds(request)}}};
   } else {
     verdict.status = Status::kRuntimeError;
     failure = Failure{

@@ -9,7 +9,7 @@
 
 #include "kharness/device.hpp"
 #include "kharness/verdict.hpp"
-#include "kharness/verify.hpp"
+#include "pipeline/request.hpp"
 #include "verify/load.hpp"
 #include "worker/channel.hpp"
 
@@ -26,28 +26,26 @@ struct Prepared {
 };
 
 // The `__worker` of `request`, started now, before its request is ready (WorkerProcess): on the
-// request's GPU, under the request's wall-clock limit (which counts from its request).
-std::unique_ptr<worker::WorkerProcess> start_worker(const CheckRequest& request);
-// The GPU `request` runs on as the verdict records it: the request's GPU as `env` lists it (found
-// by UUID; the request's own record where `env` does not list it), else env's first GPU; its
+// candidate's GPU, under the request's wall-clock limit (which counts from its request).
+std::unique_ptr<worker::WorkerProcess> start_worker(const Request& request);
+// The GPU `request` runs on as the verdict records it: the candidate's GPU as `env` lists it (found
+// by UUID; the candidate's own record where `env` does not list it), else env's first GPU; its
 // clocks read now. `env` must be gpu_ready().
-GpuInfo evaluation_gpu(const CheckRequest& request, const EnvironmentReport& env);
+GpuInfo evaluation_gpu(const Request& request, const EnvironmentReport& env);
 // The verdict of a request whose solution, operator and reference are already loaded and
 // compiled (the pipeline loads and compiles once per evaluation). What `prepared` lacks, it does
 // itself; a prepared worker it does not need (the candidate does not compile, --compile-only, an
 // error) is closed without a request. Never throws for a misbehaving candidate; throws Error for
 // no GPU (exit 3) and an internal failure such as a failing reference (exit 4).
-Verdict check_loaded(const CheckRequest& request, const verify::Loaded& loaded,
-                     Prepared prepared = {});
+Verdict check_loaded(const Request& request, const verify::Loaded& loaded, Prepared prepared = {});
 
 // The verdict of an evaluation worker's run: `verdict` holds what the parent knows before the run
 // (solution, source, definition, seed, compile summary, environment) and gets the rest from the
 // reply's events and how the worker ended (its final verdict, or TIMEOUT for a `hang` line or the
 // whole-worker limit, or RUNTIME_ERROR for a crash, with the workload that was in flight).
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
+Verdict verdict_from_worker(const Request& request, Verdict verdict,
                             const worker::WorkerReply& reply);
 // The same from the worker's raw output (read_reply first: throws Error for an `error` line).
-Verdict verdict_from_worker(const CheckRequest& request, Verdict verdict,
-                            const SubprocessResult& r);
+Verdict verdict_from_worker(const Request& request, Verdict verdict, const SubprocessResult& r);
 
 }  // namespace kharness::pipeline
