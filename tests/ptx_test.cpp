@@ -399,8 +399,8 @@ TEST(RestoreSpans, OneCopyPerSectionThatKeepsTheCubinLayout) {
   };
   const std::vector<CopySpan> spans = device::restore_spans(vars);
   const std::vector<std::pair<CUdeviceptr, std::uint64_t>> want = {
-      {0x0008, 4},      {0x1000, 0x12},  {0x2000, 4},     {0x3000, 4},    {0x5000, 8},
-      {0x7000, 0x200},  {0x7200, 0x80000}, {0x90000, 4},  {0x90008, 4}};
+      {0x0008, 4},     {0x1000, 0x12},    {0x2000, 4},  {0x3000, 4}, {0x5000, 8},
+      {0x7000, 0x200}, {0x7200, 0x80000}, {0x90000, 4}, {0x90008, 4}};
   ASSERT_EQ(spans.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(spans[i].ptr, want[i].first) << i;

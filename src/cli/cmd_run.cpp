@@ -177,10 +177,11 @@ void apply_stored_model(RunArgs& a, const json& s, const CLI::App& app, const st
   const bool is_path = kept.in_model.find('/') != std::string::npos ||
                        std::filesystem::path(kept.in_model).extension() == ".json";
   if (is_path && app.count("--model") == 0)
-    throw input_error(source + ": in_model.model",
-                      fmt::format("names the model file '{}'; a model file named by a run folder is "
-                                  "read only when the command line names it too: give --model {}",
-                                  kept.in_model, kept.in_model));
+    throw input_error(
+        source + ": in_model.model",
+        fmt::format("names the model file '{}'; a model file named by a run folder is "
+                    "read only when the command line names it too: give --model {}",
+                    kept.in_model, kept.in_model));
   agree("--model", a.in_model, kept.in_model);
   agree("--phase", a.phase, kept.phase);
   agree("--model-layers", a.model_layers, kept.model_layers);
