@@ -339,6 +339,10 @@ TEST(CuteFixtures, HopperGemmCompilesForSm90a) {
                                       {"cute_gemm_bn128", "cute_gemm_bn192", "cute_gemm_bn256"});
 }
 
+TEST(CuteFixtures, BlockScaledFp8GemmCompilesForSm90a) {
+  expect_compiles_then_hits_the_cache("cute/gemm_fp8.cu", "gemm_fp8", {"cute_gemm_fp8"});
+}
+
 TEST(CuteFixtures, CompileCommandPassesWithTheRoot) {
   std::optional<CutlassRoot> root = real_root();
   if (!root) {

@@ -1,5 +1,6 @@
 // The CuTe fixtures (tests/fixtures/cute/) on a real GPU through the built binary: the CuTe
-// rmsnorm and the CuTe Hopper GEMM (TMA copy atoms, GMMA MMA atoms) PASS every workload, and the
+// rmsnorm and the CuTe Hopper GEMMs (TMA copy atoms, GMMA MMA atoms; fp16 and block-scaled fp8)
+// PASS every workload, and the
 // GEMM's speed against cuBLASLt at M >= 256 with its speed-of-light fraction. Needs a CUTLASS
 // root (KHARNESS_CUTLASS, or an installed nvidia-cutlass wheel): skips without a GPU, without an
 // sm_90 GPU for the GEMM, and without CUTLASS headers.
@@ -71,6 +72,15 @@ TEST(CuteGpu, HopperGemmPassesEveryWorkload) {
   expect_every_workload_passes(run_json("check " + fixture("gemm_n6144_k4096.cu") +
                                         " --operator gemm_n6144_k4096 --trials 2"),
                                11);
+}
+
+// The block-scaled fp8 GEMM (fp8 GMMA atoms, per-128-K promotion with the A and B scales).
+TEST(CuteGpu, BlockScaledFp8GemmPassesEveryWorkload) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_CUTLASS();
+  if (!on_hopper()) GTEST_SKIP() << "the CuTe fp8 GEMM uses sm_90a TMA and GMMA";
+  expect_every_workload_passes(
+      run_json("check " + fixture("gemm_fp8.cu") + " --operator gemm_fp8 --trials 2"), 13);
 }
 
 // M = 256, 972, 2048, 8192 against cuBLASLt: at least 0.7x, with the speed-of-light fraction.
