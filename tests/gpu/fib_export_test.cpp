@@ -19,11 +19,7 @@ namespace {
 using nlohmann::json;
 
 json check_json(const std::string& file, const std::string& op) {
-  auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' check '" + file +
-                                "' --operator " + op + " --trials 1 --json 2>/dev/null");
-  json j = json::parse(r.out, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << r.out.substr(0, 4000);
-  return j;
+  return gpu_test::kharness_json("check '" + file + "' --operator " + op + " --trials 1");
 }
 
 void expect_same_verdict(const std::string& source, const std::string& op) {
@@ -45,7 +41,7 @@ void expect_same_verdict(const std::string& source, const std::string& op) {
   }
 }
 
-bool on_hopper() { return default_arch_for_device(0) == "sm_90a"; }
+using gpu_test::on_hopper;
 
 TEST(FibExportVerdict, Sm90aGemmFp8Seed) {
   SKIP_WITHOUT_GPU();

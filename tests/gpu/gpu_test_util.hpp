@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "device/driver.hpp"
 #include "device/plan_launcher.hpp"
 #include "kharness/compile.hpp"
@@ -88,3 +90,28 @@ inline void compile_reference(const std::string& name, const std::string& family
 }
 
 }  // namespace kharness::reference_test
+
+namespace kharness::gpu_test {
+
+// This GPU compiles for sm_90a (Hopper's TMA and GMMA, the sm_90a seeds and fixtures).
+inline bool on_hopper() { return default_arch_for_device(0) == "sm_90a"; }
+
+// The built kharness run with `args` and --json: its JSON output (a test failure where there is
+// none).
+inline nlohmann::json kharness_json(const std::string& args) {
+  auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' " + args +
+                                " --json 2>/dev/null");
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out.substr(0, 4000);
+  return j;
+}
+
+// A verdict that PASSED on each of its `workloads` workloads.
+inline void expect_every_workload_passes(const nlohmann::json& v, std::size_t workloads) {
+  ASSERT_TRUE(v.is_object()) << v.dump().substr(0, 2000);
+  EXPECT_EQ(v["status"], "PASSED") << v.dump(1).substr(0, 6000);
+  EXPECT_EQ(v["workloads"].size(), workloads);
+  for (const auto& w : v["workloads"]) EXPECT_EQ(w["status"], "PASSED") << w.dump();
+}
+
+}  // namespace kharness::gpu_test

@@ -18,22 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-bool on_hopper() { return default_arch_for_device(0) == "sm_90a"; }
+using gpu_test::expect_every_workload_passes;
+using gpu_test::on_hopper;
 
-json check_json(const std::string& args) {
-  auto r = testing::run_command(std::string("'") + KHARNESS_BINARY + "' check " + args +
-                                " --json 2>/dev/null");
-  json j = json::parse(r.out, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << r.out.substr(0, 4000);
-  return j;
-}
-
-void expect_every_workload_passes(const json& v, std::size_t workloads) {
-  ASSERT_TRUE(v.is_object()) << v.dump().substr(0, 2000);
-  EXPECT_EQ(v["status"], "PASSED") << v.dump(1).substr(0, 6000);
-  EXPECT_EQ(v["workloads"].size(), workloads);
-  for (const auto& w : v["workloads"]) EXPECT_EQ(w["status"], "PASSED") << w.dump();
-}
+json check_json(const std::string& args) { return gpu_test::kharness_json("check " + args); }
 
 TEST(HopperGemm, Fp16SeedPassesEveryWorkload) {
   SKIP_WITHOUT_GPU();
