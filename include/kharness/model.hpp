@@ -179,5 +179,8 @@ Model load_model(const std::filesystem::path& file, const OperatorRegistry& regi
 
 // A model by name (models/NAME.json in the shipped data folder) or by the path of a file.
 std::filesystem::path find_model(const std::string& name_or_path);
+// Whether find_model reads `name_or_path` as a file path (it has a '/' or ends in .json) rather
+// than a name from models/.
+bool names_a_model_file(const std::string& name_or_path);
 
 }  // namespace kharness::model

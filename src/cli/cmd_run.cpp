@@ -174,9 +174,7 @@ void apply_stored_model(RunArgs& a, const json& s, const CLI::App& app, const st
   };
   // A model named by path is a file read from this machine: like where answers come from, a run
   // folder from elsewhere does not get to name one. The command line must repeat it.
-  const bool is_path = kept.in_model.find('/') != std::string::npos ||
-                       std::filesystem::path(kept.in_model).extension() == ".json";
-  if (is_path && app.count("--model") == 0)
+  if (model::names_a_model_file(kept.in_model) && app.count("--model") == 0)
     throw input_error(
         source + ": in_model.model",
         fmt::format("names the model file '{}'; a model file named by a run folder is "

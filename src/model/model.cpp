@@ -826,10 +826,15 @@ Model load_model(const fs::path& file, const OperatorRegistry& registry) {
   return m;
 }
 
+bool names_a_model_file(const std::string& name_or_path) {
+  return name_or_path.find('/') != std::string::npos ||
+         fs::path(name_or_path).extension() == ".json";
+}
+
 fs::path find_model(const std::string& name_or_path) {
   std::error_code ec;
   fs::path p(name_or_path);
-  if (name_or_path.find('/') != std::string::npos || p.extension() == ".json") {
+  if (names_a_model_file(name_or_path)) {
     if (!fs::is_regular_file(p, ec))
       throw input_error("--model", fmt::format("no model file '{}'", name_or_path));
     return p;
