@@ -133,6 +133,7 @@ TEST(ReportCli, RunsShowAndHtml) {
     p.operator_name = "rmsnorm_h4096";
     p.sources = {{"k.cu", "line one\nline two\nline three\n"}};
     p.verdict = timed("seed", 1.0, 1.2);
+    p.operator_speedup = archive::OperatorSpeedup{1.1, std::sqrt(1.2), false};
     parent_id = a.add_candidate(run, p);
     archive::CandidateRecord bad = p;
     bad.name = "broken";
@@ -144,7 +145,9 @@ TEST(ReportCli, RunsShowAndHtml) {
     c.name = "faster";
     c.parent_id = parent_id;
     c.sources = {{"k.cu", "line one\nline 2\nline three\n"}};
-    c.verdict = timed("faster", 2.0, 3.0);
+    c.verdict = timed("faster", 2.0, 3.0);  // over its incumbent, the seed
+    c.verdict->score.speedups_over = "seed.cu";
+    c.operator_speedup = archive::OperatorSpeedup{2.75, 2.69, true};
     child_id = a.add_candidate(run, c);
     a.finish_run(run);
   }
@@ -153,7 +156,7 @@ TEST(ReportCli, RunsShowAndHtml) {
   auto runs = testing::kharness(global + "runs");
   EXPECT_EQ(runs.exit_code, 0) << runs.out;
   EXPECT_TRUE(has(runs.out, run)) << runs.out;
-  EXPECT_TRUE(has(runs.out, "2.500x")) << runs.out;
+  EXPECT_TRUE(has(runs.out, "2.750x")) << runs.out;  // ranked by the operator speedup
 
   auto show = testing::kharness(global + "show " + child_id.substr(0, 5));
   EXPECT_EQ(show.exit_code, 0) << show.out;
@@ -161,6 +164,8 @@ TEST(ReportCli, RunsShowAndHtml) {
   EXPECT_TRUE(has(show.out, "-line two\n+line 2\n")) << show.out;
   EXPECT_TRUE(has(show.out, "@@ -1,3 +1,3 @@")) << show.out;
   EXPECT_TRUE(has(show.out, "3.000x")) << show.out;
+  EXPECT_TRUE(has(show.out, "2.500x mean, 2.449x geomean over seed.cu")) << show.out;
+  EXPECT_TRUE(has(show.out, "2.750x over the operator's baseline, estimated")) << show.out;
   EXPECT_EQ(testing::kharness(global + "show ffffffffffff").exit_code, 2);
 
   fs::path html = tmp.path() / "report.html";
@@ -169,6 +174,8 @@ TEST(ReportCli, RunsShowAndHtml) {
   EXPECT_TRUE(has(report.out, "best per operator")) << report.out;
   EXPECT_TRUE(has(report.out, child_id)) << report.out;
   EXPECT_TRUE(has(report.out, "INCORRECT_NUMERICAL")) << report.out;
+  EXPECT_TRUE(has(report.out, "~2.750x")) << report.out;  // an estimate is marked
+  EXPECT_TRUE(has(report.out, " 1.100x")) << report.out;
   std::string page = read_file(html.string());
   // To look at it (headless Chromium screenshot): KHARNESS_TEST_KEEP_HTML=/tmp/report.html.
   if (const char* keep = std::getenv("KHARNESS_TEST_KEEP_HTML")) write_file_atomic(keep, page);

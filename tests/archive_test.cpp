@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "archive/sqlite.hpp"
 #include "kharness/error.hpp"
 #include "test_util.hpp"
 
@@ -63,6 +64,7 @@ CandidateRecord full_record(const std::string& name, double speedup) {
       "ELF\0\x01\x02",
       7);
   r.verdict = timed_verdict(name, speedup);
+  r.operator_speedup = OperatorSpeedup{speedup, speedup, false};  // timed against the operator's
   r.prompt = "Write a faster kernel.";
   r.response = "```cuda\n__global__ void k() {}\n```";
   r.usage = {{"input_tokens", 100}, {"output_tokens", 50}};
@@ -104,6 +106,10 @@ TEST(Archive, RoundTrip) {
   EXPECT_EQ(back.record.extra, second.extra);
   ASSERT_TRUE(back.record.verdict);
   EXPECT_EQ(to_json(*back.record.verdict), to_json(*second.verdict));
+  ASSERT_TRUE(back.record.operator_speedup);
+  EXPECT_DOUBLE_EQ(back.record.operator_speedup->mean, 2.5);
+  EXPECT_FALSE(back.record.operator_speedup->estimated);
+  EXPECT_DOUBLE_EQ(back.summary.operator_speedup, 2.5);
   // The plain files a person opens.
   for (const char* f : {"source.cu", "plan.json", "kernel.ptx", "kernel.cubin", "compile.log",
                         "verdict.json", "timing.json", "prompt.md", "response.md", "usage.json"}) {
@@ -156,6 +162,88 @@ TEST(Archive, SuspectCandidatesAreNeverBest) {
   EXPECT_EQ(stored.record.verdict->suspect, kFasterThanLight);
   ASSERT_TRUE(stored.record.verdict->workloads[0].suspect);
   EXPECT_EQ(a.find_cached("key-cheat")->id, id);
+}
+
+// Speedups have one meaning where candidates are ranked: over the operator's own baseline. A run
+// candidate's verdict stays as measured (over its incumbent) and ranks by the run's estimate; one
+// timed against another baseline (--baseline PATH) has no figure to rank by.
+TEST(Archive, RanksBySpeedupOverTheOperatorsBaseline) {
+  testing::TempDir tmp;
+  Archive a(tmp.path());
+  std::string run = a.begin_run({{"command", "run"}});
+  std::string checked = a.add_candidate(run, full_record("checked", 2.0));
+  CandidateRecord candidate = full_record("c0003", 1.05);  // 1.05x its incumbent...
+  candidate.verdict->score.speedups_over = "c0002.cu";
+  candidate.operator_speedup = OperatorSpeedup{3.0, 2.9, true};  // ...which was 2.86x the baseline
+  std::string estimated = a.add_candidate(run, candidate);
+  CandidateRecord other = full_record("other", 10.0);  // 10x a slow --baseline of the user's
+  other.verdict->score.speedups_over = "slow.cu";
+  other.operator_speedup.reset();
+  std::string unranked = a.add_candidate(run, other);
+
+  EXPECT_EQ(a.best("rmsnorm")->id, estimated);
+  EXPECT_DOUBLE_EQ(a.runs()[0].best_speedup, 3.0);
+  StoredCandidate e = a.load(estimated);
+  EXPECT_DOUBLE_EQ(e.summary.mean_speedup, 1.05);  // the verdict as measured
+  EXPECT_DOUBLE_EQ(e.summary.operator_speedup, 3.0);
+  EXPECT_TRUE(e.summary.operator_speedup_estimated);
+  EXPECT_EQ(e.record.verdict->score.speedups_over, "c0002.cu");
+  ASSERT_TRUE(e.record.operator_speedup);
+  EXPECT_DOUBLE_EQ(e.record.operator_speedup->geomean, 2.9);
+  StoredCandidate u = a.load(unranked);
+  EXPECT_DOUBLE_EQ(u.summary.mean_speedup, 10.0);
+  EXPECT_DOUBLE_EQ(u.summary.operator_speedup, 0.0);
+  EXPECT_FALSE(u.record.operator_speedup);
+  EXPECT_FALSE(a.load(checked).summary.operator_speedup_estimated);
+}
+
+// An index written before the operator speedup columns: opened for writing it gets them, filled
+// with what its mean_speedup meant (a run's candidates but its seed: estimated through the
+// incumbent); merged from as it is, the destination reads them the same way.
+TEST(Archive, UpgradesAnIndexWithoutOperatorSpeedups) {
+  testing::TempDir tmp;
+  const fs::path old_dir = tmp.path() / "old";
+  std::string seed, candidate;
+  {
+    Archive a(old_dir);
+    std::string run = a.begin_run({{"command", "run"}});
+    CandidateRecord s = full_record("c0000", 2.0);
+    s.operator_speedup.reset();
+    seed = a.add_candidate(run, s);
+    CandidateRecord c = full_record("c0001", 2.6);
+    c.operator_speedup.reset();
+    candidate = a.add_candidate(run, c);
+  }
+  auto drop_columns = [](const fs::path& index) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(index.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+    for (const char* sql : {"ALTER TABLE verdicts DROP COLUMN operator_speedup",
+                            "ALTER TABLE verdicts DROP COLUMN operator_speedup_estimated"})
+      EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+    sqlite3_close(db);
+  };
+  drop_columns(old_dir / "index.sqlite");
+  const fs::path copy = tmp.path() / "copy";
+  fs::copy(old_dir, copy, fs::copy_options::recursive);
+
+  // Merged from while still old (a source is never written to).
+  const fs::path dest = tmp.path() / "dest";
+  Archive::merge(dest, {copy});
+  Archive merged(dest);
+  EXPECT_DOUBLE_EQ(merged.load(candidate).summary.operator_speedup, 2.6);
+  EXPECT_TRUE(merged.load(candidate).summary.operator_speedup_estimated);
+  EXPECT_FALSE(merged.load(seed).summary.operator_speedup_estimated);
+  EXPECT_EQ(merged.best("rmsnorm")->id, candidate);
+
+  // Opened for writing: upgraded in place.
+  Archive upgraded(old_dir);
+  EXPECT_DOUBLE_EQ(upgraded.load(seed).summary.operator_speedup, 2.0);
+  EXPECT_FALSE(upgraded.load(seed).summary.operator_speedup_estimated);
+  EXPECT_TRUE(upgraded.load(candidate).summary.operator_speedup_estimated);
+  EXPECT_DOUBLE_EQ(upgraded.runs()[0].best_speedup, 2.6);
+  std::string run = upgraded.runs()[0].id;
+  EXPECT_NO_THROW(upgraded.add_candidate(run, full_record("c0002", 2.7)));
+  EXPECT_EQ(upgraded.best("rmsnorm")->name, "c0002");
 }
 
 TEST(Archive, FailedAndCachedCandidates) {

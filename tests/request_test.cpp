@@ -225,6 +225,33 @@ TEST(ResolveBaseline, InTheDocumentedOrder) {
   EXPECT_EQ(pipeline::resolve_baseline(pipeline::with_candidate(r, c), vendor), Baseline{});
 }
 
+// A verdict names what its speedups are over when it is not the operator's own baseline, and only
+// a verdict timed against the operator's baseline gives the archive its operator speedup.
+TEST(ResolveBaseline, TheVerdictSaysWhatItsSpeedupsAreOver) {
+  const Baseline own{Baseline::Kind::kSolution, "/ops/rms/baseline/solution.json", true};
+  const Baseline vendor{Baseline::Kind::kCublasLt, {}, true};
+  const Baseline incumbent{Baseline::Kind::kSolution, "/runs/r1/c0003.cu", false};
+  const Baseline asked_vendor{Baseline::Kind::kCublasLt, {}, false};
+  EXPECT_EQ(pipeline::speedups_over(own), "");
+  EXPECT_EQ(pipeline::speedups_over(vendor), "");
+  EXPECT_EQ(pipeline::speedups_over(Baseline{}), "");
+  EXPECT_EQ(pipeline::speedups_over(incumbent), "c0003.cu");
+  EXPECT_EQ(pipeline::speedups_over(asked_vendor), "cublaslt");
+
+  Verdict timed;
+  timed.score.mean_speedup = 1.8;
+  timed.score.geomean_speedup = 1.7;
+  const auto measured = pipeline::measured_operator_speedup(own, timed);
+  ASSERT_TRUE(measured);
+  EXPECT_DOUBLE_EQ(measured->mean, 1.8);
+  EXPECT_DOUBLE_EQ(measured->geomean, 1.7);
+  EXPECT_FALSE(measured->estimated);
+  EXPECT_TRUE(pipeline::measured_operator_speedup(vendor, timed));
+  EXPECT_FALSE(pipeline::measured_operator_speedup(incumbent, timed));
+  EXPECT_FALSE(pipeline::measured_operator_speedup(asked_vendor, timed));
+  EXPECT_FALSE(pipeline::measured_operator_speedup(own, Verdict{}));  // not timed
+}
+
 // The worker does not choose again: what the pipeline resolved is what it reads, even where the
 // options it also receives would have led elsewhere (an operator whose definition names cuBLASLt).
 TEST(ResolveBaseline, TheWorkerReadsTheResolvedBaselineAsItIs) {

@@ -31,6 +31,16 @@
 
 namespace kharness::archive {
 
+// A candidate's mean (and geometric mean) speedup over its operator's own baseline: the one figure
+// the archive ranks candidates by (docs/archive.md#speedups). Measured when the verdict was timed
+// against the operator's baseline; estimated when a run timed the candidate against its incumbent
+// (the ratio to the incumbent times the incumbent's own figure).
+struct OperatorSpeedup {
+  double mean = 0.0;
+  double geomean = 0.0;
+  bool estimated = false;
+};
+
 // Everything known about one evaluated candidate. Only `operator_name` is required; what is
 // empty is not written.
 struct CandidateRecord {
@@ -44,7 +54,10 @@ struct CandidateRecord {
   std::string compile_log;         // compile.log
   std::string ptx;                 // kernel.ptx
   std::string cubin;               // kernel.cubin (bytes)
-  std::optional<Verdict> verdict;  // verdict.json; timing.json holds its per-workload timing
+  std::optional<Verdict> verdict;  // verdict.json, as measured; timing.json: per-workload timing
+  // Over the operator's baseline (record.json and the index); none when the verdict was timed
+  // against another baseline (score.speedups_over names it) or not timed.
+  std::optional<OperatorSpeedup> operator_speedup;
   // Model candidates (empty / null when not from a model).
   std::string prompt;       // prompt.md
   std::string response;     // response.md (the raw answer)
@@ -71,8 +84,14 @@ struct CandidateSummary {
   // For a PASSED verdict: its suspect marker ("faster_than_light"), "" when clean.
   std::string failure_kind;
   std::string failure_message;
-  double mean_speedup = 0.0;  // 0 when not timed
+  // The verdict's own figures, over what it was timed against (its score.speedups_over); 0 when
+  // not timed.
+  double mean_speedup = 0.0;
   double geomean_speedup = 0.0;
+  // Over the operator's baseline (CandidateRecord::operator_speedup): what rankings compare; 0
+  // when unknown.
+  double operator_speedup = 0.0;
+  bool operator_speedup_estimated = false;
   double mean_sol_fraction = 0.0;
   double seconds = 0.0;
   std::string gpu;
@@ -93,7 +112,8 @@ struct RunSummary {
   nlohmann::json info;        // as given to begin_run, scrubbed
   int candidates = 0;
   int passed = 0;
-  double best_speedup = 0.0;  // best mean speedup among clean PASSED (not suspect) candidates
+  // The best operator speedup among clean PASSED (not suspect) candidates.
+  double best_speedup = 0.0;
 };
 
 // A candidate with its files read back.

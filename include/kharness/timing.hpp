@@ -178,11 +178,9 @@ struct Score {
   std::optional<double> mean_sol_fraction;
   std::optional<std::size_t> workloads_timed;
   std::optional<ScoreIntegrity> integrity;
-  // The controller's archive record: the speedups over the incumbent the candidate was timed
-  // against, when mean_speedup and geomean_speedup are estimates over the operator's baseline
-  // (speedups_over says so).
-  std::optional<double> mean_speedup_vs_incumbent;
-  std::optional<double> geomean_speedup_vs_incumbent;
+  // What the speedups are over when it is not the operator's own baseline: the baseline
+  // solution's file name (--baseline PATH, a run's incumbent) or "cublaslt". Empty: the
+  // operator's baseline, or none.
   std::string speedups_over;
   // The held-out workloads drawn for this verdict (kharness/holdout.hpp); null: none.
   nlohmann::json holdout;

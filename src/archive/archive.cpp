@@ -252,7 +252,9 @@ CREATE TABLE IF NOT EXISTS verdicts (
   geomean_speedup REAL,
   mean_sol_fraction REAL,
   seconds REAL,
-  gpu TEXT
+  gpu TEXT,
+  operator_speedup REAL,
+  operator_speedup_estimated INTEGER
 );
 CREATE TABLE IF NOT EXISTS workload_results (
   candidate_id TEXT NOT NULL REFERENCES candidates(id),
@@ -404,7 +406,7 @@ constexpr const char* kCleanPass =
 
 // A database that has the tables but not the columns kharness writes (another program's, or an
 // edited one) is refused when opened, naming the file, not at the first query.
-// The columns of each table kharness writes (what check_schema requires and merge copies).
+// The columns of each table in the index's first format (what check_schema requires).
 constexpr const char* kTables[][2] = {
     {"runs", "id, started_at, finished_at, state, command, operator, info"},
     {"candidates",
@@ -417,6 +419,50 @@ constexpr const char* kTables[][2] = {
      "candidate_id, uuid, axes, status, failure_kind, latency, baseline_latency, speedup, "
      "sol_fraction"}};
 
+// Columns added since the first format, with what an index written before them means in their
+// place: an older index gets them (filled so) when opened for writing (upgrade_index), and a
+// merge reads an older source with these values (read_source). An older index's mean_speedup
+// was already over the operator's baseline, a run's candidates (but its seed c0000) estimated
+// through the incumbent.
+struct AddedColumn {
+  std::size_t table;  // index into kTables
+  const char* name;
+  const char* type;
+  const char* older_value;  // an SQL expression over the table's own row
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {2, "operator_speedup", "REAL", "mean_speedup"},
+    {2, "operator_speedup_estimated", "INTEGER",
+     "EXISTS (SELECT 1 FROM candidates c JOIN runs r ON r.id = c.run_id WHERE c.id = "
+     "verdicts.candidate_id AND r.command = 'run' AND c.name <> 'c0000')"}};
+
+bool has_column(sqlite3* db, const char* table, const char* column) {
+  sqlite3_stmt* stmt = nullptr;
+  std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", column, table);
+  int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr);
+  sqlite3_finalize(stmt);
+  return rc == SQLITE_OK;
+}
+
+// The columns kharness writes to table `t` now (the first format's and those added since), and
+// the expressions that read them from `db`'s table (an added column's older value where `db`
+// predates it).
+std::string table_columns(std::size_t t) {
+  std::string out = kTables[t][1];
+  for (const auto& a : kAddedColumns)
+    if (a.table == t) out += fmt::format(", {}", a.name);
+  return out;
+}
+std::string select_columns(sqlite3* db, std::size_t t) {
+  std::string out = kTables[t][1];
+  for (const auto& a : kAddedColumns) {
+    if (a.table != t) continue;
+    out += has_column(db, kTables[t][0], a.name) ? fmt::format(", {}", a.name)
+                                                 : fmt::format(", ({})", a.older_value);
+  }
+  return out;
+}
+
 void check_schema(sqlite3* db) {
   for (const auto& [table, columns] : kTables) {
     sqlite3_stmt* stmt = nullptr;
@@ -428,6 +474,17 @@ void check_schema(sqlite3* db) {
                         fmt::format("not a kharness archive index: table '{}' has another schema "
                                     "({})",
                                     table, sqlite3_errmsg(db)));
+  }
+}
+
+// An index of an older format gets the columns added since, filled with what its rows meant.
+void upgrade_index(sqlite3* db) {
+  for (const auto& a : kAddedColumns) {
+    const char* table = kTables[a.table][0];
+    if (has_column(db, table, a.name)) continue;
+    exec(db, fmt::format("ALTER TABLE {0} ADD COLUMN {1} {2}; UPDATE {0} SET {1} = ({3})", table,
+                         a.name, a.type, a.older_value)
+                 .c_str());
   }
 }
 
@@ -479,10 +536,28 @@ void check_candidate_dir(const fs::path& archive_dir, const fs::path& dir) {
                                   printable_line(bounded(dir.string(), 120))));
 }
 
+json operator_speedup_json(const std::optional<OperatorSpeedup>& s) {
+  if (!s) return nullptr;
+  return {{"mean", s->mean}, {"geomean", s->geomean}, {"estimated", s->estimated}};
+}
+
+OperatorSpeedup operator_speedup_from_json(const json& j, const std::string& file) {
+  json_util::require_object(j, file, "operator_speedup");
+  OperatorSpeedup s;
+  s.mean = json_util::as_number(j.value("mean", json(0.0)), file, "operator_speedup.mean");
+  s.geomean = json_util::as_number(j.value("geomean", json(0.0)), file, "operator_speedup.geomean");
+  const json estimated = j.value("estimated", json(false));
+  json_util::expect_type(estimated, estimated.is_boolean(), "a boolean", file,
+                         "operator_speedup.estimated");
+  s.estimated = estimated.get<bool>();
+  return s;
+}
+
 constexpr const char* kCandidateColumns =
     "c.id, c.run_id, c.seq, c.step, c.parent_id, c.name, c.operator, c.origin, c.created_at, "
     "v.status, v.failure_kind, v.failure_message, v.mean_speedup, v.geomean_speedup, "
-    "v.mean_sol_fraction, v.seconds, v.gpu, c.cache_key, c.cached_from, c.dir "
+    "v.mean_sol_fraction, v.seconds, v.gpu, c.cache_key, c.cached_from, c.dir, "
+    "v.operator_speedup, v.operator_speedup_estimated "
     "FROM candidates c LEFT JOIN verdicts v ON v.candidate_id = c.id";
 
 }  // namespace
@@ -517,6 +592,8 @@ struct Archive::Impl {
     c.cache_key = s.text(17);
     c.cached_from = s.text(18);
     c.dir = dir / s.text(19);
+    c.operator_speedup = s.real(20);
+    c.operator_speedup_estimated = s.integer(21) != 0;
     return c;
   }
 
@@ -572,8 +649,9 @@ Archive::Archive(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
     check_schema(impl_->db);  // a table of another schema fails CREATE INDEX: say that instead
     throw;
   }
-  t.commit();
   check_schema(impl_->db);
+  upgrade_index(impl_->db);
+  t.commit();
 }
 
 Archive::~Archive() = default;
@@ -671,6 +749,7 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
                            {"step", record.step},
                            {"cache_key", record.cache_key},
                            {"cached_from", record.cached_from},
+                           {"operator_speedup", operator_speedup_json(record.operator_speedup)},
                            {"created_at", created},
                            {"extra", record.extra}});
   fsync_path(tmp_dir, O_RDONLY | O_DIRECTORY);
@@ -701,8 +780,8 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
     const Verdict& v = *record.verdict;
     Statement s(impl_->db,
                 "INSERT INTO verdicts (candidate_id, status, failure_kind, failure_message, "
-                "mean_speedup, geomean_speedup, mean_sol_fraction, seconds, gpu) "
-                "VALUES (?,?,?,?,?,?,?,?,?)");
+                "mean_speedup, geomean_speedup, mean_sol_fraction, seconds, gpu, "
+                "operator_speedup, operator_speedup_estimated) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
     s.bind(1, id).bind(2, std::string(status_name(v.status)));
     // A suspect PASSED verdict keeps its status; its marker goes where a failure's kind would.
     const WorkloadVerdict* suspect = v.first_suspect();
@@ -718,6 +797,9 @@ std::string Archive::add_candidate(const std::string& run_id, const CandidateRec
     s.bind(7, figure(score.mean_sol_fraction.has_value(), score.mean_sol_fraction.value_or(0.0)));
     s.bind(8, v.seconds);
     s.bind_or_null(9, v.environment.is_object() ? v.environment.value("gpu", "") : "");
+    const auto& op = record.operator_speedup;
+    s.bind(10, figure(op.has_value(), op ? op->mean : 0.0));
+    s.bind(11, static_cast<std::int64_t>(op && op->estimated));
     s.step();
     for (const auto& w : v.workloads) {
       Statement r(impl_->db,
@@ -743,7 +825,7 @@ std::vector<RunSummary> Archive::runs() const {
   Statement s(impl_->db,
               fmt::format("SELECT r.id, r.started_at, r.finished_at, r.state, r.command, "
                           "r.operator, r.info, COUNT(c.id), SUM(CASE WHEN {0} THEN 1 ELSE 0 END), "
-                          "MAX(CASE WHEN {0} THEN v.mean_speedup END) "
+                          "MAX(CASE WHEN {0} THEN v.operator_speedup END) "
                           "FROM runs r LEFT JOIN candidates c ON c.run_id = r.id "
                           "LEFT JOIN verdicts v ON v.candidate_id = c.id "
                           "GROUP BY r.id ORDER BY r.started_at DESC, r.id DESC",
@@ -798,7 +880,7 @@ std::optional<CandidateSummary> Archive::best(const std::string& operator_name) 
   std::optional<CandidateSummary> best;
   for (auto& c :
        impl_->query(fmt::format("WHERE c.operator = ? AND {}", kCleanPass), {operator_name})) {
-    if (!best || c.mean_speedup >= best->mean_speedup) best = c;
+    if (!best || c.operator_speedup >= best->operator_speedup) best = c;
   }
   return best;
 }
@@ -852,6 +934,8 @@ StoredCandidate Archive::load(const std::string& id_or_prefix) const {
     r.entry = static_cast<std::size_t>(entry);
   }
   if (auto it = meta.find("extra"); it != meta.end() && !it->is_null()) r.extra = *it;
+  if (auto it = meta.find("operator_speedup"); it != meta.end() && !it->is_null())
+    r.operator_speedup = operator_speedup_from_json(*it, record_file);
   if (auto it = meta.find("sources"); it != meta.end() && !it->is_null()) {
     json_util::expect_type(*it, it->is_array(), "an array of file names", record_file, "sources");
     for (std::size_t i = 0; i < it->size(); ++i) {
@@ -910,8 +994,8 @@ std::string text_of(const Value& v) {
 constexpr std::size_t kRunFinishedAt = 2, kRunState = 3;
 constexpr std::size_t kCandidateCacheKey = 9, kCandidateCachedFrom = 10, kCandidateDir = 11;
 
-std::size_t column_count(const char* columns) {
-  return static_cast<std::size_t>(std::count(columns, columns + std::strlen(columns), ',')) + 1;
+std::size_t column_count(const std::string& columns) {
+  return static_cast<std::size_t>(std::count(columns.begin(), columns.end(), ',')) + 1;
 }
 
 // A source archive, read and checked whole before the destination is touched.
@@ -954,10 +1038,13 @@ class SourceIndex {
   SourceIndex(const SourceIndex&) = delete;  // owns the connection
   SourceIndex& operator=(const SourceIndex&) = delete;
 
-  std::vector<Row> rows(const char* table, const char* columns) const {
-    Statement s(db_, fmt::format("SELECT {} FROM {} ORDER BY rowid", columns, table));
+  // The rows of kTables[t], as this kharness writes them (an older index's added columns as it
+  // meant them).
+  std::vector<Row> rows(std::size_t t) const {
+    Statement s(db_, fmt::format("SELECT {} FROM {} ORDER BY rowid", select_columns(db_, t),
+                                 kTables[t][0]));
     std::vector<Row> out;
-    std::size_t n = column_count(columns);
+    std::size_t n = column_count(table_columns(t));
     while (s.step()) {
       Row row;
       for (std::size_t i = 0; i < n; ++i) row.push_back(s.value(static_cast<int>(i)));
@@ -982,12 +1069,10 @@ SourceArchive read_source(const fs::path& path) {
   if (::stat(src.index.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     throw input_error(src.index.string(), "not a regular file");
   SourceIndex index(src.index);
-  src.runs = index.rows(kTables[0][0], kTables[0][1]);
-  src.candidates = index.rows(kTables[1][0], kTables[1][1]);
-  for (auto& row : index.rows(kTables[2][0], kTables[2][1]))
-    src.verdicts[text_of(row[0])].push_back(std::move(row));
-  for (auto& row : index.rows(kTables[3][0], kTables[3][1]))
-    src.workloads[text_of(row[0])].push_back(std::move(row));
+  src.runs = index.rows(0);
+  src.candidates = index.rows(1);
+  for (auto& row : index.rows(2)) src.verdicts[text_of(row[0])].push_back(std::move(row));
+  for (auto& row : index.rows(3)) src.workloads[text_of(row[0])].push_back(std::move(row));
   // Every candidate's folder: under candidates/, regular files and folders only, and the JSON
   // files kharness reads back parse.
   for (const auto& row : src.candidates) {
@@ -1019,10 +1104,12 @@ bool exists_in(sqlite3* db, const char* sql, const std::string& id) {
   return s.step();
 }
 
-void insert_row(sqlite3* db, const char* table, const char* columns, const Row& row) {
+// A row of kTables[t] (table_columns order) into `db`.
+void insert_row(sqlite3* db, std::size_t t, const Row& row) {
   std::string marks;
   for (std::size_t i = 0; i < row.size(); ++i) marks += i ? ",?" : "?";
-  Statement s(db, fmt::format("INSERT INTO {} ({}) VALUES ({})", table, columns, marks));
+  Statement s(
+      db, fmt::format("INSERT INTO {} ({}) VALUES ({})", kTables[t][0], table_columns(t), marks));
   for (std::size_t i = 0; i < row.size(); ++i) s.bind(static_cast<int>(i + 1), row[i]);
   s.step();
 }
@@ -1052,7 +1139,7 @@ MergeStats Archive::merge(const fs::path& dest, const std::vector<fs::path>& sou
         Statement q(db, "SELECT finished_at FROM runs WHERE id = ?");
         q.bind(1, id);
         if (!q.step()) {
-          insert_row(db, kTables[0][0], kTables[0][1], run);
+          insert_row(db, 0, run);
           ++stats.runs_added;
         } else if (q.text(0).empty() && !text_of(run[kRunFinishedAt]).empty()) {
           // The same run, copied while it was still going: the source knows how it ended.
@@ -1109,11 +1196,11 @@ MergeStats Archive::merge(const fs::path& dest, const std::vector<fs::path>& sou
           row[kCandidateCachedFrom] = reused;
           ++stats.verdicts_reused;
         }
-        insert_row(db, kTables[1][0], kTables[1][1], row);
+        insert_row(db, 1, row);
         if (verdicts != src.verdicts.end())
-          for (const auto& v : verdicts->second) insert_row(db, kTables[2][0], kTables[2][1], v);
+          for (const auto& v : verdicts->second) insert_row(db, 2, v);
         if (auto w = src.workloads.find(id); w != src.workloads.end())
-          for (const auto& r : w->second) insert_row(db, kTables[3][0], kTables[3][1], r);
+          for (const auto& r : w->second) insert_row(db, 3, r);
         ++stats.candidates_added;
       }
     }

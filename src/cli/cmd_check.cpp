@@ -123,6 +123,7 @@ std::string render_verdict(const Verdict& v, int verbosity) {
     if (v.score.mean_speedup) {
       out += fmt::format("  score: mean speedup {:.3f}x, geomean {:.3f}x", *v.score.mean_speedup,
                          v.score.geomean_speedup.value_or(0.0));
+      if (!v.score.speedups_over.empty()) out += " over " + v.score.speedups_over;
       if (v.score.mean_sol_fraction)
         out += fmt::format(", mean {:.1f}% of speed-of-light", 100 * *v.score.mean_sol_fraction);
       out += "\n";

@@ -35,6 +35,14 @@ archive::Archive open_archive(const GlobalOptions& global) {
 
 std::string speedup_text(double s) { return s > 0 ? fmt::format("{:.3f}x", s) : "-"; }
 
+// A candidate's speedup over its operator's baseline, "~" marking a run's estimate through the
+// incumbent (docs/archive.md#speedups).
+std::string operator_speedup_text(const archive::CandidateSummary& c) {
+  return c.operator_speedup > 0 && c.operator_speedup_estimated
+             ? "~" + speedup_text(c.operator_speedup)
+             : speedup_text(c.operator_speedup);
+}
+
 std::string axes_text(const json& axes) {
   std::vector<std::string> parts;
   if (axes.is_object()) {
@@ -50,7 +58,7 @@ std::string candidates_table(const std::vector<archive::CandidateSummary>& list)
     std::string note = c.cached_from.empty() ? "" : "cached from " + c.cached_from;
     if (!c.failure_kind.empty()) note += (note.empty() ? "" : "; ") + c.failure_kind;
     t.add({"  " + std::to_string(c.seq), c.id, c.name, c.operator_name,
-           c.status.empty() ? "-" : c.status, speedup_text(c.mean_speedup),
+           c.status.empty() ? "-" : c.status, operator_speedup_text(c),
            c.status == "PASSED" && c.mean_sol_fraction > 0
                ? fmt::format("{:.1f}%", 100 * c.mean_sol_fraction)
                : "-",
@@ -63,7 +71,7 @@ std::string best_table(const std::vector<archive::CandidateSummary>& best) {
   if (best.empty()) return "no passing candidate yet\n";
   Table t({"operator", "best candidate", "name", "run", "speedup", "GPU"});
   for (const auto& c : best)
-    t.add({c.operator_name, c.id, c.name, c.run_id, speedup_text(c.mean_speedup),
+    t.add({c.operator_name, c.id, c.name, c.run_id, operator_speedup_text(c),
            c.gpu.empty() ? "-" : c.gpu});
   return t.render();
 }
@@ -210,6 +218,8 @@ Runner setup_show_impl(CLI::App& app) {
                   {"origin", s.origin},
                   {"created_at", s.created_at},
                   {"cached_from", s.cached_from},
+                  {"operator_speedup", s.operator_speedup > 0 ? json(s.operator_speedup) : json()},
+                  {"operator_speedup_estimated", s.operator_speedup_estimated},
                   {"dir", s.dir.string()},
                   {"verdict", c.record.verdict ? to_json(*c.record.verdict) : json()}};
       std::fputs((json_util::dump(out, 2) + "\n").c_str(), stdout);
@@ -225,12 +235,19 @@ Runner setup_show_impl(CLI::App& app) {
     out += fmt::format("  status    {}", s.status.empty() ? "-" : s.status);
     if (!s.failure_kind.empty()) out += fmt::format(" ({}): {}", s.failure_kind, s.failure_message);
     out += "\n";
-    if (s.mean_speedup > 0)
-      out += fmt::format("  speedup   {:.3f}x mean, {:.3f}x geomean{}\n", s.mean_speedup,
-                         s.geomean_speedup,
+    if (s.mean_speedup > 0) {
+      const std::string over = c.record.verdict ? c.record.verdict->score.speedups_over : "";
+      out += fmt::format("  speedup   {:.3f}x mean, {:.3f}x geomean over {}{}\n", s.mean_speedup,
+                         s.geomean_speedup, over.empty() ? "the operator's baseline" : over,
                          s.mean_sol_fraction > 0
                              ? fmt::format(", {:.1f}% of speed-of-light", 100 * s.mean_sol_fraction)
                              : "");
+    }
+    if (s.operator_speedup > 0 && s.operator_speedup_estimated)
+      out += fmt::format(
+          "            {:.3f}x over the operator's baseline, estimated through the "
+          "incumbent\n",
+          s.operator_speedup);
     if (!c.record.usage.is_null())
       out += fmt::format("  usage     {}\n", json_util::dump(c.record.usage));
     out += fmt::format("  files     {}\n", s.dir.string());
@@ -293,7 +310,7 @@ report::HtmlReport html_data(const archive::Archive& a,
     for (const auto& c : a.candidates(r.id, operator_name))
       run.candidates.push_back({c.id, c.seq, c.name,
                                 c.clean_pass() || c.status != "PASSED" ? c.status : "SUSPECT",
-                                c.mean_speedup, !c.cached_from.empty()});
+                                c.operator_speedup, !c.cached_from.empty()});
     data.runs.push_back(std::move(run));
   }
   std::vector<bench::GpuSpec> specs;
@@ -305,7 +322,7 @@ report::HtmlReport html_data(const archive::Archive& a,
   OperatorRegistry registry = make_registry(global);
   std::set<std::string> roofs_added;
   for (const auto& b : best) {
-    report::HtmlBest hb{b.operator_name, b.id, b.name, b.gpu, b.mean_speedup, {}};
+    report::HtmlBest hb{b.operator_name, b.id, b.name, b.gpu, b.operator_speedup, {}};
     archive::StoredCandidate stored = a.load(b.id);
     std::optional<Operator> op;
     try {
@@ -390,7 +407,7 @@ Runner setup_report_impl(CLI::App& app) {
       for (const auto& c : list) {
         if (!c.clean_pass()) continue;
         auto it = best.find(c.operator_name);
-        if (it == best.end() || c.mean_speedup >= it->second.mean_speedup)
+        if (it == best.end() || c.operator_speedup >= it->second.operator_speedup)
           best[c.operator_name] = c;
       }
     }

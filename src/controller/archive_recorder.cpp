@@ -9,21 +9,6 @@ namespace kharness::controller {
 
 using nlohmann::json;
 
-namespace {
-constexpr const char* kThroughIncumbent = "operator baseline (estimated through the incumbent)";
-}  // namespace
-
-Verdict as_evaluated(Verdict v) {
-  Score& score = v.score;
-  if (score.speedups_over != kThroughIncumbent) return v;
-  score.mean_speedup = score.mean_speedup_vs_incumbent.value_or(0.0);
-  score.geomean_speedup = score.geomean_speedup_vs_incumbent.value_or(0.0);
-  score.mean_speedup_vs_incumbent.reset();
-  score.geomean_speedup_vs_incumbent.reset();
-  score.speedups_over.clear();
-  return v;
-}
-
 archive::CandidateRecord to_archive_record(const CandidateRecord& c,
                                            const std::string& operator_name,
                                            const std::string& parent_archive_id) {
@@ -48,19 +33,14 @@ archive::CandidateRecord to_archive_record(const CandidateRecord& c,
     try {
       a.verdict = verdict_from_json(c.verdict);
       a.compile = a.verdict->compile;
-      // The run times a candidate against its incumbent, so the verdict's speedups are over the
-      // incumbent; the archive (its index, `report`, the best per operator) ranks speedups over
-      // the operator's baseline: the run's estimate goes in their place, the ratio is kept.
-      if (c.speedup_vs_incumbent > 0 && c.score > 0) {
-        Score& score = a.verdict->score;
-        const double mean = score.mean_speedup.value_or(0.0);
-        const double geomean = score.geomean_speedup.value_or(0.0);
-        const double scale = mean > 0 ? c.score / mean : 0.0;  // the incumbent's own speedup
-        score.mean_speedup_vs_incumbent = mean;
-        score.geomean_speedup_vs_incumbent = geomean;
-        score.mean_speedup = c.score;
-        score.geomean_speedup = geomean * scale;
-        score.speedups_over = kThroughIncumbent;
+      // The verdict stays as measured. A candidate timed against its incumbent has no measured
+      // speedup over the operator's baseline: the run's estimate (its score) stands for it.
+      const Score& score = a.verdict->score;
+      const double mean = score.mean_speedup.value_or(0.0);
+      if (!a.operator_speedup && c.speedup_vs_incumbent > 0 && c.score > 0 && mean > 0) {
+        const double incumbent = c.score / mean;  // the incumbent's own speedup, as estimated
+        a.operator_speedup = archive::OperatorSpeedup{
+            c.score, score.geomean_speedup.value_or(0.0) * incumbent, true};
       }
     } catch (const Error& e) {
       spdlog::debug("{}: verdict not archived: {}", c.id, e.message());

@@ -31,12 +31,10 @@ class ArchiveRecorder : public RunRecorder {
   std::map<std::string, std::string> archive_ids_;  // c0001 -> archive candidate id
 };
 
-// A verdict read back from the archive (a verdict-cache hit) as the run evaluated it: the archive
-// form's score (to_archive_record: speedups over the operator's baseline, estimated through the
-// incumbent) back to the speedups over the incumbent the verdict was timed against.
-Verdict as_evaluated(Verdict archived);
-
-// The archive form of one controller record.
+// The archive form of one controller record: the verdict as measured (its speedups over the
+// incumbent it was timed against, which score.speedups_over names), and the record's speedup over
+// the operator's baseline, measured (the seed) or estimated through the incumbent (the run's
+// score).
 archive::CandidateRecord to_archive_record(const CandidateRecord& c,
                                            const std::string& operator_name,
                                            const std::string& parent_archive_id);

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "controller/archive_recorder.hpp"
 #include "kharness/error.hpp"
 #include "kharness/model_check.hpp"
 #include "kharness/operators.hpp"
@@ -51,9 +50,6 @@ Evaluated StageEvaluator::evaluate(const EvaluationRequest& request) {
   out.cache_key = std::move(e.cache_key);
   out.cached_from = std::move(e.cached_from);
   out.record = std::move(e.record);
-  // A verdict from the cache is archived as the run's recorder archives it (its score over the
-  // operator's baseline, estimated through the incumbent): the verdict as evaluated again.
-  if (!out.cached_from.empty()) out.verdict = as_evaluated(std::move(out.verdict));
   return out;
 }
 

@@ -300,8 +300,6 @@ json to_json(const Score& s) {
   put(j, "mean_sol_fraction", s.mean_sol_fraction);
   put(j, "workloads_timed", s.workloads_timed);
   if (s.integrity) j["integrity"] = to_json(*s.integrity);
-  put(j, "mean_speedup_vs_incumbent", s.mean_speedup_vs_incumbent);
-  put(j, "geomean_speedup_vs_incumbent", s.geomean_speedup_vs_incumbent);
   put(j, "speedups_over", s.speedups_over);
   if (!s.holdout.is_null()) j["holdout"] = s.holdout;
   return j;
@@ -321,8 +319,6 @@ Score score_from_json(const json& j) {
     s.workloads_timed = it->get<std::size_t>();
   if (auto it = j.find("integrity"); it != j.end() && it->is_object())
     s.integrity = score_integrity_from_json(*it);
-  s.mean_speedup_vs_incumbent = optional_number(j, "mean_speedup_vs_incumbent");
-  s.geomean_speedup_vs_incumbent = optional_number(j, "geomean_speedup_vs_incumbent");
   s.speedups_over = j.value("speedups_over", "");
   s.holdout = j.value("holdout", json(nullptr));
   return s;

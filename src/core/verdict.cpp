@@ -212,7 +212,7 @@ Verdict verdict_from_json(const json& j) {
     const json score = object_member(j, "score");
     for (auto it = score.begin(); it != score.end(); ++it) {
       const json& x = it.value();
-      // One text field: what the speedups are over (a run's "through the incumbent" rewrite).
+      // One text field: what the speedups are over (a baseline other than the operator's).
       bool ok = x.is_number() || x.is_null() || x.is_boolean() || x.is_object() || x.is_array() ||
                 x == "nan" || x == "inf" || x == "-inf" ||
                 (it.key() == "speedups_over" && x.is_string());

@@ -45,6 +45,19 @@ bool keyed_baseline_file(const Request& request) {
 
 }  // namespace
 
+std::string speedups_over(const Baseline& baseline) {
+  if (baseline.from_operator || baseline.kind == Baseline::Kind::kNone) return {};
+  if (baseline.kind == Baseline::Kind::kCublasLt) return "cublaslt";
+  return baseline.solution.filename().string();
+}
+
+std::optional<archive::OperatorSpeedup> measured_operator_speedup(const Baseline& baseline,
+                                                                  const Verdict& v) {
+  if (!baseline.from_operator || !v.score.mean_speedup) return std::nullopt;
+  return archive::OperatorSpeedup{*v.score.mean_speedup, v.score.geomean_speedup.value_or(0.0),
+                                  false};
+}
+
 Verdict bad_input_verdict(const std::string& path, const std::string& definition,
                           const Error& error) {
   Verdict v;
@@ -151,6 +164,7 @@ Evaluation Evaluator::evaluate(Candidate in) {
       if (stored->record.verdict) {
         result.verdict = *stored->record.verdict;
         result.verdict.source = path;
+        result.verdict.score.speedups_over = speedups_over(request.baseline);
         record_holdout(request, op_name, result.verdict);
         result.cached_from = stored->summary.id;
         auto record = std::make_shared<archive::CandidateRecord>(std::move(stored->record));
@@ -162,6 +176,8 @@ Evaluation Evaluator::evaluate(Candidate in) {
         record->response.clear();
         record->usage = nullptr;
         record->extra = extra;
+        if (record->verdict) record->verdict->score.speedups_over = speedups_over(request.baseline);
+        record->operator_speedup = measured_operator_speedup(request.baseline, result.verdict);
         if (shared_.archive.enabled) result.candidate_id = archive(*record);
         result.record = std::move(record);
         return result;
@@ -196,6 +212,7 @@ Evaluation Evaluator::evaluate(Candidate in) {
     if (!loaded->candidate_compiled.cache_hit) ++result.compiles;
     result.verdict = check_loaded(request, *loaded, std::move(prepared));
     result.verdict.phases["parent_compile"] = compile_seconds;
+    result.verdict.score.speedups_over = speedups_over(request.baseline);
   } catch (const Error& e) {
     if (e.code() != ExitCode::kUsage) throw;  // no GPU, or a kharness failure
     result.cache_key = key;
@@ -208,6 +225,7 @@ Evaluation Evaluator::evaluate(Candidate in) {
   record->operator_name = verdict.definition;
   record->origin = path;
   record->verdict = verdict;
+  record->operator_speedup = measured_operator_speedup(request.baseline, verdict);
   record->cache_key = key;
   record->compile = verdict.compile.empty() ? nlohmann::json() : verdict.compile;
   record->sources = loaded->candidate.sources;

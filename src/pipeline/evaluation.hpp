@@ -56,6 +56,15 @@ struct Evaluation {
   int compiles = 0;
 };
 
+// What a verdict's speedups are over, as its score names it (score.speedups_over): "" for the
+// operator's own baseline (or none), else the chosen baseline's file name or "cublaslt".
+std::string speedups_over(const Baseline& baseline);
+
+// The speedup over the operator's baseline that a verdict measured: set when it was timed against
+// the operator's own baseline; none otherwise (a run estimates its candidates', controller/).
+std::optional<archive::OperatorSpeedup> measured_operator_speedup(const Baseline& baseline,
+                                                                  const Verdict& verdict);
+
 // The verdict of a solution that could not be evaluated because it is malformed (an Error of exit
 // code 2): REJECTED, failure "bad_input" with the error's message. The pipeline and the
 // controller's evaluator both give a malformed candidate this verdict.
