@@ -211,6 +211,72 @@ TEST(Numeric, MatchesCudaHeaderConversions) {
   }
 }
 
+std::uint64_t double_bits(double v) {
+  std::uint64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+
+// The bulk forms give to_double's and from_double's results: every 16-bit pattern read back,
+// and written from each pattern's value, the midpoints between neighbours (exact ties), values a
+// hair either side of them, the subnormal and overflow edges, zeros, infinities, NaN and random
+// doubles over the whole range.
+TEST(Numeric, BulkConversionsMatchTheElementwiseOnes) {
+  std::vector<double> values = {0.0,     -0.0,     kInf,     -kInf,   kNaN,
+                                -kNaN,   65504.0,  65519.99, 65520.0, 3.3895313892515355e38,
+                                3.39e38, 1e300,    -1e300,   1e-300,  5.9e-8,
+                                6.1e-5,  1.17e-38, 9.2e-41};
+  std::mt19937_64 rng(20240723);
+  for (int k = 0; k < 200000; ++k) {
+    const double v = std::ldexp(std::uniform_real_distribution<double>(1.0, 2.0)(rng),
+                                std::uniform_int_distribution<int>(-150, 140)(rng));
+    values.push_back(k % 2 ? -v : v);
+  }
+  for (DType dtype :
+       {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat8E4M3, DType::kInt8}) {
+    const std::size_t size = dtype_size(dtype);
+    if (size == 2) {
+      std::vector<std::uint8_t> every(2 * 0x10000);
+      for (std::uint32_t b = 0; b < 0x10000; ++b) std::memcpy(&every[2 * b], &b, 2);
+      std::vector<double> read(0x10000);
+      to_doubles(dtype, every.data(), read.size(), read.data());
+      for (std::uint32_t b = 0; b < 0x10000; ++b) {
+        const double want = value_of(dtype, b);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(read[b])) << dtype_name(dtype) << " 0x" << std::hex << b;
+        } else {
+          ASSERT_EQ(double_bits(read[b]), double_bits(want))
+              << dtype_name(dtype) << " 0x" << std::hex << b;
+        }
+        if (b + 1 < 0x10000 && !std::isnan(want) && (b & 0x7FFF) != 0x7FFF) {
+          const double next = value_of(dtype, b + 1);
+          if (std::isfinite(want) && std::isfinite(next)) {
+            const double mid = want + (next - want) / 2;  // exact: a few bits past the format
+            values.insert(values.end(),
+                          {want, mid, std::nextafter(mid, -kInf), std::nextafter(mid, kInf)});
+          }
+        }
+      }
+    }
+    std::vector<std::uint8_t> got(values.size() * size);
+    from_doubles(dtype, values.data(), values.size(), got.data());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      std::uint8_t want[8] = {};
+      from_double(dtype, values[i], want);
+      ASSERT_EQ(std::memcmp(&got[i * size], want, size), 0)
+          << dtype_name(dtype) << " " << values[i];
+    }
+    std::vector<double> back(values.size());
+    to_doubles(dtype, got.data(), values.size(), back.data());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const double want = to_double(dtype, &got[i * size]);
+      ASSERT_TRUE(double_bits(back[i]) == double_bits(want) ||
+                  (std::isnan(want) && std::isnan(back[i])))
+          << dtype_name(dtype) << " " << values[i];
+    }
+  }
+}
+
 TEST(Numeric, Poison) {
   EXPECT_EQ(poison_element(DType::kFloat32), (std::vector<std::uint8_t>{0xA5, 0xA5, 0xA5, 0x7F}));
   EXPECT_EQ(poison_element(DType::kFloat16), (std::vector<std::uint8_t>{0xA5, 0x7D}));

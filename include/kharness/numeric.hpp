@@ -32,6 +32,13 @@ std::int64_t read_index(DType dtype, const std::uint8_t* base, std::uint64_t i);
 // Writes `dtype_size(dtype)` bytes at `out`: `value` rounded as described above.
 void from_double(DType dtype, double value, std::uint8_t* out);
 
+// to_double and from_double over `n` consecutive elements, with the same results. float32,
+// float16 and bfloat16 take fast paths (a shift or a table to read; integer round-to-nearest-even
+// on the double's bits to write, from_double itself only for zero, subnormals, overflow and NaN):
+// model-check converts hundreds of millions of elements per layer.
+void to_doubles(DType dtype, const std::uint8_t* elements, std::size_t n, double* out);
+void from_doubles(DType dtype, const double* values, std::size_t n, std::uint8_t* out);
+
 // True when the element is a NaN (float dtypes only; false for integers and bool).
 bool is_nan_bits(DType dtype, const std::uint8_t* element);
 

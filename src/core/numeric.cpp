@@ -213,6 +213,87 @@ void from_double(DType dtype, double value, std::uint8_t* out) {
   }
 }
 
+namespace {
+
+// from_double into a 16-bit IEEE format (float16, bfloat16) when `value` and its rounding are
+// normal numbers of the format: the double's bits rounded to nearest even at the format's
+// mantissa width (a carry into the exponent is the next binade, one into the infinity pattern
+// an overflow to infinity, as from_double rounds). Anything else (zero, subnormal, too large,
+// infinity, NaN) goes to from_double.
+template <int ExponentBits, int MantissaBits>
+std::uint16_t encode16(double value, DType dtype) {
+  constexpr int kBias = (1 << (ExponentBits - 1)) - 1;
+  constexpr int kShift = 52 - MantissaBits;
+  constexpr std::uint64_t kInf = ((std::uint64_t{1} << ExponentBits) - 1) << MantissaBits;
+  std::uint64_t bits;
+  std::memcpy(&bits, &value, 8);
+  const std::uint64_t magnitude = bits & ~(std::uint64_t{1} << 63);
+  const int exponent = static_cast<int>(magnitude >> 52) - 1023;
+  if (exponent < 1 - kBias || exponent > kBias) {
+    std::uint16_t out;
+    from_double(dtype, value, reinterpret_cast<std::uint8_t*>(&out));
+    return out;
+  }
+  const std::uint64_t rounded =
+      magnitude + ((std::uint64_t{1} << (kShift - 1)) - 1) + ((magnitude >> kShift) & 1);
+  const std::uint64_t field = std::min(
+      (rounded >> kShift) - (static_cast<std::uint64_t>(1023 - kBias) << MantissaBits), kInf);
+  return static_cast<std::uint16_t>(field | ((bits >> 63) << (ExponentBits + MantissaBits)));
+}
+
+}  // namespace
+
+void to_doubles(DType dtype, const std::uint8_t* elements, std::size_t n, double* out) {
+  switch (dtype) {
+    case DType::kFloat32:
+      for (std::size_t i = 0; i < n; ++i) out[i] = load<float>(elements + 4 * i);
+      return;
+    case DType::kBFloat16:
+      for (std::size_t i = 0; i < n; ++i) {
+        // bfloat16 is the top half of a float32: exact, NaN stays NaN.
+        const std::uint32_t word = static_cast<std::uint32_t>(load<std::uint16_t>(elements + 2 * i))
+                                   << 16;
+        float f;
+        std::memcpy(&f, &word, 4);
+        out[i] = f;
+      }
+      return;
+    case DType::kFloat16: {
+      static const std::vector<double> table = [] {
+        std::vector<double> t(65536);
+        for (std::uint32_t b = 0; b < 65536; ++b) t[b] = decode(kHalf, b);
+        return t;
+      }();
+      for (std::size_t i = 0; i < n; ++i) out[i] = table[load<std::uint16_t>(elements + 2 * i)];
+      return;
+    }
+    default: {
+      const std::size_t size = dtype_size(dtype);
+      for (std::size_t i = 0; i < n; ++i) out[i] = to_double(dtype, elements + i * size);
+      return;
+    }
+  }
+}
+
+void from_doubles(DType dtype, const double* values, std::size_t n, std::uint8_t* out) {
+  switch (dtype) {
+    case DType::kFloat32:
+      for (std::size_t i = 0; i < n; ++i) store(out + 4 * i, static_cast<float>(values[i]));
+      return;
+    case DType::kBFloat16:
+      for (std::size_t i = 0; i < n; ++i) store(out + 2 * i, encode16<8, 7>(values[i], dtype));
+      return;
+    case DType::kFloat16:
+      for (std::size_t i = 0; i < n; ++i) store(out + 2 * i, encode16<5, 10>(values[i], dtype));
+      return;
+    default: {
+      const std::size_t size = dtype_size(dtype);
+      for (std::size_t i = 0; i < n; ++i) from_double(dtype, values[i], out + i * size);
+      return;
+    }
+  }
+}
+
 bool is_nan_bits(DType dtype, const std::uint8_t* element) {
   return is_floating(dtype) && std::isnan(to_double(dtype, element));
 }
