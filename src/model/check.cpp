@@ -1,8 +1,12 @@
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <thread>
 
 #include "bench/cupti_timer.hpp"
 #include "device/driver.hpp"
@@ -83,27 +87,54 @@ std::vector<std::uint8_t> download_bytes(const DeviceTensor& t) {
   return bytes;
 }
 
-std::vector<double> to_values(const std::vector<std::uint8_t>& bytes, DType dtype) {
-  std::size_t size = dtype_size(dtype);
-  std::vector<double> values(bytes.size() / size);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    values[i] = to_double(dtype, bytes.data() + i * size);
+std::vector<double> download_values(const DeviceTensor& t) {
+  const std::vector<std::uint8_t> bytes = download_bytes(t);
+  std::vector<double> values(bytes.size() / dtype_size(t.type.dtype));
+  to_doubles(t.type.dtype, bytes.data(), values.size(), values.data());
   return values;
 }
 
-std::vector<double> download_values(const DeviceTensor& t) {
-  return to_values(download_bytes(t), t.type.dtype);
-}
-
-DeviceTensor upload_values(const std::vector<double>& values, const TensorType& type) {
-  std::size_t size = dtype_size(type.dtype);
-  std::vector<std::uint8_t> bytes(values.size() * size);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    from_double(type.dtype, values[i], bytes.data() + i * size);
+DeviceTensor upload_bytes(const std::vector<std::uint8_t>& bytes, const TensorType& type) {
   DeviceTensor t{allocate(bytes.size()), type};
   if (!bytes.empty()) t.buffer->upload(bytes.data(), bytes.size());
   return t;
 }
+
+// Host passes over a layer's tensors (up to hundreds of millions of elements) in chunks of this
+// many elements: small enough for the cache, large enough to be worth a thread.
+constexpr std::size_t kChunk = std::size_t{1} << 16;
+
+// f(begin, end) for consecutive chunks of [0, n), on up to 16 threads. f must write only its own
+// chunk's results, so they do not depend on the threads.
+template <class F>
+void for_each_chunk(std::size_t n, const F& f) {
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  const std::size_t threads = std::min<std::size_t>(
+      chunks, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t c = next++; c < chunks; c = next++)
+      f(c * kChunk, std::min(n, (c + 1) * kChunk));
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// Seconds since construction or the last lap(): the -v lines that say where a check's time goes.
+class Stopwatch {
+ public:
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return seconds;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 template <class T>
 DeviceTensor upload_ints(const std::vector<T>& values, DType dtype) {
@@ -111,6 +142,110 @@ DeviceTensor upload_ints(const std::vector<T>& values, DType dtype) {
                  TensorType{dtype, {static_cast<std::int64_t>(values.size())}}};
   if (!values.empty()) t.buffer->upload(values.data(), values.size() * sizeof(T));
   return t;
+}
+
+// deviation() of element pairs taken in order, a chunk at a time (the same sums in the same
+// order, so the same result), for outputs too large to hold as doubles twice over.
+class DeviationSum {
+ public:
+  void add(const double* got, const double* want, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      finite_ = finite_ && std::isfinite(got[i]);
+      max_diff_ = std::max(max_diff_, std::fabs(got[i] - want[i]));
+      max_want_ = std::max(max_want_, std::fabs(want[i]));
+      dot_ += got[i] * want[i];
+      gg_ += got[i] * got[i];
+      ww_ += want[i] * want[i];
+    }
+  }
+
+  Deviation result(bool same_size) const {
+    Deviation d;
+    if (!finite_ || !same_size) {
+      // NaN or Inf where the reference is finite: as far off as can be.
+      d.max_rel_error = INFINITY;
+      d.cosine = -1;
+      d.bias = INFINITY;
+      return d;
+    }
+    d.max_rel_error = max_want_ > 0 ? max_diff_ / max_want_ : max_diff_;
+    d.cosine = (gg_ > 0 && ww_ > 0) ? dot_ / std::sqrt(gg_ * ww_) : (gg_ == ww_ ? 1.0 : 0.0);
+    d.bias = ww_ > 0 ? dot_ / ww_ - 1.0 : 0.0;
+    return d;
+  }
+
+ private:
+  double max_diff_ = 0, max_want_ = 0, dot_ = 0, gg_ = 0, ww_ = 0;
+  bool finite_ = true;
+};
+
+// deviation() of two outputs' elements, read a chunk at a time.
+Deviation deviation_of(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
+                       DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  const std::size_t n = std::min(got.size(), want.size()) / size;
+  std::vector<double> g(std::min(n, kChunk)), w(std::min(n, kChunk));
+  DeviationSum sum;
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t len = std::min(kChunk, n - i);
+    to_doubles(dtype, got.data() + i * size, len, g.data());
+    to_doubles(dtype, want.data() + i * size, len, w.data());
+    sum.add(g.data(), w.data(), len);
+  }
+  return sum.result(got.size() == want.size());
+}
+
+// A view (columns, cast, sum) of `tensors` as a new device tensor, made on the host: each
+// element read exactly into a double, the sources added in order, the sum rounded once to its
+// dtype.
+DeviceTensor view_of(const Edge& edge, const std::map<std::string, DeviceTensor>& tensors) {
+  // A source as rows of `cols` elements, of which those from column `begin` on feed the result
+  // (without `columns`, one row of every element).
+  struct Source {
+    std::vector<std::uint8_t> bytes;
+    DType dtype;
+    std::int64_t cols = 0, begin = 0;
+  };
+  std::vector<Source> sources;
+  TensorType type;
+  for (const auto& ref : edge.sources) {
+    const DeviceTensor& src = tensors.at(ref.text());
+    Source s{download_bytes(src), src.type.dtype};
+    TensorType t = src.type;
+    s.cols = element_count(t.shape);
+    if (edge.columns) {
+      s.cols = t.shape[1];
+      s.begin = edge.columns->first;
+      t.shape[1] = edge.columns->second - edge.columns->first;
+    }
+    if (sources.empty()) type = t;
+    sources.push_back(std::move(s));
+  }
+  if (edge.cast) type.dtype = *edge.cast;
+  const std::size_t n = static_cast<std::size_t>(element_count(type.shape));
+  const std::size_t width = edge.columns ? static_cast<std::size_t>(type.shape[1]) : n;
+  const std::size_t out_size = dtype_size(type.dtype);
+  std::vector<std::uint8_t> out(n * out_size);
+  for_each_chunk(n, [&](std::size_t begin, std::size_t end) {
+    std::vector<double> acc(kChunk), add(kChunk);
+    // Within one row at a time: a row's columns are contiguous in every source.
+    for (std::size_t i = begin; i < end;) {
+      const std::size_t row = i / width, col = i % width;
+      const std::size_t len = std::min(end - i, width - col);
+      for (std::size_t k = 0; k < sources.size(); ++k) {
+        const Source& s = sources[k];
+        const std::size_t at =
+            row * static_cast<std::size_t>(s.cols) + static_cast<std::size_t>(s.begin) + col;
+        to_doubles(s.dtype, s.bytes.data() + at * dtype_size(s.dtype), len,
+                   k == 0 ? acc.data() : add.data());
+        if (k > 0)
+          for (std::size_t j = 0; j < len; ++j) acc[j] += add[j];
+      }
+      from_doubles(type.dtype, acc.data(), len, out.data() + i * out_size);
+      i += len;
+    }
+  });
+  return upload_bytes(out, type);
 }
 
 // --use names a node or a definition of the phase; anything else is a typo.
@@ -352,6 +487,7 @@ class LayerRunner {
       result.solutions[node] = path.empty() ? "reference" : path.string();
     if (sink_.begin) sink_.begin(result);
 
+    Stopwatch watch;
     harness_ = std::make_unique<HarnessKernels>(HarnessKernelsOptions{arch_});
     try {
       for (const auto& node : phase_nodes()) {
@@ -379,6 +515,7 @@ class LayerRunner {
       result.status = failed_status_;
       return result;
     }
+    spdlog::debug("model-check: kernels compiled and loaded in {:.3f} s", watch.lap());
     result.passed = true;
     for (const auto& shape : phase_.shapes) {
       if (sink_.started) sink_.started(shape.label());
@@ -483,37 +620,13 @@ class LayerRunner {
     return out;
   }
 
-  // An edge as a device tensor: a plain reference is the tensor itself; a view (columns, cast,
-  // sum) is materialised, in double on the host and rounded once to its dtype.
+  // An edge as a device tensor: a plain reference is the tensor itself, a view (view_of) a new
+  // one.
   DeviceTensor materialise(const Edge& edge, const std::map<std::string, DeviceTensor>& tensors) {
     if (edge.append) return append(edge, tensors);
     if (edge.sources.size() == 1 && !edge.sum && !edge.columns && !edge.cast)
       return tensors.at(edge.sources[0].text());
-    std::vector<double> acc;
-    TensorType type;
-    for (const auto& ref : edge.sources) {
-      const DeviceTensor& src = tensors.at(ref.text());
-      std::vector<double> values = download_values(src);
-      TensorType t = src.type;
-      if (edge.columns) {
-        auto [begin, end] = *edge.columns;
-        std::int64_t rows = t.shape[0], cols = t.shape[1], width = end - begin;
-        std::vector<double> sliced(static_cast<std::size_t>(rows * width));
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t c = 0; c < width; ++c)
-            sliced[r * width + c] = values[r * cols + begin + c];
-        values = std::move(sliced);
-        t.shape[1] = width;
-      }
-      if (acc.empty()) {
-        acc = std::move(values);
-        type = t;
-      } else {
-        for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += values[i];
-      }
-    }
-    if (edge.cast) type.dtype = *edge.cast;
-    return upload_values(acc, type);
+    return view_of(edge, tensors);
   }
 
   // Writes the new tokens' rows into the cache in place (this layer's cache of this pass, drawn
@@ -602,7 +715,7 @@ class LayerRunner {
     bool first = true;
     for (const auto& [name, t] : outputs) {
       std::vector<std::uint8_t> got = download_bytes(t), want = download_bytes(truth.at(name));
-      Deviation one = deviation(to_values(got, t.type.dtype), to_values(want, t.type.dtype));
+      Deviation one = deviation_of(got, want, t.type.dtype);
       if (first || std::fabs(one.bias) > std::fabs(d.worst.bias)) d.worst = one;
       first = false;
       if (def.kharness.comparator != "elementwise" || !d.own_failure.empty()) continue;
@@ -621,6 +734,8 @@ class LayerRunner {
   std::vector<std::vector<double>> pass(const LayerShapes& shapes, int layers, bool substituted,
                                         std::vector<NodeDeviation>* deviations,
                                         NodeInputs* first_layer_inputs = nullptr) {
+    const char* which = substituted ? "substituted" : "reference";
+    Stopwatch watch;
     std::map<std::string, DeviceTensor> inputs;
     for (const auto& in : model_.inputs) {
       const TensorType& type = shapes.tensors.at("input." + in.name);
@@ -633,10 +748,14 @@ class LayerRunner {
       std::map<std::string, DeviceTensor> tensors = inputs;
       for (auto& [k, v] : layer_weights(shapes, l, shared)) tensors[k] = std::move(v);
       for (const auto& [k, v] : phase_tensors_) tensors[k] = v;
+      stream_.synchronize();  // the fills, so that the lap below is theirs
+      spdlog::debug("model-check: {} pass layer {}: weights drawn in {:.3f} s", which, l,
+                    watch.lap());
       for (const Node* node : phase_nodes()) {
         const Runnable& run = substituted ? *candidate_.at(node->name) : *reference_.at(node->name);
         std::map<std::string, DeviceTensor> in = node_inputs(*node, tensors);
         if (first_layer_inputs && l == 0) (*first_layer_inputs)[node->name] = in;
+        const double inputs_seconds = watch.lap();
         // Beside a node not run by its reference, the reference on the same inputs, first: what
         // the node alone changes, whatever drift its inputs carry.
         std::map<std::string, DeviceTensor> truth;
@@ -646,10 +765,18 @@ class LayerRunner {
               !fault.empty())
             throw LayerFault{fault};
         }
+        const double shadow_seconds = watch.lap();
         std::map<std::string, DeviceTensor> outputs;
         if (std::string fault = launch(*node, run, shapes, in, outputs, l); !fault.empty())
           throw LayerFault{fault};
+        const double run_seconds = watch.lap();  // launch() waits for the kernels
         if (shadow) deviations->push_back(judge_node(*node, outputs, truth, l));
+        spdlog::debug("model-check: {} pass layer {} node {} ({}): inputs {:.3f} s, {} {:.3f} s{}",
+                      which, l, node->name, node->definition, inputs_seconds,
+                      run.is_reference ? "reference" : "solution", run_seconds,
+                      shadow ? fmt::format(", reference beside it {:.3f} s, judged in {:.3f} s",
+                                           shadow_seconds, watch.lap())
+                             : std::string());
         for (auto& [k, v] : outputs) tensors[k] = std::move(v);
       }
       std::map<std::string, DeviceTensor> next;
@@ -658,6 +785,8 @@ class LayerRunner {
       }
       inputs = std::move(next);
       hidden.push_back(download_values(inputs.at("input." + model_.inputs.front().name)));
+      spdlog::debug("model-check: {} pass layer {}: outputs made and read back in {:.3f} s", which,
+                    l, watch.lap());
     }
     return hidden;
   }
@@ -669,11 +798,14 @@ class LayerRunner {
     make_phase_tensors(shape);
     std::vector<std::vector<double>> truth, got;
     NodeInputs timing_inputs;
+    Stopwatch watch;
     try {
       truth = faulting([&] { return pass(shapes, layers, false, nullptr); });
+      spdlog::debug("model-check: shape {}: reference pass in {:.3f} s", s.label, watch.lap());
       got = faulting([&] {
         return pass(shapes, layers, true, &s.nodes, options_.time ? &timing_inputs : nullptr);
       });
+      spdlog::debug("model-check: shape {}: substituted pass in {:.3f} s", s.label, watch.lap());
     } catch (const LayerFault& fault) {
       s.reason = fault.what;
       return s;
@@ -698,6 +830,7 @@ class LayerRunner {
       if (options_.time) {
         try {
           s.timing = faulting([&] { return timer_->time(phase_nodes(), shapes, timing_inputs); });
+          spdlog::debug("model-check: shape {}: layer timed in {:.3f} s", s.label, watch.lap());
         } catch (const LayerFault& fault) {
           s.passed = false;
           s.reason = fault.what;
@@ -731,28 +864,9 @@ class LayerRunner {
 }  // namespace
 
 Deviation deviation(const std::vector<double>& got, const std::vector<double>& want) {
-  double max_diff = 0, max_want = 0, dot = 0, gg = 0, ww = 0;
-  bool finite = true;
-  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    finite = finite && std::isfinite(got[i]);
-    max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
-    max_want = std::max(max_want, std::fabs(want[i]));
-    dot += got[i] * want[i];
-    gg += got[i] * got[i];
-    ww += want[i] * want[i];
-  }
-  Deviation d;
-  if (!finite || got.size() != want.size()) {
-    // NaN or Inf where the reference is finite: as far off as can be.
-    d.max_rel_error = INFINITY;
-    d.cosine = -1;
-    d.bias = INFINITY;
-    return d;
-  }
-  d.max_rel_error = max_want > 0 ? max_diff / max_want : max_diff;
-  d.cosine = (gg > 0 && ww > 0) ? dot / std::sqrt(gg * ww) : (gg == ww ? 1.0 : 0.0);
-  d.bias = ww > 0 ? dot / ww - 1.0 : 0.0;
-  return d;
+  DeviationSum sum;
+  sum.add(got.data(), want.data(), std::min(got.size(), want.size()));
+  return sum.result(got.size() == want.size());
 }
 
 bool within(const Deviation& got, const ModelTolerance& tolerance) {
