@@ -4,7 +4,7 @@
     { "kernel": "gqa_paged_prefill_ps1_reference",
       "grid": ["num_qo_heads", "total_q", 1],
       "block": [128, 1, 1],
-      "shared_bytes": "0",
+      "shared_bytes": "(128 * (head_dim + 1) + head_dim) * 4",
       "args": ["q", "k_cache", "v_cache", "qo_indptr", "kv_indptr", "kv_indices", "sm_scale",
                "output", "lse", "total_q", "num_qo_heads", "num_kv_heads", "head_dim",
                "page_size", "len_indptr"] }

@@ -17,12 +17,20 @@
 // Written to be obviously correct, not fast: one block of kThreads threads per (q head, query
 // row), every size an argument, three passes over the visible tokens (max, sum of exponentials,
 // weighted sum of V) that recompute the logits, and fixed shared-memory tree reductions, so the
-// result is deterministic.
+// result is deterministic. Thread j of the block computes the logit of token c + j of each tile
+// of kThreads tokens (c = 0, kThreads, ...) as one float32 multiply-add per d in increasing d;
+// the tile's K rows are first copied, coalesced, a warp per row, into shared memory as float
+// (a row every head_dim + 1 floats, so the threads reading one d of different rows hit different
+// banks), with each token's cache row looked up once. Reading K row by row from global memory,
+// each thread its own row, was 32 scattered loads per warp instruction: the logits are the same
+// numbers, in the same order, either way.
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
 constexpr int kThreads = 128;  // must equal the plan's block size (a power of two)
+// The plan's dynamic shared memory: the K tile and the query row, as float.
+//   shared_bytes = (kThreads * (head_dim + 1) + head_dim) * 4
 
 __device__ __forceinline__ size_t kv_row(const int* pages, int t, int page_size, int num_kv_heads,
                                          int kv_head, int head_dim) {
@@ -32,11 +40,31 @@ __device__ __forceinline__ size_t kv_row(const int* pages, int t, int page_size,
          static_cast<size_t>(head_dim);
 }
 
-__device__ float logit_of(const __nv_bfloat16* q_row, const __nv_bfloat16* k_cache, size_t row,
-                          int head_dim, float sm_scale) {
+// The tile of tokens c .. c + chunk - 1: rows[j] = token c + j's cache row (element offset),
+// k_tile[j * (head_dim + 1) + d] = its K. Ends with a barrier; the caller puts one before it
+// when the previous tile may still be read.
+__device__ void load_tile(const __nv_bfloat16* k_cache, const int* pages, int c, int chunk,
+                          int page_size, int num_kv_heads, int kv_head, int head_dim,
+                          size_t* rows, float* k_tile) {
+  if (threadIdx.x < chunk)
+    rows[threadIdx.x] = kv_row(pages, c + threadIdx.x, page_size, num_kv_heads, kv_head, head_dim);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int j = warp; j < chunk; j += kThreads / 32) {
+    for (int d = lane; d < head_dim; d += 32) {
+      k_tile[j * (head_dim + 1) + d] = __bfloat162float(k_cache[rows[j] + d]);
+    }
+  }
+  __syncthreads();
+}
+
+// Token c + threadIdx.x's logit, from the tile: sm_scale * sum_d q[d] * k[d] in float32.
+__device__ float tile_logit(const float* q_row, const float* k_tile, int head_dim,
+                            float sm_scale) {
+  const float* k = k_tile + threadIdx.x * (head_dim + 1);
   float dot = 0.0f;
   for (int d = 0; d < head_dim; ++d) {
-    dot += __bfloat162float(q_row[d]) * __bfloat162float(k_cache[row + d]);
+    dot += q_row[d] * k[d];
   }
   return dot * sm_scale;
 }
@@ -50,6 +78,10 @@ __device__ void gqa_paged_prefill(const __nv_bfloat16* q, const __nv_bfloat16* k
                                   int num_kv_heads, int head_dim, int page_size, int len_indptr) {
   __shared__ float red[kThreads];
   __shared__ float probs[kThreads];
+  __shared__ size_t rows[kThreads];
+  extern __shared__ float dynamic_shared[];
+  float* k_tile = dynamic_shared;                           // kThreads x (head_dim + 1)
+  float* q_f = dynamic_shared + kThreads * (head_dim + 1);  // head_dim
 
   const int h = blockIdx.x;
   const int row_q = blockIdx.y;
@@ -76,12 +108,15 @@ __device__ void gqa_paged_prefill(const __nv_bfloat16* q, const __nv_bfloat16* k
     if (threadIdx.x == 0) lse[static_cast<size_t>(row_q) * num_qo_heads + h] = neg_inf();
     return;
   }
+  for (int d = threadIdx.x; d < head_dim; d += kThreads) q_f[d] = __bfloat162float(q_row[d]);
 
   // 1. Maximum logit.
   float m = neg_inf();
-  for (int t = threadIdx.x; t < num_tokens; t += kThreads) {
-    const size_t row = kv_row(pages, t, page_size, num_kv_heads, kv_head, head_dim);
-    m = fmaxf(m, logit_of(q_row, k_cache, row, head_dim, sm_scale));
+  for (int c = 0; c < num_tokens; c += kThreads) {
+    const int chunk = min(kThreads, num_tokens - c);
+    __syncthreads();  // the previous tile is read (and q_f written)
+    load_tile(k_cache, pages, c, chunk, page_size, num_kv_heads, kv_head, head_dim, rows, k_tile);
+    if (threadIdx.x < chunk) m = fmaxf(m, tile_logit(q_f, k_tile, head_dim, sm_scale));
   }
   red[threadIdx.x] = m;
   __syncthreads();
@@ -94,9 +129,11 @@ __device__ void gqa_paged_prefill(const __nv_bfloat16* q, const __nv_bfloat16* k
 
   // 2. Sum of exp(logit - max).
   float s = 0.0f;
-  for (int t = threadIdx.x; t < num_tokens; t += kThreads) {
-    const size_t row = kv_row(pages, t, page_size, num_kv_heads, kv_head, head_dim);
-    s += expf(logit_of(q_row, k_cache, row, head_dim, sm_scale) - max_logit);
+  for (int c = 0; c < num_tokens; c += kThreads) {
+    const int chunk = min(kThreads, num_tokens - c);
+    __syncthreads();
+    load_tile(k_cache, pages, c, chunk, page_size, num_kv_heads, kv_head, head_dim, rows, k_tile);
+    if (threadIdx.x < chunk) s += expf(tile_logit(q_f, k_tile, head_dim, sm_scale) - max_logit);
   }
   red[threadIdx.x] = s;
   __syncthreads();
@@ -107,25 +144,23 @@ __device__ void gqa_paged_prefill(const __nv_bfloat16* q, const __nv_bfloat16* k
   const float sum = red[0];  // >= 1: the maximum term is exp(0)
   __syncthreads();
 
-  // 3. output[d] = sum_t exp(logit_t - max) * v[t, d] / sum, a chunk of kThreads tokens at a time.
+  // 3. output[d] = sum_t exp(logit_t - max) * v[t, d] / sum, a tile of kThreads tokens at a time.
   for (int d0 = 0; d0 < head_dim; d0 += kThreads) {
     const int d = d0 + threadIdx.x;
     float acc = 0.0f;
     for (int c = 0; c < num_tokens; c += kThreads) {
-      const int t = c + threadIdx.x;
-      if (t < num_tokens) {
-        const size_t row = kv_row(pages, t, page_size, num_kv_heads, kv_head, head_dim);
-        probs[threadIdx.x] = expf(logit_of(q_row, k_cache, row, head_dim, sm_scale) - max_logit);
-      }
-      __syncthreads();
       const int chunk = min(kThreads, num_tokens - c);
+      __syncthreads();  // the previous tile and probs are read
+      load_tile(k_cache, pages, c, chunk, page_size, num_kv_heads, kv_head, head_dim, rows,
+                k_tile);
+      if (threadIdx.x < chunk)
+        probs[threadIdx.x] = expf(tile_logit(q_f, k_tile, head_dim, sm_scale) - max_logit);
+      __syncthreads();
       if (d < head_dim) {
         for (int j = 0; j < chunk; ++j) {
-          const size_t row = kv_row(pages, c + j, page_size, num_kv_heads, kv_head, head_dim);
-          acc += probs[j] * __bfloat162float(v_cache[row + d]);
+          acc += probs[j] * __bfloat162float(v_cache[rows[j] + d]);
         }
       }
-      __syncthreads();
     }
     if (d < head_dim) out_row[d] = __float2bfloat16_rn(acc / sum);
   }
