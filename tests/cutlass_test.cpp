@@ -38,31 +38,7 @@ void write(const fs::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
 }
 
-// Sets (or, with nullopt, unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      ::setenv(name, value->c_str(), 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;  // restores once
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 // A small CUTLASS-shaped include folder: cutlass/version.h of release `version`, one CuTe header,
 // and a folder beside them that is not CuTe or CUTLASS.
@@ -287,15 +263,14 @@ void expect_state_restored_by_one_copy_per_section(const std::string& fixture_na
       spans.size(), static_cast<unsigned long long>(copied));
 }
 
-void expect_compiles_then_hits_the_cache(const std::string& fixture_name,
-                                         const std::string& op_name,
+void expect_compiles_then_hits_the_cache(const fs::path& file, const std::string& op_name,
                                          const std::vector<std::string>& kernels) {
   std::optional<CutlassRoot> root = real_root();
   if (!root) {
     GTEST_SKIP() << "no CUTLASS root on this machine (" << cutlass_missing_hint() << ")";
   }
   Operator op = load_operator(op_name);
-  Solution s = load_solution(fixture(fixture_name));
+  Solution s = load_solution(file);
   TempDir cache;
   CompileResult cold =
       compile_solution(s, &op.definition, &op.workloads, cute_options(cache.path()));
@@ -318,8 +293,8 @@ void expect_compiles_then_hits_the_cache(const std::string& fixture_name,
   EXPECT_EQ(warm.cubin, cold.cubin);
   EXPECT_LT(warm.seconds, 1.0) << "a cached compile costs milliseconds, not " << warm.seconds;
   std::printf("[ measured ] %s: NVRTC cold %.2f s, from the compile cache %.4f s (CUTLASS %s)\n",
-              fixture_name.c_str(), cold.seconds, warm.seconds, root->version.c_str());
-  expect_state_restored_by_one_copy_per_section(fixture_name, cold);
+              file.filename().c_str(), cold.seconds, warm.seconds, root->version.c_str());
+  expect_state_restored_by_one_copy_per_section(file.filename().string(), cold);
 
   // The CUTLASS version is part of the cache key and of the compile record.
   CompileOptions other = cute_options(cache.path());
@@ -331,16 +306,19 @@ void expect_compiles_then_hits_the_cache(const std::string& fixture_name,
 }
 
 TEST(CuteFixtures, RmsnormCompilesForSm90a) {
-  expect_compiles_then_hits_the_cache("cute/rmsnorm_h4096.cu", "rmsnorm_h4096", {"cute_rmsnorm"});
+  expect_compiles_then_hits_the_cache(fixture("cute/rmsnorm_h4096.cu"), "rmsnorm_h4096",
+                                      {"cute_rmsnorm"});
 }
 
 TEST(CuteFixtures, HopperGemmCompilesForSm90a) {
-  expect_compiles_then_hits_the_cache("cute/gemm_n6144_k4096.cu", "gemm_n6144_k4096",
-                                      {"cute_gemm_bn128", "cute_gemm_bn192", "cute_gemm_bn256"});
+  // The gemm family's CuTe seed (run offers it beside seed.sm_90a.cu).
+  expect_compiles_then_hits_the_cache(
+      testing::source_dir() / "operators" / "_families" / "gemm" / "seed.cute.sm_90a.cu",
+      "gemm_n6144_k4096", {"cute_gemm_bn128", "cute_gemm_bn192", "cute_gemm_bn256"});
 }
 
 TEST(CuteFixtures, BlockScaledFp8GemmCompilesForSm90a) {
-  expect_compiles_then_hits_the_cache("cute/gemm_fp8.cu", "gemm_fp8", {"cute_gemm_fp8"});
+  expect_compiles_then_hits_the_cache(fixture("cute/gemm_fp8.cu"), "gemm_fp8", {"cute_gemm_fp8"});
 }
 
 TEST(CuteFixtures, CompileCommandPassesWithTheRoot) {

@@ -39,6 +39,7 @@ using controller::Search;
 using controller::SearchOptions;
 using controller::SearchResult;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 constexpr const char* kOperator = "rmsnorm_h4096";  // 16 workloads: 3 representatives
 constexpr double kBaselineLatency = 2.0;            // the operator's baseline, every workload
@@ -399,6 +400,64 @@ TEST_F(SearchTest, ASeedThatFailsOrIsSuspectCannotStartARun) {
       EXPECT_NE(e.message().find("the seed cannot start a run"), std::string::npos) << e.message();
     }
   }
+}
+
+// The gemm family has a CuTe variant of its sm_90a seed: where a CUTLASS root is found, the run
+// evaluates it as c0001 against the seed and starts from it when it is faster; without a root it
+// is not offered.
+TEST(SearchCuteSeed, OfferedBesideTheSeedWhereACutlassRootIsFound) {
+  testing::TempDir dir;
+  const fs::path root = dir.path() / "cutlass";
+  for (const auto& [file, text] :
+       {std::pair<std::string, std::string>{"cutlass/version.h",
+                                            "#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n"
+                                            "#define CUTLASS_PATCH 0\n"},
+        {"cute/config.hpp", "#pragma once\n"}}) {
+    fs::create_directories((root / file).parent_path());
+    write_file_atomic((root / file).string(), text);
+  }
+  const Operator op = OperatorRegistry::from_environment({}).load("gemm_n6144_k4096");
+  ASSERT_TRUE(cute_seed_for(op, "sm_90a"));
+  EXPECT_FALSE(op.arch_seeds.count("cute.sm_90a"));
+  EXPECT_FALSE(cute_seed_for(op, "sm_100a"));
+  auto run = [&](const std::string& folder, const std::optional<std::string>& cutlass,
+                 const std::string& cute_marker) {
+    testing::ScopedEnv env("KHARNESS_CUTLASS", cutlass);
+    FakeClock clock;
+    FakeEvaluator pipeline(op, clock);
+    pipeline.overrides["c0001"] = cute_marker;
+    SearchOptions options;
+    options.evaluation.target.operator_name = "gemm_n6144_k4096";
+    options.evaluation.target.arch = "sm_90a";
+    options.provider = "fake";
+    options.budget = 1;
+    options.patience = 0;
+    options.skills_dir = testing::source_dir() / "skills";
+    options.work_dir = dir.path() / folder;
+    FileRecorder recorder(options.work_dir);
+    recorder.begin(json::object());
+    ScriptedProvider provider({}, "");
+    provider.finite = true;
+    Search search(options, pipeline, provider, recorder, nullptr, clock);
+    return search.run();
+  };
+
+  SearchResult faster = run("faster", root.string(), "latency=0.8");
+  ASSERT_EQ(faster.candidates.size(), 2u);  // the budget of 1 is the CuTe seed
+  const auto& c = record(faster, "c0001");
+  EXPECT_EQ(c.provider, "seed");
+  EXPECT_EQ(c.parent, "c0000");
+  EXPECT_NE(c.source.find("cute"), std::string::npos);
+  EXPECT_NE(c.note.find("seed.cute.sm_90a.cu"), std::string::npos) << c.note;
+  EXPECT_TRUE(c.promoted);
+  EXPECT_EQ(faster.best_id, "c0001");
+
+  SearchResult slower = run("slower", root.string(), "latency=1.1");
+  EXPECT_FALSE(record(slower, "c0001").promoted);
+  EXPECT_EQ(slower.best_id, "c0000");
+
+  SearchResult none = run("none", std::string("none"), "latency=0.8");
+  EXPECT_EQ(none.candidates.size(), 1u);  // only the seed: the provider had nothing to say
 }
 
 // ---- promotion ----

@@ -24,6 +24,9 @@ struct Operator {
   // Seeds for one target (seed.sm_90a.cu: TMA and wgmma), preferred over `seed` when compiling
   // for that arch; `seed` stays the portable fallback.
   std::map<std::string, std::filesystem::path> arch_seeds;
+  // CuTe/CUTLASS variants of the arch seeds (seed.cute.sm_90a.cu): `run` evaluates one beside the
+  // seed where a CUTLASS root is found, and starts from the faster.
+  std::map<std::string, std::filesystem::path> cute_seeds;
   std::optional<std::filesystem::path> baseline;  // a solution file or folder
   std::string origin;  // "builtin", "--operators-dir", "KHARNESS_OPERATORS", "file"
 };
@@ -31,6 +34,8 @@ struct Operator {
 // The seed a run or a tune for `arch` starts from: the arch's own seed when there is one, else
 // the portable seed.
 std::optional<std::filesystem::path> seed_for(const Operator& op, const std::string& arch);
+// The CuTe variant of the seed for `arch`; none when the operator has none.
+std::optional<std::filesystem::path> cute_seed_for(const Operator& op, const std::string& arch);
 
 struct OperatorEntry {
   std::string name;

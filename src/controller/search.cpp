@@ -17,6 +17,7 @@
 #include "controller/prompt.hpp"
 #include "core/json_util.hpp"
 #include "core/pool.hpp"
+#include "kharness/compile.hpp"
 #include "kharness/family_source.hpp"
 #include "kharness/hash.hpp"
 #include "kharness/text.hpp"
@@ -506,6 +507,40 @@ struct Search::Impl {
     records.push_back(r);
   }
 
+  // The operator's CuTe variant of its seed (seed.cute.<arch>.cu), where it has one and a CUTLASS
+  // root is found: c0001, evaluated against the seed and promoted by the same rule as any
+  // candidate, so the run starts from the faster of the two. It counts as a candidate.
+  void evaluate_cute_seed() {
+    if (options.budget < 1 || stopping()) return;
+    const auto file = cute_seed_for(op, options.evaluation.target.arch);
+    if (!file) return;
+    try {
+      if (!find_cutlass()) return;
+    } catch (const Error& e) {
+      spdlog::warn("{}: not evaluated: {}", file->string(), e.message());
+      return;
+    }
+    CandidateRecord r;
+    r.id = fmt::format("c{:04d}", next_id++);
+    r.step = 0;
+    r.parent = best.id;
+    r.provider = "seed";
+    r.source = read_single_file_source(*file);
+    Trial t;
+    t.file = write_solution(r.id, r.source);
+    t.counter = evaluation_counter(r.id);
+    seen.emplace(sha256_hex(r.source), r.id);
+    evaluate_trial(t, first_gpu());
+    std::optional<Verdict> last;
+    conclude(r, t, last);
+    r.note = fmt::format("the seed's CuTe variant ({}){}", file->filename().string(),
+                         r.note.empty() ? "" : "; " + r.note);
+    recorder.record(r);
+    r.evaluated.reset();
+    remember(r, last ? &*last : nullptr);
+    records.push_back(r);
+  }
+
   void count_model_check(const ModelVerdict& m) {
     ++model_checks;
     if (!m.passed) ++model_failures;
@@ -957,7 +992,10 @@ struct Search::Impl {
 
   SearchResult run(const std::function<void(const Progress&)>& on_progress) {
     SearchResult result;
-    if (records.empty()) evaluate_seed();
+    if (records.empty()) {
+      evaluate_seed();
+      evaluate_cute_seed();
+    }
     int candidates = static_cast<int>(records.size()) - 1;
     auto progress = [&](const CandidateRecord& r) {
       if (!on_progress) return;

@@ -244,15 +244,21 @@ std::vector<OperatorEntry> OperatorRegistry::list() const {
 
 namespace {
 
-// seed.<arch>.cu files of a folder: {"sm_90a": ".../seed.sm_90a.cu"}.
-void add_arch_seeds(const fs::path& dir, std::map<std::string, fs::path>& out) {
+// seed.<arch>.cu files of a folder: {"sm_90a": ".../seed.sm_90a.cu"}, and seed.cute.<arch>.cu
+// files, the CuTe variants.
+void add_arch_seeds(const fs::path& dir, Operator& op) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.size() > 8 && name.rfind("seed.", 0) == 0 && it->path().extension() == ".cu") {
       std::string arch = name.substr(5, name.size() - 5 - 3);
-      if (!arch.empty() && arch.find('.') == std::string::npos && !out.count(arch)) {
-        out[arch] = it->path();
+      auto* out = &op.arch_seeds;
+      if (arch.rfind("cute.", 0) == 0) {
+        arch = arch.substr(5);
+        out = &op.cute_seeds;
+      }
+      if (!arch.empty() && arch.find('.') == std::string::npos && !out->count(arch)) {
+        (*out)[arch] = it->path();
       }
     }
   }
@@ -263,6 +269,11 @@ void add_arch_seeds(const fs::path& dir, std::map<std::string, fs::path>& out) {
 std::optional<fs::path> seed_for(const Operator& op, const std::string& arch) {
   if (auto it = op.arch_seeds.find(arch); it != op.arch_seeds.end()) return it->second;
   return op.seed;
+}
+
+std::optional<fs::path> cute_seed_for(const Operator& op, const std::string& arch) {
+  if (auto it = op.cute_seeds.find(arch); it != op.cute_seeds.end()) return it->second;
+  return std::nullopt;
 }
 
 Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
@@ -276,7 +287,7 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
     fs::path dir = entry.definition_file.parent_path();
     op.reference = existing(dir / "reference.cu");
     op.seed = existing(dir / "seed.cu");
-    add_arch_seeds(dir, op.arch_seeds);
+    add_arch_seeds(dir, op);
     if (op.definition.kharness.baseline == "cublaslt") {
       // The built-in cuBLASLt GEMM (timed by the bench stage); no solution file.
     } else if (!op.definition.kharness.baseline.empty()) {
@@ -344,7 +355,7 @@ Operator OperatorRegistry::load_entry(const OperatorEntry& entry) const {
     // An operator folder with a seed of its own does not inherit the family's arch seeds.
     if (!op.seed) {
       op.seed = existing(family_dir / "seed.cu");
-      add_arch_seeds(family_dir, op.arch_seeds);
+      add_arch_seeds(family_dir, op);
     }
     if (!op.baseline) op.baseline = solution_in(existing(family_dir / "baseline"));
   }

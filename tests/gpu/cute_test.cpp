@@ -52,6 +52,14 @@ std::string fixture(const char* name) {
   return "'" + testing::fixture(std::string("cute/") + name).string() + "'";
 }
 
+// The gemm family's CuTe seed, run as a fixture.
+std::string cute_gemm_seed() {
+  return "'" +
+         (testing::source_dir() / "operators" / "_families" / "gemm" / "seed.cute.sm_90a.cu")
+             .string() +
+         "'";
+}
+
 TEST(CuteGpu, RmsnormPassesEveryWorkload) {
   SKIP_WITHOUT_GPU();
   SKIP_WITHOUT_CUTLASS();
@@ -64,9 +72,8 @@ TEST(CuteGpu, HopperGemmPassesEveryWorkload) {
   SKIP_WITHOUT_GPU();
   SKIP_WITHOUT_CUTLASS();
   if (!on_hopper()) GTEST_SKIP() << "the CuTe GEMM uses sm_90a TMA and GMMA";
-  expect_every_workload_passes(run_json("check " + fixture("gemm_n6144_k4096.cu") +
-                                        " --operator gemm_n6144_k4096 --trials 2"),
-                               11);
+  expect_every_workload_passes(
+      run_json("check " + cute_gemm_seed() + " --operator gemm_n6144_k4096 --trials 2"), 11);
 }
 
 // The block-scaled fp8 GEMM (fp8 GMMA atoms, per-128-K promotion with the A and B scales).
@@ -83,7 +90,7 @@ TEST(CuteGpu, HopperGemmAgainstCublasLt) {
   SKIP_WITHOUT_GPU();
   SKIP_WITHOUT_CUTLASS();
   if (!on_hopper()) GTEST_SKIP() << "the CuTe GEMM uses sm_90a TMA and GMMA";
-  json v = run_json("bench " + fixture("gemm_n6144_k4096.cu") +
+  json v = run_json("bench " + cute_gemm_seed() +
                     " --operator gemm_n6144_k4096 --baseline cublaslt --seed 1"
                     " --workloads 9b6b5bfc,77618ad8,215393d4,9e348845");
   ASSERT_TRUE(v.is_object()) << v.dump().substr(0, 2000);
